@@ -1,0 +1,312 @@
+#include "core/config.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+
+namespace wanlab::config {
+
+const Node* Node::find(std::string_view key) const {
+    for (const auto& [k, v] : members)
+        if (k == key) return &v;
+    return nullptr;
+}
+
+Node* Node::find(std::string_view key) {
+    for (auto& [k, v] : members)
+        if (k == key) return &v;
+    return nullptr;
+}
+
+Node& Node::set(std::string key, Node node) {
+    if (auto* existing = find(key)) {
+        *existing = std::move(node);
+        return *existing;
+    }
+    members.emplace_back(std::move(key), std::move(node));
+    return members.back().second;
+}
+
+const toml::table* Documents::parse(std::string name, std::string text, Diagnostics& diag) {
+    sources_.add(name, text);
+    try {
+        tables_.push_back(toml::parse(text, name));
+        return &tables_.back();
+    } catch (const toml::parse_error& e) {
+        diag.error(location_of(e.source()), fmt::format("invalid TOML: {}", e.description()));
+        return nullptr;
+    }
+}
+
+Location location_of(const toml::source_region& r) {
+    Location l;
+    if (r.path) l.file = *r.path;
+    l.line = r.begin.line;
+    l.column = r.begin.column;
+    if (r.end.line == r.begin.line && r.end.column > r.begin.column) l.end_column = r.end.column;
+    return l;
+}
+
+namespace {
+bool all_tables(const toml::array& a) {
+    return !a.empty() && std::all_of(a.begin(), a.end(), [](const toml::node& n) { return n.is_table(); });
+}
+
+Node table_node(const toml::table& t);
+
+Node node_of(const toml::node& v) {
+    if (const auto* t = v.as_table()) return table_node(*t);
+    Node n;
+    n.value_at = location_of(v.source());
+    if (const auto* a = v.as_array(); a && all_tables(*a)) {
+        n.kind = Node::Kind::table_array;
+        for (const auto& el : *a) n.items.push_back(table_node(*el.as_table()));
+        return n;
+    }
+    n.kind = Node::Kind::value;
+    n.value = &v;
+    return n;
+}
+
+Node table_node(const toml::table& t) {
+    Node n;
+    n.kind = Node::Kind::table;
+    n.value_at = location_of(t.source());
+    for (const auto& [k, v] : t) {
+        Node child = node_of(v);
+        child.key_at = location_of(k.source());
+        n.members.emplace_back(std::string(k.str()), std::move(child));
+    }
+    return n;
+}
+}  // namespace
+
+Node from_toml(const toml::table& table) { return table_node(table); }
+
+void merge(Node& base, const Node& overlay) {
+    for (const auto& [key, value] : overlay.members) {
+        Node* existing = base.find(key);
+        if (existing && existing->is_table() && value.is_table())
+            merge(*existing, value);
+        else
+            base.set(key, value);
+    }
+}
+
+std::string describe(const toml::node& n) {
+    switch (n.type()) {
+        case toml::node_type::string: return "a string";
+        case toml::node_type::integer: return "an integer";
+        case toml::node_type::floating_point: return "a number with a fraction";
+        case toml::node_type::boolean: return "a boolean";
+        case toml::node_type::array: return "an array";
+        case toml::node_type::table: return "a table";
+        case toml::node_type::date:
+        case toml::node_type::time:
+        case toml::node_type::date_time: return "a date or time";
+        default: return "nothing";
+    }
+}
+
+std::string describe(const Node& n) {
+    if (n.kind == Node::Kind::table) return "a table";
+    if (n.kind == Node::Kind::table_array) return "an array of tables";
+    return describe(*n.value);
+}
+
+namespace {
+// A leaf's text for the unit parsers: strings as written, integers as digits (so `0` works
+// for every unit and `20` gets "needs a unit").
+std::optional<std::string> unit_text(const Node& n, std::string_view what, std::string_view example,
+                                      Diagnostics& d) {
+    if (n.kind == Node::Kind::value) {
+        if (auto s = n.value->value<std::string>()) return *s;
+        if (auto i = n.value->as_integer()) return fmt::format("{}", i->get());
+        if (auto f = n.value->as_floating_point()) return fmt::format("{}", f->get());
+    }
+    d.error(n.value_at, fmt::format("`{}` must be a string such as {}, not {}", what, example, describe(n)));
+    return std::nullopt;
+}
+
+template <class T>
+std::optional<T> unit_value(const Node& n, std::string_view what, std::string_view example,
+                            units::Parsed<T> (*parse)(std::string_view), Diagnostics& d) {
+    auto text = unit_text(n, what, example, d);
+    if (!text) return std::nullopt;
+    auto parsed = parse(*text);
+    if (auto* e = std::get_if<units::UnitError>(&parsed)) {
+        d.error(n.value_at, fmt::format("`{}`: {}", what, e->message));
+        return std::nullopt;
+    }
+    return std::get<T>(parsed);
+}
+}  // namespace
+
+std::optional<std::chrono::nanoseconds> to_duration(const Node& n, std::string_view what, Diagnostics& d) {
+    return unit_value<std::chrono::nanoseconds>(n, what, "\"20ms\"", &units::parse_duration, d);
+}
+
+std::optional<std::uint64_t> to_rate(const Node& n, std::string_view what, Diagnostics& d) {
+    return unit_value<std::uint64_t>(n, what, "\"100mbit\"", &units::parse_rate, d);
+}
+
+std::optional<std::uint64_t> to_size(const Node& n, std::string_view what, Diagnostics& d) {
+    return unit_value<std::uint64_t>(n, what, "\"16MiB\"", &units::parse_size, d);
+}
+
+std::optional<double> to_percent(const Node& n, std::string_view what, Diagnostics& d) {
+    if (n.kind == Node::Kind::value && n.value->is_number() && !n.value->is_integer()) {
+        d.error(n.value_at, fmt::format("`{}` must be a percentage string such as \"1%\", not a bare "
+                                        "number (is {} a fraction or a percent?)",
+                                        what, n.value->value<double>().value_or(0)));
+        return std::nullopt;
+    }
+    return unit_value<double>(n, what, "\"1%\"", &units::parse_percent, d);
+}
+
+std::optional<std::int64_t> to_integer(const Node& n, std::string_view what, std::int64_t min,
+                                       std::int64_t max, Diagnostics& d) {
+    const toml::value<std::int64_t>* i = n.kind == Node::Kind::value ? n.value->as_integer() : nullptr;
+    if (!i) {
+        d.error(n.value_at, fmt::format("`{}` must be an integer, not {}", what, describe(n)));
+        return std::nullopt;
+    }
+    if (i->get() < min || i->get() > max) {
+        d.error(n.value_at, fmt::format("`{}` = {} is out of range: expected {} to {}", what, i->get(), min, max));
+        return std::nullopt;
+    }
+    return i->get();
+}
+
+Node element(const Node& array_leaf, std::size_t i) {
+    const auto& arr = *array_leaf.value->as_array();
+    const toml::node& el = *arr.get(i);
+    Node n;
+    if (const auto* t = el.as_table()) {
+        n = from_toml(*t);
+    } else {
+        n.kind = Node::Kind::value;
+        n.value = &el;
+        n.value_at = location_of(el.source());
+    }
+    n.key_at = array_leaf.key_at;
+    return n;
+}
+
+// --- Reader -----------------------------------------------------------------------------
+
+Reader::Reader(const Node& table, std::string section, Diagnostics& diag)
+    : table_(table), section_(std::move(section)), diag_(diag) {}
+
+const Node* Reader::raw(std::string_view key) {
+    if (std::find(asked_.begin(), asked_.end(), key) == asked_.end()) asked_.emplace_back(key);
+    return table_.find(key);
+}
+
+const Node* Reader::leaf(std::string_view key) {
+    const Node* n = raw(key);
+    if (n && n->kind != Node::Kind::value) {
+        diag_.error(n->key_at.line ? n->key_at : n->value_at,
+                    fmt::format("`{}` in {} must be a single value, not {}", key, section_, describe(*n)));
+        return nullptr;
+    }
+    return n;
+}
+
+std::optional<std::chrono::nanoseconds> Reader::duration(std::string_view key) {
+    const Node* n = leaf(key);
+    return n ? to_duration(*n, key, diag_) : std::nullopt;
+}
+
+std::optional<std::uint64_t> Reader::rate(std::string_view key) {
+    const Node* n = leaf(key);
+    return n ? to_rate(*n, key, diag_) : std::nullopt;
+}
+
+std::optional<std::uint64_t> Reader::size(std::string_view key) {
+    const Node* n = leaf(key);
+    return n ? to_size(*n, key, diag_) : std::nullopt;
+}
+
+std::optional<double> Reader::percent(std::string_view key) {
+    const Node* n = leaf(key);
+    return n ? to_percent(*n, key, diag_) : std::nullopt;
+}
+
+std::optional<std::int64_t> Reader::integer(std::string_view key, std::int64_t min, std::int64_t max) {
+    const Node* n = leaf(key);
+    return n ? to_integer(*n, key, min, max, diag_) : std::nullopt;
+}
+
+std::optional<bool> Reader::boolean(std::string_view key) {
+    const Node* n = leaf(key);
+    if (!n) return std::nullopt;
+    if (auto b = n->value->value_exact<bool>()) return *b;
+    diag_.error(n->value_at, fmt::format("`{}` must be true or false, not {}", key, describe(*n)));
+    return std::nullopt;
+}
+
+std::optional<std::string> Reader::string(std::string_view key) {
+    const Node* n = leaf(key);
+    if (!n) return std::nullopt;
+    if (auto s = n->value->value_exact<std::string>()) return *s;
+    diag_.error(n->value_at, fmt::format("`{}` must be a string, not {}", key, describe(*n)));
+    return std::nullopt;
+}
+
+std::optional<std::string> Reader::choice(std::string_view key, const std::vector<std::string>& choices) {
+    auto s = string(key);
+    if (!s) return std::nullopt;
+    if (std::find(choices.begin(), choices.end(), *s) != choices.end()) return s;
+    std::string list;
+    for (const auto& c : choices) list += (list.empty() ? "" : ", ") + fmt::format("\"{}\"", c);
+    auto guess = did_you_mean(*s, choices);
+    diag_.error(value_at(key),
+                fmt::format("`{}` = \"{}\" is not one of {}{}", key, *s, list,
+                            guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess)));
+    return std::nullopt;
+}
+
+const Node* Reader::table(std::string_view key) {
+    const Node* n = raw(key);
+    if (n && n->kind != Node::Kind::table) {
+        diag_.error(n->value_at, fmt::format("`{}` in {} must be a table, not {}", key, section_, describe(*n)));
+        return nullptr;
+    }
+    return n;
+}
+
+const Node* Reader::table_array(std::string_view key) {
+    const Node* n = raw(key);
+    if (n && n->kind != Node::Kind::table_array) {
+        diag_.error(n->value_at,
+                    fmt::format("`{}` must be an array of tables, written [[{}]], not {}", key, key, describe(*n)));
+        return nullptr;
+    }
+    return n;
+}
+
+void Reader::finish() {
+    for (const auto& [key, value] : table_.members) {
+        if (std::find(asked_.begin(), asked_.end(), key) != asked_.end()) continue;
+        auto guess = did_you_mean(key, asked_);
+        diag_.error(value.key_at.line ? value.key_at : value.value_at,
+                    fmt::format("unknown key `{}` in {}{}", key, section_,
+                                guess.empty() ? "" : fmt::format("; did you mean `{}`?", guess)));
+    }
+}
+
+Location Reader::key_at(std::string_view key) const {
+    if (const Node* n = table_.find(key)) return n->key_at.line ? n->key_at : n->value_at;
+    return table_.value_at;
+}
+
+Location Reader::value_at(std::string_view key) const {
+    if (const Node* n = table_.find(key)) return n->value_at.line ? n->value_at : n->key_at;
+    return table_.value_at;
+}
+
+}  // namespace wanlab::config

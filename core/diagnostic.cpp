@@ -1,0 +1,112 @@
+#include "core/diagnostic.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+namespace wanlab {
+
+void SourceSet::add(std::string name, std::string text) { texts_[std::move(name)] = std::move(text); }
+
+std::string_view SourceSet::line(const std::string& name, std::uint32_t line) const {
+    auto it = texts_.find(name);
+    if (it == texts_.end() || line == 0) return {};
+    std::string_view text = it->second;
+    for (std::uint32_t n = 1; n < line; ++n) {
+        auto nl = text.find('\n');
+        if (nl == std::string_view::npos) return {};
+        text.remove_prefix(nl + 1);
+    }
+    auto nl = text.find('\n');
+    auto out = text.substr(0, nl);
+    if (!out.empty() && out.back() == '\r') out.remove_suffix(1);
+    return out;
+}
+
+void Diagnostics::error(Location where, std::string message, std::string note) {
+    add({Severity::error, std::move(where), std::move(message), std::move(note)});
+}
+
+void Diagnostics::warning(Location where, std::string message, std::string note) {
+    add({Severity::warning, std::move(where), std::move(message), std::move(note)});
+}
+
+void Diagnostics::add(Diagnostic d) {
+    for (const auto& e : items_) {
+        if (e.severity == d.severity && e.message == d.message && e.where.file == d.where.file &&
+            e.where.line == d.where.line && e.where.column == d.where.column)
+            return;
+    }
+    if (d.severity == Severity::error) ++errors_;
+    items_.push_back(std::move(d));
+}
+
+std::string Diagnostics::render(const SourceSet& sources) const {
+    std::string out;
+    for (const auto& d : items_) out += wanlab::render(d, sources);
+    return out;
+}
+
+std::string render(const Diagnostic& d, const SourceSet& sources) {
+    const char* kind = d.severity == Severity::error ? "error" : "warning";
+    std::string out;
+    const auto& w = d.where;
+    if (w.file.empty())
+        out = fmt::format("{}: {}\n", kind, d.message);
+    else if (w.line == 0)
+        out = fmt::format("{}: {}: {}\n", w.file, kind, d.message);
+    else
+        out = fmt::format("{}:{}:{}: {}: {}\n", w.file, w.line, w.column, kind, d.message);
+    auto text = sources.line(w.file, w.line);
+    if (w.line != 0 && !text.empty()) {
+        std::string gutter = fmt::format("{}", w.line);
+        std::string pad(gutter.size(), ' ');
+        out += fmt::format(" {} | {}\n", gutter, text);
+        std::string marks;
+        // Tabs in the source line are kept so the caret lines up in a terminal.
+        for (std::uint32_t c = 1; c < w.column && c - 1 < text.size(); ++c)
+            marks += text[c - 1] == '\t' ? '\t' : ' ';
+        marks += '^';
+        if (w.end_column > w.column + 1)
+            marks += std::string(std::min<std::size_t>(w.end_column - w.column - 1, 200), '~');
+        out += fmt::format(" {} | {}\n", pad, marks);
+    }
+    if (!d.note.empty()) out += fmt::format("  = {}\n", d.note);
+    return out;
+}
+
+namespace {
+// Optimal string alignment distance, case-insensitive: an adjacent transposition
+// ("dleay" -> "delay") costs one edit, as people make it.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    auto low = [](char c) { return std::tolower(static_cast<unsigned char>(c)); };
+    std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+    for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            std::size_t cost = low(a[i - 1]) == low(b[j - 1]) ? 0 : 1;
+            d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+            if (i > 1 && j > 1 && low(a[i - 1]) == low(b[j - 2]) && low(a[i - 2]) == low(b[j - 1]))
+                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+    }
+    return d[a.size()][b.size()];
+}
+}  // namespace
+
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+    std::string best;
+    std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
+    for (const auto& c : candidates) {
+        auto d = edit_distance(word, c);
+        if (d < best_distance) {
+            best_distance = d;
+            best = c;
+        }
+    }
+    return best;
+}
+
+}  // namespace wanlab

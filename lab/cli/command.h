@@ -1,0 +1,34 @@
+// The `wanlab` front end's sub-command table (after ninja's kTools).
+//
+// Contract: each sub-command is one entry of kCommands: a name, a one-line summary, and a
+// setup function that declares the sub-command's options on a CLI11 App and returns the
+// function that runs it once the command line is parsed. Runners return the process exit
+// status: 0 success, 1 a runtime failure, 2 bad input (usage, experiment file), 3 an
+// [[assert]] failed, 124 a timeout, 130 interrupted. They throw wanlab::Error (see error.h)
+// for failures; main() is the one place that maps exceptions to exit codes.
+#pragma once
+
+#include <functional>
+#include <span>
+
+#include <CLI/CLI.hpp>
+
+namespace wanlab::cli {
+
+using Runner = std::function<int()>;
+
+struct Command {
+    const char* name;
+    const char* summary;
+    Runner (*setup)(CLI::App& sub);
+};
+
+/// All sub-commands, in the order `wanlab --help` lists them.
+std::span<const Command> commands();
+
+// One setup function per sub-command, each in its own cmd_*.cpp.
+Runner setup_validate(CLI::App& sub);
+Runner setup_plan(CLI::App& sub);
+Runner setup_vm(CLI::App& sub);  // lab/cli/cmd_vm.cpp, built when lab/vm exists
+
+}  // namespace wanlab::cli

@@ -1,0 +1,30 @@
+#include "lab/cli/load.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace wanlab::cli {
+
+lab::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError(fmt::format("cannot read experiment file {}: {}", path, std::strerror(errno)));
+    std::stringstream text;
+    text << in.rdbuf();
+    config::Documents docs;
+    Diagnostics diag;
+    auto exp = lab::load_experiment(path, text.str(), sets, lab::ProfileLibrary::standard(), docs, diag);
+    std::fputs(diag.render(docs.sources()).c_str(), stderr);
+    if (!exp) {
+        throw InputError(fmt::format("{} has {} error{}", path, diag.error_count(), diag.error_count() == 1 ? "" : "s"));
+    }
+    return *exp;
+}
+
+}  // namespace wanlab::cli

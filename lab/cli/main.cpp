@@ -1,0 +1,44 @@
+// wanlab: the thin front end. Picks a sub-command from the table in commands.cpp, parses
+// its options with CLI11 and maps every failure to an exit status in one place.
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "lab/cli/command.h"
+#include "lab/version.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"wanlab: emulate WAN links, sweep kernel network settings, measure the difference.\n"
+                 "Experiments are TOML files; see docs/experiment-format.md.",
+                 "wanlab"};
+    app.set_version_flag("--version", std::string("wanlab ") + wanlab::kVersion);
+    app.require_subcommand(1);
+    app.fallthrough(false);
+    std::map<CLI::App*, wanlab::cli::Runner> runners;
+    for (const auto& cmd : wanlab::cli::commands()) {
+        CLI::App* sub = app.add_subcommand(cmd.name, cmd.summary);
+        runners[sub] = cmd.setup(*sub);
+    }
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        int code = app.exit(e);
+        return code == 0 ? 0 : 2;
+    }
+    try {
+        for (auto& [sub, run] : runners)
+            if (sub->parsed()) return run();
+        return 2;
+    } catch (const wanlab::Error& e) {
+        std::fputs(fmt::format("wanlab: error: {}\n", e.what()).c_str(), stderr);
+        return e.exit_code();
+    } catch (const std::exception& e) {
+        std::fputs(fmt::format("wanlab: internal error: {}\n", e.what()).c_str(), stderr);
+        return 1;
+    }
+}

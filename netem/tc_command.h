@@ -1,0 +1,37 @@
+// The tc command lines equivalent to a direction's qdisc tree, for `wanlab plan` and
+// `wanlab link apply --dry-run`. wanlab itself never runs tc: it sends the same settings
+// through netlink. Pure; thread-safe.
+//
+// The tree (provisional until issue 4 measures the alternatives):
+//   root 1: netem (delay, loss, ...; with its own `rate` when shaper = "netem")
+//     └ 1:1 -> 2: tbf | htb (rate, when shaper = "tbf" / "htb")
+//                 └ 3: pfifo | bfifo | fq_codel | cake (the bottleneck queue, if set)
+// With a filter (host mode toward one target), a 4-band prio root sends only matching
+// traffic to the impaired band 1:4 and the netem tree hangs below it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "netem/link_spec.h"
+
+namespace wanlab::netem {
+
+/// Traffic the impairment applies to; empty = all traffic on the device.
+struct Filter {
+    std::string prefix;      ///< "203.0.113.7/32"; empty = any address
+    std::uint16_t port = 0;  ///< 0 = any port
+    bool match_source = false;  ///< ingress (down) direction matches the peer as source
+};
+
+/// The netem arguments as tc spells them: "delay 20ms 2ms 25% distribution normal loss
+/// random 1% limit 1000".
+std::string netem_arguments(const Netem& n);
+
+/// `tc qdisc replace dev DEV ...` lines building the whole tree, in order. `prefix` goes in
+/// front of each (e.g. "ip netns exec wanlab-RUN-router "). `mtu` sizes the tbf burst.
+std::vector<std::string> tc_commands(const Direction& d, const std::string& dev, const std::string& prefix,
+                                     std::uint32_t mtu, const Filter& filter = {});
+
+}  // namespace wanlab::netem
