@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -80,6 +81,12 @@ Node table_node(const toml::table& t) {
         child.key_at = location_of(k.source());
         n.members.emplace_back(std::string(k.str()), std::move(child));
     }
+    // toml++ iterates keys sorted by name; the file's order matters (sweep keys nest in the
+    // order written, messages come in reading order), so restore it.
+    std::stable_sort(n.members.begin(), n.members.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.second.key_at.line, a.second.key_at.column) <
+               std::tie(b.second.key_at.line, b.second.key_at.column);
+    });
     return n;
 }
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -43,8 +44,15 @@ void Diagnostics::add(Diagnostic d) {
 }
 
 std::string Diagnostics::render(const SourceSet& sources) const {
+    // In source order, file by file, as a reader goes through the file.
+    std::vector<const Diagnostic*> sorted;
+    for (const auto& d : items_) sorted.push_back(&d);
+    std::stable_sort(sorted.begin(), sorted.end(), [](const Diagnostic* a, const Diagnostic* b) {
+        return std::tie(a->where.file, a->where.line, a->where.column) <
+               std::tie(b->where.file, b->where.line, b->where.column);
+    });
     std::string out;
-    for (const auto& d : items_) out += wanlab::render(d, sources);
+    for (const auto* d : sorted) out += wanlab::render(*d, sources);
     return out;
 }
 
@@ -98,7 +106,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
     std::string best;
-    std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
+    // Short words tolerate fewer edits, or every 4-letter key would "mean" every other.
+    std::size_t best_distance = (word.size() <= 4 ? 1 : word.size() <= 6 ? 2 : 3) + 1;
     for (const auto& c : candidates) {
         auto d = edit_distance(word, c);
         if (d < best_distance) {

@@ -127,6 +127,7 @@ Parsed<std::uint64_t> parse_rate(std::string_view text) {
     auto split = split_number(text, "rate");
     if (auto* e = std::get_if<UnitError>(&split)) return *e;
     const auto& s = std::get<Split>(split);
+    if (s.suffix.empty() && s.number == 0) return std::uint64_t{0};
     if (s.suffix.empty())
         return UnitError{fmt::format("`{}` needs a unit: write \"{}mbit\" (bits per second) or "
                                      "\"{}kbit\"",

@@ -500,7 +500,9 @@ std::optional<Experiment> load_experiment(const std::string& file, const std::st
     }
 
     auto points = sweep_points(sweep, exp, diag);
-    if (diag.has_errors()) return std::nullopt;
+    // With a broken sweep, still check the rest of the file once, at the first point.
+    if (diag.has_errors() && points.size() > 1) points.resize(1);
+    if (points.empty()) points.emplace_back();
     exp.trials = expand_trials(doc, exp, points, implicit_variant, profiles, docs, diag);
     if (!exp.trials.empty()) check_asserts(asserts, exp, exp.trials.front().probes, diag, exp.asserts);
     if (diag.has_errors()) return std::nullopt;

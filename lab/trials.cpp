@@ -131,34 +131,36 @@ std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnos
     }
     r.finish();
     if (diag.has_errors()) return {};
+    // Lists that cannot take part (empty, or of the wrong length for zip) are reported and
+    // left out, so the remaining ones are still checked against the experiment.
+    std::vector<std::pair<std::string, const Node*>> usable;
+    std::vector<std::string> points_first_only;
     std::size_t count = 1;
     for (const auto& [path, list] : lists) {
         std::size_t n = list->value->as_array()->size();
         if (n == 0) {
             diag.error(list->value_at, fmt::format("[sweep] `{}` is an empty list: the sweep would have no trials", path));
-            return {};
+            continue;
         }
-        if (exp.sweep_mode == "zip") {
-            if (count != 1 && n != count && &list != &lists.front().second) {
-                diag.error(list->value_at,
-                           fmt::format("[sweep] mode = \"zip\" needs lists of one length: `{}` has {} values, `{}` has {}",
-                                       path, n, lists.front().first, count));
-                return {};
-            }
-            count = n;
-        } else {
-            count = count * n;
-            if (count > kMaxTrials) break;
+        if (exp.sweep_mode == "zip" && !usable.empty() && n != count) {
+            diag.error(list->value_at,
+                       fmt::format("[sweep] mode = \"zip\" needs lists of one length: `{}` has {} values, `{}` has {}",
+                                   path, n, usable.front().first, count));
+            continue;
         }
+        usable.emplace_back(path, list);
+        count = exp.sweep_mode == "zip" ? n : std::min<std::size_t>(count * n, kMaxTrials + 1);
     }
+    lists = std::move(usable);
     std::size_t total = count * exp.variants.size();
-    if (count > kMaxTrials || total > kMaxTrials) {
-        diag.error(sweep->value_at.line ? sweep->value_at : sweep->key_at,
+    if (total > kMaxTrials) {
+        diag.error(sweep->key_at.line ? sweep->key_at : sweep->value_at,
                    fmt::format("the sweep makes more than {} trials ({} sweep points x {} variants): narrow it or use "
                                "mode = \"zip\"",
                                kMaxTrials, count > kMaxTrials ? std::string("over 10000") : std::to_string(count),
                                exp.variants.size()));
-        return {};
+        count = 1;  // check the first point only
+        for (auto& l : lists) points_first_only.push_back(l.first);
     }
     std::vector<SweepPoint> points(count);
     for (std::size_t p = 0; p < count; ++p) {
@@ -168,7 +170,9 @@ std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnos
         for (const auto& [path, list] : lists) {
             std::size_t n = list->value->as_array()->size();
             std::size_t i;
-            if (exp.sweep_mode == "zip") {
+            if (!points_first_only.empty()) {
+                i = 0;
+            } else if (exp.sweep_mode == "zip") {
                 i = p;
             } else {
                 stride /= n;
@@ -185,18 +189,27 @@ std::vector<Trial> expand_trials(const Node& doc, const Experiment& exp, const s
                                  bool implicit_variant, const ProfileLibrary& profiles, config::Documents& docs,
                                  Diagnostics& diag) {
     Node base = doc;
+    // One overlay per declared variant that has a valid, unique name (the others were
+    // reported by the variant parser and are left out).
     std::vector<Node> variant_overlays;
+    std::vector<std::string> variant_names;
     if (!implicit_variant) {
-        const Node* variants = doc.find("variant");
-        for (const auto& v : variants->items) {
+        for (const auto& v : doc.find("variant")->items) {
+            const Node* name = v.find("name");
+            auto text = name && name->kind == Node::Kind::value ? name->value->value_exact<std::string>() : std::nullopt;
+            if (!text || std::find(exp.variants.begin(), exp.variants.end(), *text) == exp.variants.end() ||
+                std::find(variant_names.begin(), variant_names.end(), *text) != variant_names.end())
+                continue;
             Node overlay = v;
             overlay.members.erase(std::remove_if(overlay.members.begin(), overlay.members.end(),
                                                  [](const auto& m) { return m.first == "name" || m.first == "description"; }),
                                   overlay.members.end());
             variant_overlays.push_back(std::move(overlay));
+            variant_names.push_back(*text);
         }
     } else {
         variant_overlays.emplace_back();
+        variant_names.push_back(exp.variants.front());
     }
     std::vector<Trial> trials;
     trials.reserve(points.size() * variant_overlays.size());
@@ -209,7 +222,7 @@ std::vector<Trial> expand_trials(const Node& doc, const Experiment& exp, const s
             for (const auto& [path, value] : point.values) merge_overlay(trial_doc, overlay_for(path, value), diag);
             Trial t = parse_trial(trial_doc, exp.run, profiles, docs, diag);
             t.index = trials.size() + 1;
-            t.variant = exp.variants[v];
+            t.variant = variant_names[v];
             std::string canonical = t.variant;
             for (const auto& [path, value] : point.values) {
                 t.sweep.emplace_back(path, value_text(value));

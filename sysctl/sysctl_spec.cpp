@@ -302,6 +302,8 @@ void read_table(const Node& table, const std::string& host, const std::vector<st
 SysctlSpec parse_sysctls(const Node& sysctl, const std::vector<std::string>& hosts, Diagnostics& diag) {
     std::vector<Pending> pending;
     read_table(sysctl, "", hosts, pending, diag);
+    // Plain [sysctl] keys first, so a host table's value replaces them wherever written.
+    std::stable_partition(pending.begin(), pending.end(), [](const Pending& p) { return p.host.empty(); });
     std::vector<std::string> endpoints;
     for (const auto& h : hosts)
         if (h != "router") endpoints.push_back(h);
