@@ -28,6 +28,8 @@
 
 namespace wanlab::config {
 
+struct Member;
+
 /// A TOML table, an array of tables ([[probe]]), or a leaf (a scalar or an array of scalars).
 struct Node {
     enum class Kind { table, table_array, value };
@@ -35,7 +37,7 @@ struct Node {
     const toml::node* value = nullptr;  ///< leaf value (kind == value)
     Location key_at;                    ///< where the key naming this node was written
     Location value_at;                  ///< where the value (or table header) was written
-    std::vector<std::pair<std::string, Node>> members;  ///< kind == table, in file order
+    std::vector<Member> members;  ///< kind == table, in file order
     std::vector<Node> items;                             ///< kind == table_array
 
     const Node* find(std::string_view key) const;
@@ -43,6 +45,14 @@ struct Node {
     /// Replaces the member `key` or appends it.
     Node& set(std::string key, Node node);
     bool is_table() const { return kind == Kind::table; }
+};
+
+/// A table member. (A named struct rather than std::pair: Node is incomplete inside its own
+/// definition, and std::pair of an incomplete type is not allowed.)
+struct Member {
+    Member(std::string k, Node v) : first(std::move(k)), second(std::move(v)) {}
+    std::string first;
+    Node second;
 };
 
 /// Owns parsed TOML documents so that Node leaves stay valid; also records their text for

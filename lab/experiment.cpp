@@ -45,7 +45,9 @@ void merge_document(Node& base, const Node& overlay, Diagnostics& diag);
 // `probe.NAME.opt` and `variant.NAME.x` address [[probe]] / [[variant]] items by name (a probe
 // without a name is called by its kind).
 void merge_named_items(Node& array, const Node& overlay, const char* what, const char* fallback, Diagnostics& diag) {
-    for (const auto& [name, value] : overlay.members) {
+    for (const auto& member : overlay.members) {
+        const std::string& name = member.first;
+        const Node& value = member.second;
         auto it = std::find_if(array.items.begin(), array.items.end(),
                                [&](const Node& item) { return name_of(item, fallback) == name; });
         if (it == array.items.end()) {

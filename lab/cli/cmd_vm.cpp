@@ -68,9 +68,10 @@ int run_vm(const VmArgs& a) {
     if (r.interrupted) std::fputs("wanlab: interrupted; VM killed\n", stderr);
     if (r.out_of_memory)
         std::fprintf(stderr,
-                     "wanlab: error: the guest ran out of memory (its OOM killer fired); give "
+                     "wanlab: %s: the guest ran out of memory (its OOM killer fired); give "
                      "the VM more with --memory (now %u MiB). Guest kernel said:\n%s",
-                     a.memory_mib, r.oom_report.c_str());
+                     r.exit_status == 0 ? "warning" : "error", a.memory_mib,
+                     r.oom_report.c_str());
     return r.exit_status;
 }
 

@@ -41,10 +41,12 @@ fail() {
 p9="trans=virtio,version=9p2000.L,msize=262144"
 
 kver=$(uname -r)
+echo "wanlab-init: loading modules"
 while read -r m; do
     insmod "/lib/modules/$kver/$m" || echo "wanlab-init: insmod $m failed"
 done </etc/wanlab/modules
 
+echo "wanlab-init: mounting the host's files"
 mkdir -p /ctl /host
 mount -t 9p -o "$p9" wanlabctl /ctl || fail "mounting the control share"
 WANLAB_OUT=

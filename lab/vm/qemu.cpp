@@ -21,11 +21,12 @@ std::string qemu_escape(const std::string& value) {
     return out;
 }
 
-std::string kernel_append() {
+std::string kernel_append(bool verbose) {
     // quiet: only errors reach the console; panic=-1 with -no-reboot turns a guest panic into
     // QEMU exiting; i8042.* and 8250.nr_uarts skip probing hardware that is not there.
-    return "console=ttyS0 quiet panic=-1 rdinit=/init i8042.noaux i8042.nomux i8042.nopnp "
-           "i8042.dumbkbd 8250.nr_uarts=1 tsc=reliable no_timer_check";
+    return fmt::format("console=ttyS0 {} panic=-1 rdinit=/init i8042.noaux i8042.nomux "
+                       "i8042.nopnp i8042.dumbkbd 8250.nr_uarts=1 tsc=reliable no_timer_check",
+                       verbose ? "loglevel=7" : "quiet");
 }
 
 namespace {

@@ -40,8 +40,9 @@ struct QemuSpec {
 /// The full argv for `spec`.
 std::vector<std::string> qemu_argv(const QemuSpec& spec);
 
-/// The kernel command line wanlab boots with.
-std::string kernel_append();
+/// The kernel command line wanlab boots with; `verbose` lets every kernel message reach the
+/// console (slower under TCG) instead of errors only.
+std::string kernel_append(bool verbose = false);
 
 /// "a,b" -> "a,,b", for values inside QEMU option strings.
 std::string qemu_escape(const std::string& value);

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "lab/vm/process.h"
 #include "lab/vm/sys.h"
+#include "lab/vm/vmlinux.h"
 
 namespace wanlab::vm {
 
@@ -110,7 +111,9 @@ public:
     std::string last_lines() const {
         std::string out;
         for (const auto& l : lines_) out += "  | " + l + "\n";
-        return out.empty() ? "  (the console printed nothing)\n" : out;
+        return out.empty() ? "  (nothing: the kernel prints errors only; run with -v to see "
+                             "the whole boot)\n"
+                           : out;
     }
     bool mentions(std::string_view text) const {
         return std::any_of(lines_.begin(), lines_.end(),
@@ -214,6 +217,7 @@ Vm::Vm(VmOptions options) : options_(std::move(options)) {
         throw Error("/bin/busybox not found; install the Debian package busybox-static");
     InitramfsInputs in{kernel_};
     initramfs_ = ensure_initramfs(in, vm_cache_dir());
+    boot_image_ = vm::boot_image(kernel_, vm_cache_dir());
     if (!options_.accel)
         if (const char* env = std::getenv("WANLAB_VM_ACCEL"); env != nullptr && *env != '\0')
             options_.accel = parse_accel(env, "WANLAB_VM_ACCEL");
@@ -273,9 +277,9 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
     QemuSpec spec;
     spec.qemu = qemu_;
     spec.accel = accel_.accel;
-    spec.kernel = kernel_.image;
+    spec.kernel = boot_image_;
     spec.initrd = initramfs_.path;
-    spec.append = kernel_append();
+    spec.append = kernel_append(options_.verbose);
     if (const char* extra = std::getenv("WANLAB_VM_APPEND"); extra != nullptr && *extra != '\0')
         spec.append += std::string(" ") + extra;  // debugging: e.g. "loglevel=7 printk.time=1"
     spec.memory_mib = options_.memory_mib;

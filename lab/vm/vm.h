@@ -56,6 +56,8 @@ public:
 
     const Kernel& kernel() const noexcept { return kernel_; }
     const Initramfs& initramfs() const noexcept { return initramfs_; }
+    /// What QEMU's -kernel gets: the cached vmlinux (PVH entry) or the bzImage.
+    const std::filesystem::path& boot_image() const noexcept { return boot_image_; }
     const std::filesystem::path& qemu() const noexcept { return qemu_; }
     const AccelChoice& accel() const noexcept { return accel_; }
     unsigned cpus() const noexcept;
@@ -67,6 +69,7 @@ private:
     std::filesystem::path qemu_;
     Kernel kernel_;
     Initramfs initramfs_;
+    std::filesystem::path boot_image_;
     AccelChoice accel_;
 };
 
