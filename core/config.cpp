@@ -1,6 +1,7 @@
 #include "core/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 #include <tuple>
 
@@ -31,13 +32,45 @@ Node& Node::set(std::string key, Node node) {
     return members.back().second;
 }
 
+namespace {
+// toml++ describes syntax errors in parser terms ("Error while parsing decimal integer:
+// expected digit, saw 'm'"). For the two mistakes people make most, say what to write.
+void report_syntax_error(const toml::parse_error& e, const SourceSet& sources, Diagnostics& diag) {
+    Location at = location_of(e.source());
+    std::string desc(e.description());
+    std::string line(sources.line(at.file, at.line));
+    auto eq = line.find('=');
+    auto start = eq == std::string::npos ? std::string::npos : line.find_first_not_of(" \t", eq + 1);
+    if (start != std::string::npos) {
+        std::string value = line.substr(start);
+        while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.pop_back();
+        auto col = static_cast<std::uint32_t>(start + 1);
+        bool quoted = value.starts_with('"');
+        if (quoted && std::count(value.begin(), value.end(), '"') == 1 && desc.find("string") != std::string::npos) {
+            diag.error({at.file, at.line, col, static_cast<std::uint32_t>(col + value.size())},
+                       "invalid TOML: the string is not closed: add a `\"` before the end of the line");
+            return;
+        }
+        auto digits = value.find_first_not_of("0123456789.");
+        if (!quoted && digits != 0 && digits != std::string::npos && std::isalpha(static_cast<unsigned char>(value[digits]))) {
+            auto end = value.find_first_of(" \t#,]}");
+            std::string word = value.substr(0, end);
+            diag.error({at.file, at.line, col, static_cast<std::uint32_t>(col + word.size())},
+                       fmt::format("invalid TOML: a value with a unit is a string: write \"{}\", in quotes", word));
+            return;
+        }
+    }
+    diag.error(at, fmt::format("invalid TOML: {}", desc));
+}
+}  // namespace
+
 const toml::table* Documents::parse(std::string name, std::string text, Diagnostics& diag) {
     sources_.add(name, text);
     try {
         tables_.push_back(toml::parse(text, name));
         return &tables_.back();
     } catch (const toml::parse_error& e) {
-        diag.error(location_of(e.source()), fmt::format("invalid TOML: {}", e.description()));
+        report_syntax_error(e, sources_, diag);
         return nullptr;
     }
 }
@@ -216,8 +249,13 @@ const Node* Reader::raw(std::string_view key) {
 const Node* Reader::leaf(std::string_view key) {
     const Node* n = raw(key);
     if (n && n->kind != Node::Kind::value) {
+        bool per_direction = n->is_table() && (n->find("up") || n->find("down"));
         diag_.error(n->key_at.line ? n->key_at : n->value_at,
-                    fmt::format("`{}` in {} must be a single value, not {}", key, section_, describe(*n)));
+                    fmt::format("`{}` in {} must be a single value, not {}{}", key, section_, describe(*n),
+                                per_direction ? fmt::format("; for a different value each way, set `{}` in "
+                                                            "[link.up] and [link.down]",
+                                                            key)
+                                              : ""));
         return nullptr;
     }
     return n;

@@ -108,6 +108,9 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
     std::string best;
     // Short words tolerate fewer edits, or every 4-letter key would "mean" every other.
     std::size_t best_distance = (word.size() <= 4 ? 1 : word.size() <= 6 ? 2 : 3) + 1;
+    // "h" for "1-h": a word that is the tail of a dashed candidate is a likely slip.
+    for (const auto& c : candidates)
+        if (c.size() > word.size() + 1 && c.ends_with("-" + std::string(word))) return c;
     for (const auto& c : candidates) {
         auto d = edit_distance(word, c);
         if (d < best_distance) {

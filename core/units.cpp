@@ -92,6 +92,14 @@ constexpr std::array<Unit, 9> kDurationUnits{{{"ns", 1},
                                                {"secs", 1e9},
                                                {"min", 60e9}}};
 
+// n x 8 as the shortest decimal text: 10 -> "80", 1.5 -> "12".
+std::string trim_8x(long double n) {
+    std::string s = fmt::format("{:.6f}", static_cast<double>(n * 8));
+    while (!s.empty() && s.back() == '0') s.pop_back();
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s;
+}
+
 }  // namespace
 
 Parsed<std::chrono::nanoseconds> parse_duration(std::string_view text) {
@@ -140,6 +148,19 @@ Parsed<std::uint64_t> parse_rate(std::string_view text) {
             if (s.suffix == a) {
                 // Every ambiguous spelling ends in "bps" or "b/s": what precedes is the prefix.
                 std::string prefix = s.suffix.substr(0, s.suffix.size() - 3);
+                // A capital B says bytes: offer the bit rate that means, and the literal reading.
+                if (s.original_suffix.find('B') != std::string::npos) {
+                    static constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kNames{
+                        {{"", ""}, {"k", "kilo"}, {"m", "mega"}, {"g", "giga"}, {"t", "tera"}}};
+                    std::string_view word;
+                    for (const auto& [p, w] : kNames)
+                        if (p == prefix) word = w;
+                    return UnitError{fmt::format(
+                        "`{}` is ambiguous: tc reads `{}` as bytes per second, many people as bits. Write "
+                        "\"{}{}bit\" for {} {}bytes per second, or \"{}{}bit\" for {} {}bits per second",
+                        text, s.original_suffix, trim_8x(s.number), prefix, s.number_text, word, s.number_text,
+                        prefix, s.number_text, word)};
+                }
                 return UnitError{fmt::format(
                     "`{}` is ambiguous: tc reads `{}` as bytes per second, many people as bits. "
                     "Write \"{}{}bit\" for bits per second",

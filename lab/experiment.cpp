@@ -1,5 +1,8 @@
 #include "lab/experiment.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -8,6 +11,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/units.h"
 #include "lab/trials.h"
@@ -22,8 +26,27 @@ const std::vector<std::string> kSweepRoots{"link", "sysctl", "probe", "lab"};
 
 bool valid_variant_name(const std::string& s) {
     return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
     });
+}
+
+// "203.0.113.7", "203.0.113.0/24", "2001:db8::1", "2001:db8::/32".
+bool valid_prefix(const std::string& text) {
+    auto slash = text.find('/');
+    std::string addr = text.substr(0, slash);
+    unsigned char buf[sizeof(in6_addr)];
+    int max_len = 0;
+    if (inet_pton(AF_INET, addr.c_str(), buf) == 1)
+        max_len = 32;
+    else if (inet_pton(AF_INET6, addr.c_str(), buf) == 1)
+        max_len = 128;
+    else
+        return false;
+    if (slash == std::string::npos) return true;
+    auto len = text.substr(slash + 1);
+    if (len.empty() || len.size() > 3 || !std::all_of(len.begin(), len.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+        return false;
+    return std::stoi(len) <= max_len;
 }
 
 // ---- merging documents -------------------------------------------------------------------
@@ -135,10 +158,33 @@ std::optional<Node> parse_set(const std::string& arg, std::size_t n, config::Doc
         std::string quoted = arg.substr(0, eq + 1) + "\"" + arg.substr(eq + 1) + "\"";
         t = docs.parse(name, quoted, diag);
         if (!t) return std::nullopt;
+        docs.sources().add(name, arg);  // show what the user typed, not the added quotes
     }
     Node node = config::from_toml(*t);
     normalize(node, diag);
     return node;
+}
+
+// A --set of a key the sweep also sets has no effect: the sweep point is applied last.
+void warn_sets_under_sweep(const Node& doc, const std::vector<Node>& overlays, Diagnostics& diag) {
+    const Node* sweep = doc.find("sweep");
+    if (!sweep || !sweep->is_table()) return;
+    for (const auto& overlay : overlays) {
+        Node flat;
+        flat.kind = Node::Kind::table;
+        for (const auto& m : overlay.members)
+            if (m.first != "sweep" && m.first != "variant" && m.second.is_table()) {
+                Node one;
+                one.kind = Node::Kind::table;
+                one.members.emplace_back(m.first, m.second);
+                flatten_paths(one, "", flat);
+            }
+        for (const auto& m : flat.members)
+            if (sweep->find(m.first))
+                diag.warning(m.second.key_at, fmt::format("`{}` is swept in [sweep], so this --set has no effect; "
+                                                          "override the sweep instead: --set 'sweep.\"{}\"=[...]'",
+                                                          m.first, m.first));
+    }
 }
 
 // ---- sections ----------------------------------------------------------------------------
@@ -193,16 +239,11 @@ LabSpec parse_lab(const Node* table, Diagnostics& diag) {
                                                       "own devices",
                                                       key));
     }
-    if (!lab.target.empty()) {
-        bool ok = std::all_of(lab.target.begin(), lab.target.end(), [](char c) {
-            return std::isxdigit(static_cast<unsigned char>(c)) || c == '.' || c == ':' || c == '/';
-        });
-        if (!ok)
-            diag.error(r.value_at("target"),
-                       fmt::format("`target` = \"{}\" must be an IP address or prefix such as \"203.0.113.7\" or "
-                                   "\"203.0.113.0/24\"",
-                                   lab.target));
-    }
+    if (!lab.target.empty() && !valid_prefix(lab.target))
+        diag.error(r.value_at("target"),
+                   fmt::format("`target` = \"{}\" must be an IP address or prefix such as \"203.0.113.7\" or "
+                               "\"203.0.113.0/24\"",
+                               lab.target));
     r.finish();
     return lab;
 }
@@ -224,7 +265,8 @@ std::optional<Node> load_profile(const std::string& kind, const Node& name_node,
         diag.error(name_node.value_at,
                    fmt::format("no {} profile named \"{}\"{}", kind, *name,
                                guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess)),
-                   list.empty() ? "no profiles found; see `wanlab profiles`" : fmt::format("available: {}", list));
+                   list.empty() ? fmt::format("no {} profiles found in: {}", kind, fmt::join(profiles.dirs(), ", "))
+                                : fmt::format("available: {}", list));
         return std::nullopt;
     }
     const toml::table* t = nullptr;
@@ -258,6 +300,15 @@ Node with_profile(const Node& table, const std::string& kind, const ProfileLibra
     auto profile = load_profile(kind, *name, profiles, docs, diag);
     if (!profile) return table;
     Node merged = *profile;
+    // The file's `delay` replaces a profile's `rtt` and the other way round: both set the
+    // same thing, and the file wins.
+    auto drop = [&](const char* key) {
+        merged.members.erase(std::remove_if(merged.members.begin(), merged.members.end(),
+                                            [&](const config::Member& m) { return m.first == key; }),
+                             merged.members.end());
+    };
+    if (table.find("delay")) drop("rtt");
+    if (table.find("rtt")) drop("delay");
     merged.key_at = table.key_at;
     merged.value_at = table.value_at;
     config::merge(merged, table);
@@ -331,7 +382,7 @@ std::vector<std::string> parse_variants(Node& doc, Diagnostics& diag) {
         if (!name) continue;
         if (!valid_variant_name(*name)) {
             diag.error(r.value_at("name"),
-                       fmt::format("variant name \"{}\" must be 1-64 letters, digits, `.`, `-` or `_`", *name));
+                       fmt::format("variant name \"{}\" must be 1-64 letters, digits, `-` or `_`", *name));
             continue;
         }
         if (std::find(names.begin(), names.end(), *name) != names.end()) {
@@ -359,7 +410,10 @@ void check_asserts(const Node* table_array, const Experiment& exp, const std::ve
         const Node* at_least = r.raw("at_least");
         const Node* at_most = r.raw("at_most");
         auto gain = r.percent("min_gain");
+        std::size_t errors_before = diag.error_count();
         r.finish();
+        // A misspelt key is the real problem; "needs a bound" on top of it would be noise.
+        if (diag.error_count() > errors_before) continue;
         if (!r.has("metric")) {
             diag.error(t.value_at, fmt::format("[[assert]] #{} needs `metric`", i + 1));
             continue;
@@ -467,8 +521,13 @@ std::optional<Experiment> load_experiment(const std::string& file, const std::st
     Node doc = config::from_toml(*parsed);
     doc.value_at = Location{file, 0, 0, 0};
     normalize(doc, diag);
+    std::vector<Node> overlays;
     for (std::size_t i = 0; i < sets.size(); ++i)
-        if (auto overlay = parse_set(sets[i], i + 1, docs, diag)) merge_document(doc, *overlay, diag);
+        if (auto overlay = parse_set(sets[i], i + 1, docs, diag)) {
+            merge_document(doc, *overlay, diag);
+            overlays.push_back(std::move(*overlay));
+        }
+    warn_sets_under_sweep(doc, overlays, diag);
 
     Experiment exp;
     exp.file = file;

@@ -17,7 +17,7 @@ using config::Reader;
 
 // netem's qopt carries delay and jitter as u32 psched ticks of 64 ns (see dependency notes):
 // anything longer wraps. The kernel also caps jitter at INT_MAX ns.
-constexpr nanoseconds kMaxDelay{(std::int64_t{1} << 32) * 64 - 1};
+constexpr nanoseconds kMaxDelay{std::chrono::seconds(274)};  // 2^32 ticks of 64 ns = 274.9 s
 constexpr nanoseconds kMaxJitter{std::numeric_limits<std::int32_t>::max()};
 constexpr std::int64_t kU32Max = std::numeric_limits<std::uint32_t>::max();
 constexpr std::int64_t kS32Max = std::numeric_limits<std::int32_t>::max();
@@ -73,10 +73,11 @@ void parse_loss_table(const Node& t, Loss& loss, Diagnostics& diag) {
         get("1-h", loss.one_minus_h);
         get("1-k", loss.one_minus_k);
     } else if (model == "state") {
-        // tc: loss state p13 [p31 [p32 [p23 [p14]]]]; p31 defaults to 1-p13.
+        // tc: loss state p13 [p31 [p32 [p23 [p14]]]]; p31 defaults to 1-p13, p23 to 100%.
         loss.model = Loss::Model::state;
         get("p13", loss.probability);
         loss.r = 1.0 - loss.probability;
+        loss.one_minus_k = 1.0;
         get("p31", loss.r);
         get("p32", loss.one_minus_h);
         get("p23", loss.one_minus_k);
@@ -84,6 +85,9 @@ void parse_loss_table(const Node& t, Loss& loss, Diagnostics& diag) {
     }
     if (model && !r.has(model == "state" ? "p13" : "p"))
         diag.error(t.value_at, fmt::format("`loss` model \"{}\" needs `{}`", *model, model == "state" ? "p13" : "p"));
+    // Without a valid model the other keys cannot be judged: say nothing about them.
+    if (!model)
+        for (const auto& m : t.members) r.raw(m.first);
     r.finish();
 }
 
@@ -113,7 +117,7 @@ void parse_slot(Reader& r, Direction& d) {
     if (auto v = s.duration("min_delay")) slot.min_delay = *v;
     slot.max_delay = slot.min_delay;
     if (auto v = s.duration("max_delay")) slot.max_delay = *v;
-    if (auto v = s.choice("distribution", {"normal", "pareto", "paretonormal", "experimental", "uniform"}))
+    if (auto v = s.choice("distribution", {"normal", "pareto", "paretonormal", "experimental"}))
         slot.distribution = *v;
     if (auto v = s.duration("delay")) slot.dist_delay = *v;
     if (auto v = s.duration("jitter")) slot.dist_jitter = *v;
@@ -216,6 +220,8 @@ void parse_fields(Reader& r, Direction& d) {
     }
     percent(r, "corrupt", n.corrupt, d);
     percent(r, "corrupt_correlation", n.corrupt_correlation, d);
+    // tc sends gap 1 when reordering without a gap; with gap 0 the kernel reorders nothing.
+    if (n.reorder > 0 && n.gap == 0) n.gap = 1;
     parse_shaping(r, d);
     parse_slot(r, d);
     if (auto e = r.boolean("ecn")) {
@@ -225,7 +231,8 @@ void parse_fields(Reader& r, Direction& d) {
     parse_limit(r, d);
 }
 
-// Learns which keys a written table holds (and reports unknown ones) without keeping values.
+// Reads one written table ([link], [link.up] or [link.down]) on its own, reporting every
+// error in it under its own name (unknown keys, bad values), without keeping values.
 void check_keys(const Node& table, const std::string& section, Diagnostics& diag, bool link_level) {
     Diagnostics scratch;
     Reader r(table, section, scratch);
@@ -238,8 +245,12 @@ void check_keys(const Node& table, const std::string& section, Diagnostics& diag
         r.raw("down");
     }
     r.finish();
-    for (const auto& d : scratch.items())
-        if (d.message.starts_with("unknown key")) diag.error(d.where, d.message, d.note);
+    for (const auto& d : scratch.items()) {
+        if (d.severity == Severity::error)
+            diag.error(d.where, d.message, d.note);
+        else
+            diag.warning(d.where, d.message, d.note);
+    }
 }
 
 Direction resolve_direction(const Node& link, const char* name, std::optional<nanoseconds> half_rtt,
@@ -255,8 +266,12 @@ Direction resolve_direction(const Node& link, const char* name, std::optional<na
         if (const Node* rtt = link.find("rtt")) d.at["delay"] = rtt->key_at;
     }
     if (const Node* over = link.find(name); over && over->is_table()) config::merge(merged, *over);
-    Reader r(merged, fmt::format("[link.{}]", name), diag);
+    // Every problem in these keys was reported by check_keys() against the table it was
+    // written in; the merged view only resolves values.
+    Diagnostics already_reported;
+    Reader r(merged, fmt::format("[link.{}]", name), already_reported);
     parse_fields(r, d);
+    (void)diag;
     return d;
 }
 
@@ -344,8 +359,14 @@ void validate_direction(const Direction& d, const char* dir, Diagnostics& diag) 
     needs(d, "ecn", !n.ecn || n.loss.model != Loss::Model::none, "loss",
           "ECN marks the packets loss would drop", diag, dir);
     const char* rate_why = "the overheads adjust how netem's rate counts packet sizes";
-    needs(d, "packet_overhead", n.rate_bps > 0, "rate", rate_why, diag, dir);
-    needs(d, "cell_size", n.rate_bps > 0, "rate", rate_why, diag, dir);
+    needs(d, "packet_overhead", d.rate_bps > 0, "rate", rate_why, diag, dir);
+    needs(d, "cell_size", d.rate_bps > 0, "rate", rate_why, diag, dir);
+    if (d.rate_bps > 0 && d.shaper != Shaper::netem)
+        for (const char* key : {"packet_overhead", "cell_size", "cell_overhead"})
+            if (auto it = d.at.find(key); it != d.at.end())
+                diag.error(it->second, fmt::format("`{}` needs `shaper` = \"netem\": only netem's own rate counts "
+                                                   "overheads, {} does not",
+                                                   key, to_string(d.shaper)));
     needs(d, "cell_overhead", n.cell_size > 0, "cell_size", "it is added to each cell", diag, dir);
     needs(d, "shaper", d.rate_bps > 0, "rate", "a shaper limits the rate", diag, dir);
     needs(d, "qdisc", d.queue == Queue::none || d.rate_bps > 0, "rate",

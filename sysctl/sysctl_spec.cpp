@@ -32,6 +32,11 @@ const std::vector<KeyInfo> kKeys{
     {"net.ipv4.tcp_window_scaling", Shape::boolean, Scope::per_namespace, "RFC 7323 window scaling"},
     {"net.ipv4.tcp_timestamps", Shape::integer, Scope::per_namespace, "RFC 7323 timestamps"},
     {"net.ipv4.tcp_sack", Shape::boolean, Scope::per_namespace, "selective acknowledgements"},
+    {"net.ipv4.tcp_dsack", Shape::boolean, Scope::per_namespace, "duplicate SACKs"},
+    {"net.ipv4.tcp_synack_retries", Shape::integer, Scope::per_namespace, "SYN-ACK retransmissions"},
+    {"net.ipv4.tcp_retries1", Shape::integer, Scope::per_namespace, "retransmissions before reporting to IP"},
+    {"net.ipv4.tcp_frto", Shape::integer, Scope::per_namespace, "forward RTO-recovery"},
+    {"net.ipv4.tcp_thin_linear_timeouts", Shape::boolean, Scope::per_namespace, "linear timeouts for thin streams"},
     {"net.ipv4.tcp_ecn", Shape::integer, Scope::per_namespace, "ECN negotiation (0, 1, 2)"},
     {"net.ipv4.tcp_no_metrics_save", Shape::boolean, Scope::per_namespace, "forget cwnd/ssthresh of closed connections"},
     {"net.ipv4.tcp_slow_start_after_idle", Shape::boolean, Scope::per_namespace, "restart slow start after idle"},
@@ -58,6 +63,19 @@ const std::vector<KeyInfo> kKeys{
 };
 
 const std::vector<std::string> kHostNames{"client", "router", "server", "host"};
+
+// True when a and b differ by at most `n` single-character edits (same length or one apart).
+bool distance_at_most(const std::string& a, const std::string& b, std::size_t n) {
+    std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        cur[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j)
+            cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        std::swap(prev, cur);
+    }
+    return prev[b.size()] <= n;
+}
 
 bool valid_key_syntax(std::string_view key) {
     if (!key.starts_with("net.") || key.size() < 5 || key.back() == '.') return false;
@@ -137,6 +155,10 @@ std::optional<std::string> triplet(const Node& n, const std::string& key, std::s
             return std::nullopt;
         }
         for (const auto& w : words) {
+            if (!sizes && !std::all_of(w.begin(), w.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+                d.error(n.value_at, fmt::format("`{}` takes whole numbers (pages, ports), not `{}`", key, w));
+                return std::nullopt;
+            }
             auto p = units::parse_size(w);
             if (auto* e = std::get_if<units::UnitError>(&p)) {
                 d.error(n.value_at, fmt::format("`{}`: {}", key, e->message));
@@ -290,6 +312,17 @@ void read_table(const Node& table, const std::string& host, const std::vector<st
                                    "as in `sysctl -a` (\"net.core.rmem_max\"){}",
                                    key, guess.empty() ? "" : fmt::format("; did you mean `{}`?", guess)));
             continue;
+        }
+        if (!lookup(key)) {
+            // Unknown to wanlab is fine (the kernel has hundreds; the lab checks it exists
+            // before applying), but one edit or two away from a key we know is a typo.
+            std::vector<std::string> names;
+            for (const auto& k : kKeys) names.emplace_back(k.key);
+            auto guess = did_you_mean(key, names);
+            if (!guess.empty() && distance_at_most(key, guess, 2)) {
+                diag.error(value.key_at, fmt::format("unknown sysctl `{}`; did you mean `{}`?", key, guess));
+                continue;
+            }
         }
         auto v = value_for(key, value, diag);
         if (!v) continue;

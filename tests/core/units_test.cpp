@@ -64,8 +64,9 @@ TEST_CASE("rates reject the ambiguous bps spellings and say what to write", "[un
           "`10mbps` is ambiguous: tc reads `mbps` as bytes per second, many people as bits. Write \"10mbit\" for "
           "bits per second");
     CHECK(error(parse_rate("10MBps")) ==
-          "`10MBps` is ambiguous: tc reads `MBps` as bytes per second, many people as bits. Write \"10mbit\" for "
-          "bits per second");
+          "`10MBps` is ambiguous: tc reads `MBps` as bytes per second, many people as bits. Write \"80mbit\" for 10 "
+          "megabytes per second, or \"10mbit\" for 10 megabits per second");
+    CHECK(error(parse_rate("1.5GBps")).find("Write \"12gbit\" for 1.5 gigabytes per second") != std::string::npos);
     CHECK(error(parse_rate("5kbps")).find("Write \"5kbit\"") != std::string::npos);
     CHECK(error(parse_rate("5gb/s")).find("Write \"5gbit\"") != std::string::npos);
     CHECK(error(parse_rate("100")) == "`100` needs a unit: write \"100mbit\" (bits per second) or \"100kbit\"");

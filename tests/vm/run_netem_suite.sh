@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# CTest "vm:netem-suite": boots the micro-VM ONCE and runs netem_checks.sh inside it.
+# Fails (never skips) when the VM cannot run. Usage: run_netem_suite.sh WANLAB SRC_DIR WORK_DIR
+set -u
+wanlab=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work/out" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+
+for tool in tc ip ping; do
+    command -v $tool >/dev/null || fail "'$tool' is not installed (iproute2, iputils-ping: run scripts/setup)"
+done
+
+start=$(date +%s.%N)
+"$wanlab" vm run --stats --timeout 240 --out "$work/out" -- \
+    sh "$src/netem_checks.sh" "$work/out" >"$work/stdout" 2>"$work/stderr"
+rc=$?
+end=$(date +%s.%N)
+echo "--- stdout"; cat "$work/stdout"
+echo "--- stderr"; cat "$work/stderr"
+echo "--- wall time: $(echo "$end - $start" | bc) s"
+
+[[ $rc -eq 7 ]] || fail "wanlab vm run exited $rc; expected 7 (the checks script's status)"
+[[ -s $work/out/results ]] || fail "no results in the --out share ($work/out/results)"
+grep -q '^not ok' "$work/out/results" && fail "$(grep '^not ok' "$work/out/results")"
+n=$(grep -c '^ok' "$work/out/results")
+[[ $n -ge 12 ]] || fail "only $n checks passed; expected 12"
+grep -q '^to-stderr$' "$work/stderr" || fail "the command's stderr did not reach our stderr"
+grep -q 'to-stderr' "$work/stdout" && fail "the command's stderr leaked into stdout"
+grep -Eq 'Linux version|wanlab-init|^\[ *[0-9]+\.[0-9]+\]' "$work/stdout" && fail "console noise in stdout"
+echo "PASS: $n checks inside the VM, exit status and streams came back"
+rm -rf "$work"
