@@ -4,10 +4,13 @@
 #include <exception>
 #include <map>
 #include <string>
+#include <vector>
+#include <algorithm>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "core/diagnostic.h"
 #include "core/error.h"
 #include "lab/cli/command.h"
 #include "lab/version.h"
@@ -17,12 +20,29 @@ int main(int argc, char** argv) {
                  "Experiments are TOML files; see docs/experiment-format.md.",
                  "wanlab"};
     app.set_version_flag("--version", std::string("wanlab ") + wanlab::kVersion);
+    app.footer(
+        "Examples:\n"
+        "  wanlab validate examples/buffer-sweep.toml\n"
+        "  wanlab plan examples/buffer-sweep.toml --set run.repeats=1\n"
+        "  wanlab plan examples/buffer-sweep.toml --json\n"
+        "Run `wanlab COMMAND --help` for a command's options. Exit status: 0 ok, 1 failure,\n"
+        "2 bad input, 3 an [[assert]] failed, 130 interrupted.");
     app.require_subcommand(1);
     app.fallthrough(false);
     std::map<CLI::App*, wanlab::cli::Runner> runners;
     for (const auto& cmd : wanlab::cli::commands()) {
         CLI::App* sub = app.add_subcommand(cmd.name, cmd.summary);
         runners[sub] = cmd.setup(*sub);
+    }
+    std::vector<std::string> names;
+    for (const auto& cmd : wanlab::cli::commands()) names.emplace_back(cmd.name);
+    if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+        auto guess = wanlab::did_you_mean(argv[1], names);
+        std::fputs(fmt::format("wanlab: unknown command `{}`{}; run `wanlab --help` for the list\n", argv[1],
+                               guess.empty() ? "" : fmt::format(" (did you mean `{}`?)", guess))
+                       .c_str(),
+                   stderr);
+        return 2;
     }
     try {
         app.parse(argc, argv);

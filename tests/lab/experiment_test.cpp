@@ -244,7 +244,7 @@ TEST_CASE("the baseline is the first variant unless [run] names another", "[expe
           "   |            ^~~~\n");
 }
 
-TEST_CASE("--set overrides any key with the same checks, located in the argument", "[experiment][set]") {
+TEST_CASE("a --set override gets the same checks as the file, located in the argument", "[experiment][set]") {
     auto ok = load("[link]\nrtt = \"40ms\"\n[[probe]]\nname = \"bulk\"\nkind = \"throughput\"\n",
                    {"link.rtt=100ms", "probe.bulk.streams=4", "run.repeats=1", "sysctl.net.core.rmem_max=16M"});
     REQUIRE(ok.exp);
