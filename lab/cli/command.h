@@ -29,6 +29,10 @@ std::span<const Command> commands();
 // One setup function per sub-command, each in its own cmd_*.cpp.
 Runner setup_validate(CLI::App& sub);
 Runner setup_plan(CLI::App& sub);
+Runner setup_link(CLI::App& sub);
+Runner setup_doctor(CLI::App& sub);
+Runner setup_lab(CLI::App& sub);      // lab/cli/cmd_lab.cpp
+Runner setup_restore(CLI::App& sub);  // lab/cli/cmd_restore.cpp
 Runner setup_vm(CLI::App& sub);  // lab/cli/cmd_vm.cpp, built when lab/vm exists
 
 }  // namespace wanlab::cli

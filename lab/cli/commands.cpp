@@ -6,6 +6,10 @@ namespace {
 constexpr Command kCommands[] = {
     {"validate", "Check an experiment file without touching the machine", &setup_validate},
     {"plan", "Show the trials an experiment expands to, with equivalent tc/sysctl commands", &setup_plan},
+    {"link", "Put link conditions on one device, show them, clear them (netlink, no tc)", &setup_link},
+    {"doctor", "Check what this machine's kernel and tools support (changes nothing)", &setup_doctor},
+    {"lab", "Build an experiment's namespace lab and keep it for debugging (lab up FILE / lab down RUN)", &setup_lab},
+    {"restore", "Give the machine back after a killed run, from its journal in /run/wanlab", &setup_restore},
 #ifdef WANLAB_HAVE_VM
     {"vm", "Run commands in a throwaway micro-VM with a stock kernel (real netem anywhere)", &setup_vm},
 #endif

@@ -1,0 +1,186 @@
+#include "netem/device.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <linux/pkt_sched.h>
+#include <sys/socket.h>
+#include <linux/rtnetlink.h>
+
+#include "core/error.h"
+#include "netem/readback.h"
+
+namespace wanlab::netem {
+namespace {
+
+std::string hex(const std::vector<std::uint8_t>& bytes) {
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    for (auto b : bytes) {
+        out += digits[b >> 4];
+        out += digits[b & 15];
+    }
+    return out;
+}
+
+std::vector<std::uint8_t> unhex(const std::string& s) {
+    std::vector<std::uint8_t> out;
+    for (std::size_t i = 0; i + 1 < s.size(); i += 2)
+        out.push_back(static_cast<std::uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
+    return out;
+}
+
+void put_attr(std::vector<std::uint8_t>& msg, std::uint16_t type, const void* data, std::size_t size) {
+    nlattr a{static_cast<std::uint16_t>(NLA_HDRLEN + size), type};
+    std::size_t at = msg.size();
+    msg.resize(at + NLA_ALIGN(NLA_HDRLEN + size), 0);
+    std::memcpy(&msg[at], &a, sizeof a);
+    if (size) std::memcpy(&msg[at + NLA_HDRLEN], data, size);
+}
+
+}  // namespace
+
+Request replay_request(const TcObject& o, bool is_class, const std::string& dev) {
+    std::vector<std::uint8_t> msg(NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(tcmsg)), 0);
+    tcmsg t{};
+    t.tcm_family = AF_UNSPEC;
+    t.tcm_ifindex = o.ifindex;
+    t.tcm_handle = o.handle;
+    t.tcm_parent = o.parent;
+    std::memcpy(&msg[NLMSG_HDRLEN], &t, sizeof t);
+    put_attr(msg, TCA_KIND, o.kind.c_str(), o.kind.size() + 1);
+    if (!o.options.empty()) put_attr(msg, TCA_OPTIONS, o.options.data(), o.options.size());
+    nlmsghdr h{};
+    h.nlmsg_len = static_cast<std::uint32_t>(msg.size());
+    h.nlmsg_type = is_class ? RTM_NEWTCLASS : RTM_NEWQDISC;
+    h.nlmsg_flags = NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE;
+    std::memcpy(msg.data(), &h, sizeof h);
+    return Request{fmt::format("restore {} {:x}:{:x} ({}) on {}", is_class ? "class" : "qdisc", o.handle >> 16,
+                               o.handle & 0xffff, o.kind, dev),
+                   std::move(msg)};
+}
+
+DeviceQdiscs::DeviceQdiscs(QdiscKernel& kernel, std::string dev)
+    : kernel_(&kernel), dev_(std::move(dev)), ifindex_(kernel.ifindex(dev_)) {
+    qdiscs_ = kernel.dump(ifindex_, false);
+    classes_ = kernel.dump(ifindex_, true);
+    // Only the root tree is wanlab's business; ingress/clsact stay as they are.
+    std::erase_if(qdiscs_, [](const TcObject& q) { return q.parent == TC_H_INGRESS || q.handle == 0xffff0000u; });
+}
+
+DeviceQdiscs::DeviceQdiscs(QdiscKernel& kernel, std::string dev, std::vector<TcObject> qdiscs,
+                           std::vector<TcObject> classes)
+    : kernel_(&kernel),
+      dev_(std::move(dev)),
+      ifindex_(kernel.ifindex(dev_)),
+      qdiscs_(std::move(qdiscs)),
+      classes_(std::move(classes)),
+      changed_(true) {}
+
+DeviceQdiscs::DeviceQdiscs(DeviceQdiscs&& o) noexcept
+    : kernel_(o.kernel_),
+      dev_(std::move(o.dev_)),
+      ifindex_(o.ifindex_),
+      qdiscs_(std::move(o.qdiscs_)),
+      classes_(std::move(o.classes_)),
+      active_(o.active_),
+      changed_(o.changed_) {
+    o.active_ = false;
+}
+
+DeviceQdiscs::~DeviceQdiscs() {
+    try {
+        restore();
+    } catch (const std::exception& e) {
+        std::fputs(fmt::format("wanlab: could not restore the qdiscs of {}: {}\n", dev_, e.what()).c_str(), stderr);
+    }
+}
+
+bool DeviceQdiscs::default_root() const {
+    for (const auto& q : qdiscs_)
+        if (q.parent == TC_H_ROOT) return q.handle == 0;
+    return true;
+}
+
+void DeviceQdiscs::apply(const Direction& d, std::uint32_t mtu, const Psched& psched) {
+    apply_requests(tree_requests(d, ifindex_, dev_, mtu, psched));
+    auto mismatches = verify_tree(*kernel_, ifindex_, d, psched);
+    if (!mismatches.empty())
+        throw Error(fmt::format("read-back of {} does not match what was applied: {}", dev_, describe(mismatches)));
+}
+
+void DeviceQdiscs::apply_requests(const std::vector<Request>& requests) {
+    changed_ = true;
+    for (const auto& r : requests) kernel_->send(r);
+}
+
+namespace {
+// Qdiscs whose classes are made by the user; the others (tbf, netem, prio, ...) report
+// pseudo-classes that exist with the qdisc and cannot be created.
+bool user_classes(const std::string& kind) {
+    return kind == "htb" || kind == "hfsc" || kind == "drr" || kind == "qfq" || kind == "cbq" || kind == "ets";
+}
+}  // namespace
+
+void DeviceQdiscs::restore() {
+    if (!active_ || !changed_) return;
+    // Deleting the root gives the device the kernel's default qdisc: exactly what it had if
+    // the snapshot's root was a default (handle 0); otherwise the snapshot is replayed.
+    bool root_is_default = true;
+    for (const auto& q : kernel_->dump(ifindex_, false))
+        if (q.parent == TC_H_ROOT) root_is_default = q.handle == 0;
+    if (!root_is_default) kernel_->send(delete_root(ifindex_, dev_));
+    std::vector<std::string> failures;
+    auto replay = [&](const TcObject& o, bool is_class) {
+        try {
+            kernel_->send(replay_request(o, is_class, dev_));
+        } catch (const Error& e) {
+            failures.emplace_back(e.what());  // go on: restore as much as possible
+        }
+    };
+    if (!default_root()) {
+        std::vector<std::uint32_t> classful;
+        for (const auto& q : qdiscs_)
+            if (user_classes(q.kind)) classful.push_back(q.handle);
+        for (const auto& q : qdiscs_)
+            if (q.parent == TC_H_ROOT) replay(q, false);
+        for (const auto& c : classes_)
+            if (std::find(classful.begin(), classful.end(), c.handle & 0xffff0000u) != classful.end()) replay(c, true);
+        for (const auto& q : qdiscs_)
+            if (q.parent != TC_H_ROOT) replay(q, false);
+    }
+    changed_ = false;
+    if (!failures.empty()) {
+        std::string all;
+        for (const auto& f : failures) all += (all.empty() ? "" : "; ") + f;
+        throw Error(all);
+    }
+}
+
+std::string DeviceQdiscs::serialize() const {
+    std::string out = fmt::format("device {}\n", dev_);
+    for (const auto& q : qdiscs_) out += "qdisc " + hex(q.message) + "\n";
+    for (const auto& c : classes_) out += "class " + hex(c.message) + "\n";
+    return out;
+}
+
+DeviceQdiscs DeviceQdiscs::from_serialized(QdiscKernel& kernel, std::string dev, const std::string& text) {
+    std::vector<TcObject> qdiscs, classes;
+    std::istringstream lines(text);
+    std::string kind, data;
+    while (lines >> kind >> data) {
+        if (kind == "qdisc") qdiscs.push_back(parse_tc_message(unhex(data)));
+        if (kind == "class") classes.push_back(parse_tc_message(unhex(data)));
+    }
+    DeviceQdiscs d(kernel, std::move(dev), std::move(qdiscs), std::move(classes));
+    // The saved messages carry the ifindex of the time they were taken; a device that has
+    // been recreated since has a new one.
+    for (auto* list : {&d.qdiscs_, &d.classes_})
+        for (auto& o : *list) o.ifindex = d.ifindex_;
+    return d;
+}
+
+}  // namespace wanlab::netem

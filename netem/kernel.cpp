@@ -1,0 +1,251 @@
+#include "netem/kernel.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <linux/netlink.h>
+#include <linux/pkt_sched.h>
+#include <linux/rtnetlink.h>
+#include <netlink/attr.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+#include <netlink/route/link.h>
+#include <netlink/socket.h>
+
+#include "core/error.h"
+
+#ifndef NETLINK_EXT_ACK
+#define NETLINK_EXT_ACK 11
+#endif
+#ifndef NETLINK_CAP_ACK
+#define NETLINK_CAP_ACK 10
+#endif
+
+namespace wanlab::netem {
+namespace {
+
+struct Fd {
+    int fd = -1;
+    explicit Fd(int f) : fd(f) {}
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+};
+
+// What the kernel said about a failed request: errno and the extended-ACK text, if any.
+struct AckError {
+    int error = 0;
+    std::string message;
+};
+
+std::string extack_message(const nlmsgerr* e) {
+    const auto* hdr = reinterpret_cast<const nlmsghdr*>(reinterpret_cast<const char*>(e) - NLMSG_HDRLEN);
+    if (!(hdr->nlmsg_flags & NLM_F_ACK_TLVS)) return {};
+    std::size_t skip = (hdr->nlmsg_flags & NLM_F_CAPPED) ? sizeof(nlmsgerr) : sizeof(int) + e->msg.nlmsg_len;
+    std::size_t total = hdr->nlmsg_len - NLMSG_HDRLEN;
+    if (skip >= total) return {};
+    const char* p = reinterpret_cast<const char*>(e) + NLMSG_ALIGN(skip);
+    const char* end = reinterpret_cast<const char*>(e) + total;
+    while (p + sizeof(nlattr) <= end) {
+        const auto* a = reinterpret_cast<const nlattr*>(p);
+        if (a->nla_len < sizeof(nlattr) || p + a->nla_len > end) break;
+        if ((a->nla_type & NLA_TYPE_MASK) == NLMSGERR_ATTR_MSG)
+            return std::string(p + NLA_HDRLEN, strnlen(p + NLA_HDRLEN, a->nla_len - NLA_HDRLEN));
+        p += NLA_ALIGN(a->nla_len);
+    }
+    return {};
+}
+
+int on_error(sockaddr_nl*, nlmsgerr* e, void* arg) {
+    auto* out = static_cast<AckError*>(arg);
+    out->error = -e->error;
+    out->message = extack_message(e);
+    return NL_STOP;
+}
+
+int collect(nl_msg* msg, void* arg) {
+    const nlmsghdr* h = nlmsg_hdr(msg);
+    const auto* p = reinterpret_cast<const std::uint8_t*>(h);
+    static_cast<std::vector<std::vector<std::uint8_t>>*>(arg)->emplace_back(p, p + h->nlmsg_len);
+    return NL_OK;
+}
+
+[[noreturn]] void fail(const std::string& what, int err) {
+    throw Error(fmt::format("{}: {}", what, std::strerror(err)));
+}
+
+}  // namespace
+
+TcObject parse_tc_message(const std::vector<std::uint8_t>& message) {
+    TcObject o;
+    o.message = message;
+    if (message.size() < NLMSG_HDRLEN + sizeof(tcmsg)) return o;
+    tcmsg t;
+    std::memcpy(&t, message.data() + NLMSG_HDRLEN, sizeof t);
+    o.ifindex = t.tcm_ifindex;
+    o.handle = t.tcm_handle;
+    o.parent = t.tcm_parent;
+    std::size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(tcmsg));
+    std::uint32_t len;
+    std::memcpy(&len, message.data(), sizeof len);
+    len = std::min<std::uint32_t>(len, static_cast<std::uint32_t>(message.size()));
+    while (off + NLA_HDRLEN <= len) {
+        nlattr a;
+        std::memcpy(&a, message.data() + off, sizeof a);
+        if (a.nla_len < NLA_HDRLEN || off + a.nla_len > len) break;
+        const auto* payload = message.data() + off + NLA_HDRLEN;
+        std::size_t size = a.nla_len - NLA_HDRLEN;
+        switch (a.nla_type & NLA_TYPE_MASK) {
+            case TCA_KIND: o.kind.assign(reinterpret_cast<const char*>(payload), strnlen(reinterpret_cast<const char*>(payload), size)); break;
+            case TCA_OPTIONS: o.options.assign(payload, payload + size); break;
+            default: break;
+        }
+        off += NLA_ALIGN(a.nla_len);
+    }
+    return o;
+}
+
+// --- NetlinkKernel ------------------------------------------------------------------------
+
+NetlinkKernel::NetlinkKernel(const std::string& netns) {
+    std::optional<Fd> saved;
+    if (!netns.empty()) {
+        // A netlink socket belongs to the namespace of the thread that opens it: step in,
+        // open, step back.
+        Fd target(::open(netns.c_str(), O_RDONLY | O_CLOEXEC));
+        if (target.fd < 0) fail(fmt::format("opening network namespace {}", netns), errno);
+        saved.emplace(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+        if (saved->fd < 0) fail("opening this thread's network namespace", errno);
+        if (::setns(target.fd, CLONE_NEWNET) != 0) fail(fmt::format("entering network namespace {}", netns), errno);
+    }
+    sock_ = nl_socket_alloc();
+    int err = sock_ ? nl_connect(sock_, NETLINK_ROUTE) : -NLE_NOMEM;
+    if (saved && ::setns(saved->fd, CLONE_NEWNET) != 0) {
+        if (sock_) nl_socket_free(sock_);
+        fail("returning to this thread's network namespace", errno);
+    }
+    if (err < 0) {
+        if (sock_) nl_socket_free(sock_);
+        throw Error(fmt::format("opening a netlink socket: {}", nl_geterror(err)));
+    }
+    int one = 1;
+    ::setsockopt(nl_socket_get_fd(sock_), SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
+    ::setsockopt(nl_socket_get_fd(sock_), SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
+}
+
+NetlinkKernel::~NetlinkKernel() {
+    if (sock_) nl_socket_free(sock_);
+}
+
+int NetlinkKernel::ifindex(const std::string& dev) {
+    rtnl_link* link = nullptr;
+    int err = rtnl_link_get_kernel(sock_, 0, dev.c_str(), &link);
+    if (err < 0)
+        throw Error(fmt::format("no network device `{}` here{}", dev,
+                                err == -NLE_OBJ_NOTFOUND || err == -NLE_NODEV ? "" : fmt::format(" ({})", nl_geterror(err))));
+    int index = rtnl_link_get_ifindex(link);
+    rtnl_link_put(link);
+    return index;
+}
+
+void NetlinkKernel::send(const Request& r) {
+    std::vector<std::uint8_t> copy = r.bytes;
+    nl_msg* msg = nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data()));
+    if (!msg) throw Error(fmt::format("{}: out of memory", r.what));
+    AckError ack;
+    nl_socket_modify_err_cb(sock_, NL_CB_CUSTOM, on_error, &ack);
+    int err = nl_send_auto(sock_, msg);
+    nlmsg_free(msg);
+    if (err >= 0) err = nl_wait_for_ack(sock_);
+    if (err >= 0) return;
+    std::string reason = ack.error ? std::strerror(ack.error) : nl_geterror(err);
+    if (!ack.message.empty()) reason += fmt::format(" ({})", ack.message);
+    throw Error(fmt::format("{}: {}", r.what, reason));
+}
+
+std::vector<TcObject> NetlinkKernel::dump(int ifindex, bool classes) {
+    tcmsg t{};
+    t.tcm_family = AF_UNSPEC;
+    t.tcm_ifindex = ifindex;
+    int type = classes ? RTM_GETTCLASS : RTM_GETQDISC;
+    std::vector<std::vector<std::uint8_t>> messages;
+    nl_socket_modify_cb(sock_, NL_CB_VALID, NL_CB_CUSTOM, collect, &messages);
+    int err = nl_send_simple(sock_, type, NLM_F_DUMP, &t, sizeof t);
+    if (err >= 0) err = nl_recvmsgs_default(sock_);
+    if (err < 0) throw Error(fmt::format("reading the {} of device {}: {}", classes ? "classes" : "qdiscs", ifindex, nl_geterror(err)));
+    std::vector<TcObject> out;
+    for (const auto& m : messages) {
+        auto o = parse_tc_message(m);
+        if (o.ifindex == ifindex) out.push_back(std::move(o));
+    }
+    return out;
+}
+
+// --- RecordingKernel ----------------------------------------------------------------------
+
+int RecordingKernel::ifindex(const std::string& dev) {
+    auto it = devices.find(dev);
+    if (it == devices.end()) throw Error(fmt::format("no network device `{}` here", dev));
+    return it->second;
+}
+
+void RecordingKernel::send(const Request& r) {
+    sent.push_back(r);
+    if (fail_next) {
+        std::string why = *fail_next;
+        fail_next.reset();
+        throw Error(fmt::format("{}: {}", r.what, why));
+    }
+    nlmsghdr h;
+    std::memcpy(&h, r.bytes.data(), sizeof h);
+    TcObject o = parse_tc_message(r.bytes);
+    auto& list = h.nlmsg_type == RTM_NEWTCLASS || h.nlmsg_type == RTM_DELTCLASS ? classes[o.ifindex] : qdiscs[o.ifindex];
+    if (h.nlmsg_type == RTM_DELQDISC && o.parent == TC_H_ROOT) {
+        qdiscs[o.ifindex].clear();
+        classes[o.ifindex].clear();
+        return;
+    }
+    auto same = [&](const TcObject& x) {
+        return h.nlmsg_type == RTM_NEWTCLASS ? x.handle == o.handle : x.parent == o.parent;
+    };
+    auto it = std::find_if(list.begin(), list.end(), same);
+    if (h.nlmsg_type == RTM_NEWQDISC || h.nlmsg_type == RTM_NEWTCLASS) {
+        if (it != list.end() && (h.nlmsg_flags & NLM_F_EXCL)) throw Error(fmt::format("{}: File exists", r.what));
+        // A new root replaces the whole tree below the old one.
+        if (h.nlmsg_type == RTM_NEWQDISC && o.parent == TC_H_ROOT && it != list.end() && it->kind != o.kind) {
+            list.clear();
+            classes[o.ifindex].clear();
+            it = list.end();
+        }
+        o.message[4] = static_cast<std::uint8_t>(h.nlmsg_type);  // what a dump would echo
+        if (it != list.end())
+            *it = o;
+        else
+            list.push_back(o);
+    } else if (it != list.end()) {
+        list.erase(it);
+    }
+}
+
+std::vector<TcObject> RecordingKernel::dump(int ifindex, bool want_classes) {
+    if (want_classes) return classes[ifindex];
+    auto list = qdiscs[ifindex];
+    if (list.empty() || std::none_of(list.begin(), list.end(), [](const TcObject& o) { return o.parent == TC_H_ROOT; })) {
+        TcObject def;
+        def.kind = "noqueue";
+        def.ifindex = ifindex;
+        def.parent = TC_H_ROOT;
+        list.insert(list.begin(), def);
+    }
+    return list;
+}
+
+}  // namespace wanlab::netem

@@ -1,0 +1,83 @@
+// The narrow kernel interface netem/ works through: resolve a device, send a request and
+// wait for the kernel's answer, dump a device's qdiscs or classes.
+//
+// Contract: NetlinkKernel is the real thing: one NETLINK_ROUTE socket, opened inside a
+// network namespace if asked (the socket stays bound to that namespace for its life).
+// send() throws wanlab::Error naming the request, the errno text and the kernel's own
+// extended-ACK message ("replace netem 1: on wl-rs: No such file or directory (Specified
+// qdisc kind is unknown)"). RecordingKernel is the fake for unit tests: it records every
+// request and keeps a model of each device's qdiscs so read-back and restore can be tested
+// without root. Neither is thread-safe; use one per thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "netem/encode.h"
+
+struct nl_sock;
+
+namespace wanlab::netem {
+
+/// One qdisc or class as the kernel reports it (an RTM_NEWQDISC / RTM_NEWTCLASS message).
+struct TcObject {
+    std::string kind;
+    int ifindex = 0;
+    std::uint32_t handle = 0;
+    std::uint32_t parent = 0;
+    std::vector<std::uint8_t> options;  ///< TCA_OPTIONS payload
+    std::vector<std::uint8_t> message;  ///< the whole message, to replay it on restore
+};
+
+/// Parses one RTM_NEWQDISC / RTM_NEWTCLASS message.
+TcObject parse_tc_message(const std::vector<std::uint8_t>& message);
+
+class QdiscKernel {
+public:
+    virtual ~QdiscKernel() = default;
+    /// The index of `dev`; throws wanlab::Error when there is no such device.
+    virtual int ifindex(const std::string& dev) = 0;
+    /// Sends `r` and waits for the acknowledgement.
+    virtual void send(const Request& r) = 0;
+    /// Every qdisc (classes = false) or class (true) of the device, in kernel order.
+    virtual std::vector<TcObject> dump(int ifindex, bool classes) = 0;
+};
+
+class NetlinkKernel final : public QdiscKernel {
+public:
+    /// `netns`: a path such as /run/netns/NAME, or empty for the caller's namespace.
+    explicit NetlinkKernel(const std::string& netns = {});
+    ~NetlinkKernel() override;
+    NetlinkKernel(const NetlinkKernel&) = delete;
+    NetlinkKernel& operator=(const NetlinkKernel&) = delete;
+
+    int ifindex(const std::string& dev) override;
+    void send(const Request& r) override;
+    std::vector<TcObject> dump(int ifindex, bool classes) override;
+
+private:
+    nl_sock* sock_ = nullptr;
+};
+
+/// Records requests and models qdiscs per device: a create-or-replace stores the object at
+/// its (parent, handle), replacing what was there; deleting the root restores `defaults`.
+class RecordingKernel final : public QdiscKernel {
+public:
+    std::map<std::string, int> devices{{"wl-rs", 7}, {"wl-rc", 8}, {"eth0", 2}};
+    std::vector<Request> sent;
+    /// Qdiscs per ifindex; the root starts as the kernel default (noqueue, handle 0).
+    std::map<int, std::vector<TcObject>> qdiscs;
+    std::map<int, std::vector<TcObject>> classes;
+    /// If set, the next send() fails with this message (once).
+    std::optional<std::string> fail_next;
+
+    int ifindex(const std::string& dev) override;
+    void send(const Request& r) override;
+    std::vector<TcObject> dump(int ifindex, bool classes) override;
+};
+
+}  // namespace wanlab::netem

@@ -1,0 +1,152 @@
+// DeviceQdiscs against the recording fake: what is sent, what is read back, what is restored.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include <linux/pkt_sched.h>
+#include <linux/rtnetlink.h>
+
+#include "core/error.h"
+#include "netem/device.h"
+#include "netem/readback.h"
+#include "tests/lab/load_helper.h"
+
+using namespace wanlab::netem;
+
+namespace {
+Direction up_of(const std::string& link) {
+    auto l = wanlab::testing::load("[link]\n" + link);
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    return l.exp->trials[0].link.up;
+}
+
+std::uint16_t type_of(const Request& r) {
+    nlmsghdr h;
+    std::memcpy(&h, r.bytes.data(), sizeof h);
+    return h.nlmsg_type;
+}
+
+TcObject* find(std::vector<TcObject>& list, std::uint32_t handle) {
+    for (auto& o : list)
+        if (o.handle == handle) return &o;
+    return nullptr;
+}
+}  // namespace
+
+TEST_CASE("applying a direction replaces the tree and reads it back", "[netem][device]") {
+    RecordingKernel k;
+    {
+        DeviceQdiscs dev(k, "wl-rs");
+        CHECK(dev.default_root());
+        dev.apply(up_of("delay = \"20ms\"\nloss = \"1%\"\nrate = \"100mbit\"\nshaper = \"htb\"\nqdisc = \"bfifo\"\n"), 1500,
+                  Psched{});
+        REQUIRE(k.sent.size() == 4);
+        CHECK(k.sent[0].what == "replace netem 1: on wl-rs");
+        CHECK(k.sent[1].what == "replace htb 2: on wl-rs");
+        CHECK(k.sent[2].what == "replace htb class 2:1 on wl-rs");
+        CHECK(k.sent[3].what == "replace bfifo 3: on wl-rs");
+        for (const auto& r : k.sent) CHECK(type_of(r) != RTM_DELQDISC);  // never delete-then-add
+        auto n = decode_netem(find(k.qdiscs[7], kNetemHandle)->options, Psched{});
+        CHECK(n.delay == std::chrono::milliseconds(20));
+        CHECK(n.loss.probability == Approx(0.01));
+    }
+    // Leaving scope restores the kernel default by deleting the root.
+    REQUIRE(k.sent.size() == 5);
+    CHECK(type_of(k.sent.back()) == RTM_DELQDISC);
+    CHECK(k.sent.back().what == "delete root qdisc of wl-rs");
+    CHECK(k.qdiscs[7].empty());
+}
+
+TEST_CASE("moving to the next trial replaces in place, with every netem field stated", "[netem][device]") {
+    RecordingKernel k;
+    DeviceQdiscs dev(k, "wl-rs");
+    dev.apply(up_of("delay = \"20ms\"\ncorrupt = \"1%\"\nslot = { min_delay = \"1ms\" }\n"), 1500, Psched{});
+    dev.apply(up_of("delay = \"40ms\"\n"), 1500, Psched{});
+    REQUIRE(k.sent.size() == 2);
+    auto n = decode_netem(find(k.qdiscs[7], kNetemHandle)->options, Psched{});
+    CHECK(n.delay == std::chrono::milliseconds(40));
+    CHECK(n.corrupt == 0);       // cleared, not kept from the first trial
+    CHECK_FALSE(n.slot.has_value());
+}
+
+TEST_CASE("a read-back that differs from the request is an error naming the field and both values",
+          "[netem][device]") {
+    RecordingKernel k;
+    auto d = up_of("delay = \"20ms\"\nlimit = 5000\n");
+    int ifindex = k.ifindex("wl-rs");
+    for (const auto& r : tree_requests(d, ifindex, "wl-rs", 1500, Psched{})) k.send(r);
+    // The "kernel" changed limit and delay on its own.
+    auto& opts = find(k.qdiscs[ifindex], kNetemHandle)->options;
+    tc_netem_qopt q;
+    std::memcpy(&q, opts.data(), sizeof q);
+    q.limit = 1000;
+    q.latency = Psched{}.ticks(std::chrono::milliseconds(10));
+    std::memcpy(opts.data(), &q, sizeof q);
+    auto m = verify_tree(k, ifindex, d, Psched{});
+    CHECK(describe(m) == "delay: asked 20ms, the kernel has 10ms; limit: asked 5000, the kernel has 1000");
+}
+
+TEST_CASE("a device whose root was not the default gets its exact tree back", "[netem][device]") {
+    RecordingKernel k;
+    // The device starts with a user's tbf at handle 5:.
+    TcObject tbf;
+    tbf.kind = "tbf";
+    tbf.ifindex = 7;
+    tbf.handle = 0x50000;
+    tbf.parent = TC_H_ROOT;
+    tbf.options = {1, 2, 3, 4};
+    k.send(replay_request(tbf, false, "wl-rs"));
+    k.sent.clear();
+    {
+        DeviceQdiscs dev(k, "wl-rs");
+        CHECK_FALSE(dev.default_root());
+        dev.apply(up_of("delay = \"5ms\"\n"), 1500, Psched{});
+    }
+    REQUIRE(k.sent.size() == 3);
+    CHECK(type_of(k.sent[1]) == RTM_DELQDISC);
+    CHECK(k.sent[2].what == "restore qdisc 5:0 (tbf) on wl-rs");
+    REQUIRE(k.qdiscs[7].size() == 1);
+    CHECK(k.qdiscs[7][0].kind == "tbf");
+    CHECK(k.qdiscs[7][0].handle == 0x50000u);
+    CHECK(k.qdiscs[7][0].options == tbf.options);
+}
+
+TEST_CASE("a snapshot survives serialization, so another process can restore it", "[netem][device]") {
+    RecordingKernel k;
+    TcObject tbf;
+    tbf.kind = "tbf";
+    tbf.ifindex = 7;
+    tbf.handle = 0x50000;
+    tbf.parent = TC_H_ROOT;
+    tbf.options = {9, 8, 7};
+    k.send(replay_request(tbf, false, "wl-rs"));
+    std::string saved;
+    {
+        DeviceQdiscs dev(k, "wl-rs");
+        saved = dev.serialize();
+        dev.apply(up_of("delay = \"5ms\"\n"), 1500, Psched{});
+        dev.release();  // this process ends without restoring
+    }
+    CHECK(k.qdiscs[7][0].kind == "netem");
+    auto later = DeviceQdiscs::from_serialized(k, "wl-rs", saved);
+    later.restore();
+    REQUIRE(k.qdiscs[7].size() == 1);
+    CHECK(k.qdiscs[7][0].kind == "tbf");
+    CHECK(k.qdiscs[7][0].options == tbf.options);
+}
+
+TEST_CASE("a failed restore is reported, not thrown, from the destructor", "[netem][device]") {
+    RecordingKernel k;
+    {
+        DeviceQdiscs dev(k, "wl-rs");
+        dev.apply(up_of("delay = \"5ms\"\n"), 1500, Psched{});
+        k.fail_next = "Device or resource busy";
+    }  // must not throw
+    CHECK(k.sent.back().what == "delete root qdisc of wl-rs");
+}
+
+TEST_CASE("an unknown device is a clear error", "[netem][device]") {
+    RecordingKernel k;
+    CHECK_THROWS_WITH(DeviceQdiscs(k, "eth9"), "no network device `eth9` here");
+}
