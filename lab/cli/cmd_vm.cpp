@@ -38,10 +38,14 @@ void add_machine_options(CLI::App& app, VmArgs& a) {
 
 vm::VmOptions to_options(const VmArgs& a) {
     vm::VmOptions o;
-    if (!a.kernel.empty()) o.kernel = a.kernel;
-    if (!a.modules.empty()) o.modules = a.modules;
-    if (!a.out.empty()) o.out_dir = a.out;
-    if (!a.accel.empty()) o.accel = vm::parse_accel(a.accel, "--accel");
+    if (!a.kernel.empty())
+        o.kernel = a.kernel;
+    if (!a.modules.empty())
+        o.modules = a.modules;
+    if (!a.out.empty())
+        o.out_dir = a.out;
+    if (!a.accel.empty())
+        o.accel = vm::parse_accel(a.accel, "--accel");
     o.memory_mib = a.memory_mib;
     o.cpus = a.cpus;
     o.timeout = std::chrono::seconds(static_cast<long long>(a.timeout_s + 0.999));
@@ -53,25 +57,24 @@ vm::VmOptions to_options(const VmArgs& a) {
 int run_vm(const VmArgs& a) {
     vm::Vm machine(to_options(a));
     if (!machine.initramfs().missing_modules.empty() && a.verbose)
-        std::fprintf(stderr, "wanlab: this kernel has no %s\n",
-                     fmt::format("{}", fmt::join(machine.initramfs().missing_modules, ", "))
-                         .c_str());
+        std::fprintf(
+            stderr, "wanlab: this kernel has no %s\n",
+            fmt::format("{}", fmt::join(machine.initramfs().missing_modules, ", ")).c_str());
     vm::RunResult r = machine.run(a.command);
     if (a.stats)
-        std::fprintf(stderr,
-                     "wanlab: vm %s: boot %.2f s, command %.2f s, total %.2f s, exit %d\n",
+        std::fprintf(stderr, "wanlab: vm %s: boot %.2f s, command %.2f s, total %.2f s, exit %d\n",
                      vm::accel_name(machine.accel().accel), r.boot_seconds, r.command_seconds,
                      r.total_seconds, r.exit_status);
     if (r.timed_out)
         std::fprintf(stderr, "wanlab: error: the command ran over --timeout %g s; VM killed\n",
                      a.timeout_s);
-    if (r.interrupted) std::fputs("wanlab: interrupted; VM killed\n", stderr);
+    if (r.interrupted)
+        std::fputs("wanlab: interrupted; VM killed and cleaned up\n", stderr);
     if (r.out_of_memory)
         std::fprintf(stderr,
                      "wanlab: %s: the guest ran out of memory (its OOM killer fired); give "
                      "the VM more with --memory (now %u MiB). Guest kernel said:\n%s",
-                     r.exit_status == 0 ? "warning" : "error", a.memory_mib,
-                     r.oom_report.c_str());
+                     r.exit_status == 0 ? "warning" : "error", a.memory_mib, r.oom_report.c_str());
     return r.exit_status;
 }
 
@@ -99,10 +102,12 @@ Runner setup_vm(CLI::App& sub) {
     auto a = std::make_shared<VmArgs>();
     sub.require_subcommand(1);
     CLI::App* run = sub.add_subcommand(
-        "run", "Boot a micro-VM, run COMMAND as root inside (host files read-only, /tmp and "
-               "/run writable), exit with its status");
+        "run",
+        "Boot a micro-VM, run COMMAND as root inside (host files read-only, /tmp and "
+        "/run writable), exit with its status");
     add_machine_options(*run, *a);
     run->add_option("--memory", a->memory_mib, "Guest memory in MiB")
+        ->capture_default_str()
         ->check(CLI::Range(128u, 65536u));
     run->add_option("--cpus", a->cpus, "Guest CPUs (default: host CPUs, at most 4)")
         ->check(CLI::Range(1u, 64u));
@@ -112,19 +117,21 @@ Runner setup_vm(CLI::App& sub) {
         ->check(CLI::NonNegativeNumber);
     run->add_option("--boot-timeout", a->boot_timeout_s,
                     "Give up when the command has not started this many seconds after QEMU did")
+        ->capture_default_str()
         ->check(CLI::PositiveNumber);
     run->add_option("--out", a->out,
                     "A writable folder, shared into the VM at the same path (created if missing)");
     run->add_flag("-v,--verbose", a->verbose, "Copy the guest console (boot messages) to stderr");
     run->add_flag("--stats", a->stats, "Print boot and command times to stderr");
-    run->add_option("command", a->command, "The command and its arguments (after --)")
-        ->required();
+    run->add_option("command", a->command, "The command and its arguments (after --)")->required();
     CLI::App* info = sub.add_subcommand(
         "info", "Show the kernel, initramfs, QEMU and accelerator `vm run` would use");
     add_machine_options(*info, *a);
     return [a, run, info]() -> int {
-        if (run->parsed()) return run_vm(*a);
-        if (info->parsed()) return info_vm(*a);
+        if (run->parsed())
+            return run_vm(*a);
+        if (info->parsed())
+            return info_vm(*a);
         return 2;
     };
 }

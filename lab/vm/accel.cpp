@@ -24,7 +24,8 @@ AccelChoice choose_accel(const AccelInputs& in, const std::function<bool()>& pro
                          const std::function<void(bool)>& remember) {
     if (in.forced)
         return {*in.forced, fmt::format("{}: forced", accel_name(*in.forced))};
-    if (!in.kvm_device_usable) return {Accel::tcg, "tcg: /dev/kvm is absent or not usable"};
+    if (!in.kvm_device_usable)
+        return {Accel::tcg, "tcg: /dev/kvm is absent or not usable"};
     if (in.kvm_verdict)
         return *in.kvm_verdict
                    ? AccelChoice{Accel::kvm, "kvm: a probe boot succeeded (cached verdict)"}
@@ -39,14 +40,17 @@ Accel parse_accel(std::string_view text, std::string_view source) {
     std::string lower(text);
     std::transform(lower.begin(), lower.end(), lower.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    if (lower == "kvm") return Accel::kvm;
-    if (lower == "tcg") return Accel::tcg;
+    if (lower == "kvm")
+        return Accel::kvm;
+    if (lower == "tcg")
+        return Accel::tcg;
     throw InputError(fmt::format("{}: expected kvm or tcg, got '{}'", source, text));
 }
 
 bool kvm_device_usable() {
     FileDescriptor fd(::open("/dev/kvm", O_RDWR | O_CLOEXEC));
-    if (!fd.valid()) return false;
+    if (!fd.valid())
+        return false;
     return ::ioctl(fd.get(), KVM_GET_API_VERSION, 0) == KVM_API_VERSION;
 }
 
@@ -63,10 +67,13 @@ fs::path kvm_verdict_file(const fs::path& cache_dir, const fs::path& qemu,
 
 std::optional<bool> read_kvm_verdict(const fs::path& file) {
     std::error_code ec;
-    if (!fs::exists(file, ec)) return std::nullopt;
+    if (!fs::exists(file, ec))
+        return std::nullopt;
     std::string text = read_file(file);
-    if (text.starts_with("works")) return true;
-    if (text.starts_with("hangs")) return false;
+    if (text.starts_with("works"))
+        return true;
+    if (text.starts_with("hangs"))
+        return false;
     return std::nullopt;
 }
 

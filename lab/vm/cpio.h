@@ -19,7 +19,7 @@
 namespace wanlab::vm {
 
 class CpioWriter {
-public:
+  public:
     /// A directory; `mode` holds permission bits only (e.g. 0755).
     void add_directory(std::string_view path, std::uint32_t mode = 0755);
     /// A regular file with the given contents and permission bits.
@@ -36,7 +36,7 @@ public:
     /// Size of the archive so far, in bytes.
     std::size_t size_bytes() const noexcept { return out_.size(); }
 
-private:
+  private:
     struct Entry {
         std::string name;
         std::uint32_t mode;  // file type and permission bits

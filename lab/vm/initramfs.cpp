@@ -20,9 +20,9 @@ constexpr std::string_view kFormatVersion = "wanlab-initramfs-1";
 
 // Busybox applets /init uses, linked in /bin (modprobe in /sbin, where the kernel's
 // request_module() looks for it).
-constexpr std::string_view kApplets[] = {
-    "sh",    "mount", "umount", "mkdir", "insmod", "cat",   "echo",     "chroot", "poweroff",
-    "dmesg", "grep",  "sleep",  "sync",  "ifconfig", "hostname", "ls", "uname", "tail"};
+constexpr std::string_view kApplets[] = {"sh",   "mount",    "umount",   "mkdir", "insmod", "cat",
+                                         "echo", "chroot",   "poweroff", "dmesg", "grep",   "sleep",
+                                         "sync", "ifconfig", "hostname", "ls",    "uname",  "tail"};
 
 constexpr std::string_view kInit = R"INIT(#!/bin/sh
 # wanlab micro-VM /init: load modules, mount the host's files, run one command, report its
@@ -95,7 +95,8 @@ sleep 10
 
 void add_busybox(CpioWriter& cpio, const std::string& busybox) {
     cpio.add_file("bin/busybox", busybox, 0755);
-    for (auto applet : kApplets) cpio.add_symlink(fmt::format("bin/{}", applet), "busybox");
+    for (auto applet : kApplets)
+        cpio.add_symlink(fmt::format("bin/{}", applet), "busybox");
     cpio.add_symlink("sbin/modprobe", "../bin/busybox");
 }
 
@@ -116,11 +117,14 @@ std::string plain_path(std::string_view path) {
 std::string load_module(const fs::path& file) {
     std::string data = read_file(file);
     std::string name = file.filename().string();
-    if (name.ends_with(".ko.xz")) return xz_decompress(data, file.string());
-    if (name.ends_with(".ko")) return data;
-    throw Error(fmt::format("{}: compressed in a format wanlab cannot unpack (only .ko and "
-                            ".ko.xz); pass a kernel with plain or xz modules",
-                            file.string()));
+    if (name.ends_with(".ko.xz"))
+        return xz_decompress(data, file.string());
+    if (name.ends_with(".ko"))
+        return data;
+    throw Error(
+        fmt::format("{}: compressed in a format wanlab cannot unpack (only .ko and "
+                    ".ko.xz); pass a kernel with plain or xz modules",
+                    file.string()));
 }
 
 // The modules.dep inside the archive: the included modules only, with plain .ko paths.
@@ -130,7 +134,8 @@ std::string rewrite_modules_dep(const ModuleIndex& index, const std::vector<std:
         auto deps = index.resolve({module_name(path)}).load_order;
         out += plain_path(path) + ":";
         for (auto it = deps.rbegin(); it != deps.rend(); ++it)
-            if (*it != path) out += " " + plain_path(*it);
+            if (*it != path)
+                out += " " + plain_path(*it);
         out += "\n";
     }
     return out;
@@ -140,7 +145,8 @@ std::string cache_key(const InitramfsInputs& in, const std::vector<std::string>&
     std::uint64_t h = fnv1a64(kFormatVersion);
     h = fnv1a64(kInit, h);
     h = fnv1a64(in.kernel.version, h);
-    for (const auto& m : in.modules) h = fnv1a64(m + "\n", h);
+    for (const auto& m : in.modules)
+        h = fnv1a64(m + "\n", h);
     for (const auto& f : files) {
         struct stat st {};
         check_sys(::stat(f.c_str(), &st), fmt::format("stat {}", f));
@@ -161,7 +167,9 @@ const std::vector<std::string>& default_modules() {
     return modules;
 }
 
-std::string_view init_script() { return kInit; }
+std::string_view init_script() {
+    return kInit;
+}
 
 std::uint64_t fnv1a64(std::string_view data, std::uint64_t h) {
     for (unsigned char c : data) {
@@ -189,15 +197,16 @@ std::string xz_decompress(std::string_view data, std::string_view what) {
     }
     lzma_end(&strm);
     if (ret != LZMA_STREAM_END)
-        throw Error(fmt::format("{}: corrupt xz data (liblzma error {})", what,
-                                static_cast<int>(ret)));
+        throw Error(
+            fmt::format("{}: corrupt xz data (liblzma error {})", what, static_cast<int>(ret)));
     return out;
 }
 
 std::string build_initramfs(const InitramfsInputs& in, std::vector<std::string>& missing) {
     const fs::path& mods = in.kernel.modules_dir;
     std::string builtin_text;
-    if (fs::exists(mods / "modules.builtin")) builtin_text = read_file(mods / "modules.builtin");
+    if (fs::exists(mods / "modules.builtin"))
+        builtin_text = read_file(mods / "modules.builtin");
     ModuleIndex index = ModuleIndex::parse(read_file(mods / "modules.dep"), builtin_text);
     auto resolution = index.resolve(in.modules);
     missing = resolution.missing;
@@ -229,11 +238,12 @@ Initramfs ensure_initramfs(const InitramfsInputs& in, const fs::path& cache_dir)
         fs::exists(mods / "modules.builtin") ? read_file(mods / "modules.builtin") : "");
     auto resolution = index.resolve(in.modules);
     std::vector<std::string> files = {in.busybox.string(), (mods / "modules.dep").string()};
-    for (const auto& p : resolution.load_order) files.push_back((mods / p).string());
+    for (const auto& p : resolution.load_order)
+        files.push_back((mods / p).string());
 
     Initramfs result;
-    result.path = cache_dir / fmt::format("initramfs-{}-{}.cpio", in.kernel.version,
-                                          cache_key(in, files));
+    result.path =
+        cache_dir / fmt::format("initramfs-{}-{}.cpio", in.kernel.version, cache_key(in, files));
     result.missing_modules = resolution.missing;
     if (fs::exists(result.path)) {
         result.from_cache = true;
@@ -241,9 +251,11 @@ Initramfs ensure_initramfs(const InitramfsInputs& in, const fs::path& cache_dir)
     }
     std::error_code ec;
     fs::create_directories(cache_dir, ec);
-    if (ec) throw Error(fmt::format("creating {}: {}", cache_dir.string(), ec.message()));
+    if (ec)
+        throw Error(fmt::format("creating {}: {}", cache_dir.string(), ec.message()));
     std::vector<std::string> missing;
     write_file_atomic(result.path, build_initramfs(in, missing));
+    prune_cache(cache_dir, fmt::format("initramfs-{}-", in.kernel.version), result.path);
     return result;
 }
 

@@ -9,11 +9,13 @@
 // Contract: ensure_initramfs() returns the path of a cached archive for exactly these inputs
 // (kernel version, modules.dep, every included file's size and mtime, the module list and
 // the /init text), building it on a miss and writing it atomically, so concurrent wanlab
-// processes at worst build it twice. Modules named but absent from the kernel are skipped and
-// listed in the result. .ko.xz modules are decompressed with liblzma (busybox insmod takes
-// only plain .ko). Throws wanlab::Error on I/O failures.
+// processes at worst build it twice; a new build removes older archives of the same
+// version. Modules named but absent from the kernel are skipped and listed in the result.
+// .ko.xz modules are decompressed with liblzma at build time: Debian 12's busybox-static
+// insmod does load .ko.xz (tested), but other busybox builds may not, and unpacking once on
+// the host beats unpacking under TCG at every boot. Throws wanlab::Error on I/O failures.
 //
-// The guest side of the protocol (what /init expects from the runner, see machine.cpp):
+// The guest side of the protocol (what /init expects from the runner in vm.cpp):
 //   9p tag "wanlabctl": control folder; /init reads vm.conf (shell variables WANLAB_OUT) and
 //       run.sh (the command), writes `exit` (the command's status) and `oom` (OOM lines)
 //       and bind-mounts it at /run/wanlab inside the command's view;

@@ -22,10 +22,12 @@ std::vector<std::string> split_words(std::string_view s) {
     std::vector<std::string> words;
     while (true) {
         s = trim(s);
-        if (s.empty()) break;
+        if (s.empty())
+            break;
         auto end = s.find_first_of(" \t");
         words.emplace_back(s.substr(0, end));
-        if (end == std::string_view::npos) break;
+        if (end == std::string_view::npos)
+            break;
         s.remove_prefix(end);
     }
     return words;
@@ -38,7 +40,8 @@ void for_each_line(std::string_view text, F&& f) {
         auto nl = text.find('\n');
         ++line_no;
         f(text.substr(0, nl), line_no);
-        if (nl == std::string_view::npos) break;
+        if (nl == std::string_view::npos)
+            break;
         text.remove_prefix(nl + 1);
     }
 }
@@ -63,7 +66,8 @@ ModuleIndex ModuleIndex::parse(std::string_view modules_dep, std::string_view mo
     ModuleIndex index;
     for_each_line(modules_dep, [&](std::string_view line, std::size_t line_no) {
         line = trim(line);
-        if (line.empty() || line.front() == '#') return;
+        if (line.empty() || line.front() == '#')
+            return;
         auto colon = line.find(':');
         if (colon == std::string_view::npos || colon == 0)
             throw Error(fmt::format("modules.dep:{}: expected 'path: dependencies', got '{}'",
@@ -74,7 +78,8 @@ ModuleIndex ModuleIndex::parse(std::string_view modules_dep, std::string_view mo
     });
     for_each_line(modules_builtin, [&](std::string_view line, std::size_t) {
         line = trim(line);
-        if (!line.empty()) index.builtin_.insert(module_name(line));
+        if (!line.empty())
+            index.builtin_.insert(module_name(line));
     });
     return index;
 }
@@ -90,11 +95,13 @@ bool ModuleIndex::is_builtin(std::string_view name) const {
 
 void ModuleIndex::visit(const std::string& path, std::set<std::string>& seen,
                         std::set<std::string>& active, std::vector<std::string>& order) const {
-    if (seen.count(path) != 0) return;
+    if (seen.count(path) != 0)
+        return;
     if (!active.insert(path).second)
         throw Error(fmt::format("modules.dep: dependency cycle through {}", path));
     if (auto it = deps_by_path_.find(path); it != deps_by_path_.end())
-        for (const auto& dep : it->second) visit(dep, seen, active, order);
+        for (const auto& dep : it->second)
+            visit(dep, seen, active, order);
     active.erase(path);
     seen.insert(path);
     order.push_back(path);

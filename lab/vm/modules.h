@@ -20,7 +20,7 @@ namespace wanlab::vm {
 std::string module_name(std::string_view path_or_name);
 
 class ModuleIndex {
-public:
+  public:
     /// Parses modules.dep ("path: dep-path dep-path ...") and modules.builtin (one path a
     /// line). Throws wanlab::Error naming the line for a malformed modules.dep line.
     static ModuleIndex parse(std::string_view modules_dep, std::string_view modules_builtin);
@@ -36,9 +36,9 @@ public:
     std::string path_of(std::string_view name) const;
     bool is_builtin(std::string_view name) const;
 
-private:
-    void visit(const std::string& path, std::set<std::string>& seen,
-               std::set<std::string>& active, std::vector<std::string>& order) const;
+  private:
+    void visit(const std::string& path, std::set<std::string>& seen, std::set<std::string>& active,
+               std::vector<std::string>& order) const;
 
     std::map<std::string, std::string, std::less<>> path_by_name_;
     std::map<std::string, std::vector<std::string>, std::less<>> deps_by_path_;

@@ -20,12 +20,14 @@ namespace wanlab::vm {
 namespace fs = std::filesystem;
 
 long check_sys(long result, std::string_view what) {
-    if (result == -1) throw Error(fmt::format("{}: {}", what, std::strerror(errno)));
+    if (result == -1)
+        throw Error(fmt::format("{}: {}", what, std::strerror(errno)));
     return result;
 }
 
 void check_errno(int err, std::string_view what) {
-    if (err != 0) throw Error(fmt::format("{}: {}", what, std::strerror(err)));
+    if (err != 0)
+        throw Error(fmt::format("{}: {}", what, std::strerror(err)));
 }
 
 FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
@@ -43,7 +45,8 @@ int FileDescriptor::release() noexcept {
 }
 
 void FileDescriptor::reset() noexcept {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0)
+        ::close(fd_);
     fd_ = -1;
 }
 
@@ -58,13 +61,14 @@ TempDir::TempDir(const fs::path& parent, std::string_view prefix) {
     std::vector<char> buf(pattern.begin(), pattern.end());
     buf.push_back('\0');
     if (::mkdtemp(buf.data()) == nullptr)
-        throw Error(fmt::format("creating a temporary directory {}: {}", pattern,
-                                std::strerror(errno)));
+        throw Error(
+            fmt::format("creating a temporary directory {}: {}", pattern, std::strerror(errno)));
     path_ = buf.data();
 }
 
 TempDir::~TempDir() {
-    if (path_.empty()) return;
+    if (path_.empty())
+        return;
     std::error_code ec;
     fs::remove_all(path_, ec);
     if (ec)
@@ -74,10 +78,12 @@ TempDir::~TempDir() {
 
 std::string read_file(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(fmt::format("reading {}: {}", path.string(), std::strerror(errno)));
+    if (!in)
+        throw Error(fmt::format("reading {}: {}", path.string(), std::strerror(errno)));
     std::ostringstream ss;
     ss << in.rdbuf();
-    if (in.bad()) throw Error(fmt::format("reading {}: I/O error", path.string()));
+    if (in.bad())
+        throw Error(fmt::format("reading {}: I/O error", path.string()));
     return std::move(ss).str();
 }
 
@@ -100,8 +106,17 @@ void write_file_atomic(const fs::path& path, std::string_view data) {
     fs::rename(tmp, path, ec);
     if (ec) {
         fs::remove(tmp, ec);
-        throw Error(fmt::format("renaming {} to {}: {}", tmp.string(), path.string(),
-                                ec.message()));
+        throw Error(
+            fmt::format("renaming {} to {}: {}", tmp.string(), path.string(), ec.message()));
+    }
+}
+
+void prune_cache(const fs::path& dir, std::string_view prefix, const fs::path& keep) noexcept {
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.starts_with(prefix) && it->path() != keep)
+            fs::remove(it->path(), ec);
     }
 }
 
@@ -110,8 +125,9 @@ fs::path cache_root() {
         return fs::path(xdg) / "wanlab";
     const char* home = std::getenv("HOME");
     if (home == nullptr || *home == '\0')
-        throw Error("neither XDG_CACHE_HOME nor HOME is set; set one so wanlab can cache "
-                    "the VM kernel and initramfs");
+        throw Error(
+            "neither XDG_CACHE_HOME nor HOME is set; set one so wanlab can cache "
+            "the VM kernel and initramfs");
     return fs::path(home) / ".cache" / "wanlab";
 }
 

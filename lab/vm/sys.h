@@ -22,7 +22,7 @@ void check_errno(int err, std::string_view what);
 
 /// One owned file descriptor (move-only). Closes it on destruction.
 class FileDescriptor {
-public:
+  public:
     FileDescriptor() = default;
     explicit FileDescriptor(int fd) noexcept : fd_(fd) {}
     FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.release()) {}
@@ -36,7 +36,7 @@ public:
     int release() noexcept;
     void reset() noexcept;
 
-private:
+  private:
     int fd_ = -1;
 };
 
@@ -50,7 +50,7 @@ Pipe make_pipe();
 /// A private temporary directory (mode 0700). Creates it in the constructor, removes it
 /// recursively in the destructor.
 class TempDir {
-public:
+  public:
     /// Creates `<parent>/<prefix>XXXXXX`.
     TempDir(const std::filesystem::path& parent, std::string_view prefix);
     TempDir(TempDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
@@ -61,7 +61,7 @@ public:
 
     const std::filesystem::path& path() const noexcept { return path_; }
 
-private:
+  private:
     std::filesystem::path path_;
 };
 
@@ -70,6 +70,11 @@ std::string read_file(const std::filesystem::path& path);
 
 /// Writes `data` to `path` atomically (a temporary sibling, then rename).
 void write_file_atomic(const std::filesystem::path& path, std::string_view data);
+
+/// Removes the files in `dir` whose names start with `prefix`, except `keep` (stale cache
+/// entries of an older build of the same thing). Best effort: errors are ignored.
+void prune_cache(const std::filesystem::path& dir, std::string_view prefix,
+                 const std::filesystem::path& keep) noexcept;
 
 /// ${XDG_CACHE_HOME:-$HOME/.cache}/wanlab (not created).
 std::filesystem::path cache_root();

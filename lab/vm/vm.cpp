@@ -36,11 +36,12 @@ constexpr auto kProbeBootTimeout = std::chrono::seconds(20);
 /// Blocks SIGINT/SIGTERM/SIGHUP and delivers them through a signalfd for the poll loop;
 /// restores the previous mask (and SIGPIPE disposition) on destruction.
 class SignalCatcher {
-public:
+  public:
     SignalCatcher() {
         sigset_t set;
         sigemptyset(&set);
-        for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, s);
+        for (int s : {SIGINT, SIGTERM, SIGHUP})
+            sigaddset(&set, s);
         check_sys(::sigprocmask(SIG_BLOCK, &set, &old_mask_), "blocking signals");
         fd_ = FileDescriptor(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
         if (!fd_.valid()) {
@@ -60,7 +61,7 @@ public:
     }
     int fd() const noexcept { return fd_.get(); }
 
-private:
+  private:
     sigset_t old_mask_{};
     FileDescriptor fd_;
     void (*old_pipe_)(int) = SIG_DFL;
@@ -69,8 +70,10 @@ private:
 void write_all(int fd, std::string_view data) {
     while (fd >= 0 && !data.empty()) {
         ssize_t n = ::write(fd, data.data(), data.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return;  // EPIPE etc.: the reader is gone; keep draining the VM
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;  // EPIPE etc.: the reader is gone; keep draining the VM
         data.remove_prefix(static_cast<std::size_t>(n));
     }
 }
@@ -83,14 +86,16 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 /// markers, copied to stderr with --verbose, and, when the guest has no virtio ports, the
 /// command's output between the markers goes to out_fd.
 class Console {
-public:
+  public:
     Console(bool verbose, int out_fd) : verbose_(verbose), out_fd_(out_fd) {}
 
     void feed(std::string_view data) {
         for (char c : data) {
-            if (c == '\r') continue;
+            if (c == '\r')
+                continue;
             if (c != '\n') {
-                if (partial_.size() < 4096) partial_.push_back(c);
+                if (partial_.size() < 4096)
+                    partial_.push_back(c);
                 continue;
             }
             line(partial_);
@@ -98,7 +103,8 @@ public:
         }
     }
     void flush() {
-        if (!partial_.empty()) line(partial_);
+        if (!partial_.empty())
+            line(partial_);
         partial_.clear();
     }
 
@@ -110,7 +116,8 @@ public:
 
     std::string last_lines() const {
         std::string out;
-        for (const auto& l : lines_) out += "  | " + l + "\n";
+        for (const auto& l : lines_)
+            out += "  | " + l + "\n";
         return out.empty() ? "  (nothing: the kernel prints errors only; run with -v to see "
                              "the whole boot)\n"
                            : out;
@@ -120,15 +127,17 @@ public:
                            [&](const std::string& l) { return l.find(text) != l.npos; });
     }
 
-private:
+  private:
     void line(const std::string& l) {
-        if (verbose_) write_all(2, "[vm] " + l + "\n");
+        if (verbose_)
+            write_all(2, "[vm] " + l + "\n");
         if (started_ && !done_ && console_mode_ && l.find(kMarkerDone) == l.npos) {
             write_all(out_fd_, l + "\n");
             return;
         }
         lines_.push_back(l);
-        if (lines_.size() > kConsoleLinesKept) lines_.pop_front();
+        if (lines_.size() > kConsoleLinesKept)
+            lines_.pop_front();
         if (auto at = l.find(kMarkerStart); at != l.npos && !started_) {
             started_ = true;
             start_time_ = Clock::now();
@@ -159,7 +168,8 @@ bool read_some(int fd, std::string& into) {
             into.assign(buf, static_cast<std::size_t>(n));
             return true;
         }
-        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EINTR)
+            continue;
         into.clear();
         return n < 0 && errno == EAGAIN;
     }
@@ -175,7 +185,8 @@ std::string qemu_failure(int status, const std::string& stderr_text) {
                           ? fmt::format("exit status {}", WEXITSTATUS(status))
                           : fmt::format("signal {}", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     std::string text = stderr_text.empty() ? std::string("(nothing on stderr)") : stderr_text;
-    while (!text.empty() && text.back() == '\n') text.pop_back();
+    while (!text.empty() && text.back() == '\n')
+        text.pop_back();
     return fmt::format("QEMU ended ({}): {}", how, text);
 }
 
@@ -193,24 +204,29 @@ std::string shell_quote(std::string_view text) {
 }
 
 std::string guest_script(const std::vector<std::string>& argv, const std::string& cwd) {
-    std::string s = "# written by wanlab vm run; executed by the guest's /init\n"
-                    "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
-                    "export HOME=/root USER=root LOGNAME=root\n";
+    std::string s =
+        "# written by wanlab vm run; executed by the guest's /init\n"
+        "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+        "export HOME=/root USER=root LOGNAME=root\n";
     for (const char* name : {"TERM", "LANG", "LC_ALL", "TZ"})
         if (const char* v = std::getenv(name); v != nullptr)
             s += fmt::format("export {}={}\n", name, shell_quote(v));
     s += fmt::format("cd {} 2>/dev/null || cd /\nexec", shell_quote(cwd));
-    for (const auto& a : argv) s += " " + shell_quote(a);
+    for (const auto& a : argv)
+        s += " " + shell_quote(a);
     return s + "\n";
 }
 
-fs::path vm_cache_dir() { return cache_root() / "vm"; }
+fs::path vm_cache_dir() {
+    return cache_root() / "vm";
+}
 
 Vm::Vm(VmOptions options) : options_(std::move(options)) {
     auto qemu = find_qemu();
     if (!qemu)
-        throw Error("qemu-system-x86_64 not found; install the Debian package qemu-system-x86 "
-                    "(apt-get install qemu-system-x86), or set WANLAB_QEMU to its path");
+        throw Error(
+            "qemu-system-x86_64 not found; install the Debian package qemu-system-x86 "
+            "(apt-get install qemu-system-x86), or set WANLAB_QEMU to its path");
     qemu_ = *qemu;
     kernel_ = find_kernel(options_.kernel, options_.modules, kernel_cache_dir());
     if (!fs::exists("/bin/busybox"))
@@ -230,7 +246,8 @@ Vm::Vm(VmOptions options) : options_(std::move(options)) {
 }
 
 unsigned Vm::cpus() const noexcept {
-    if (options_.cpus != 0) return options_.cpus;
+    if (options_.cpus != 0)
+        return options_.cpus;
     unsigned host = std::thread::hardware_concurrency();
     return std::clamp(host, 1u, 4u);
 }
@@ -256,7 +273,8 @@ bool Vm::probe_kvm() {
 }
 
 RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) {
-    if (argv.empty()) throw InputError("vm run: no command given");
+    if (argv.empty())
+        throw InputError("vm run: no command given");
     RunResult result;
     TempDir ctl(fs::temp_directory_path(), "wanlab-vm-");
     std::string out_dir;
@@ -265,8 +283,10 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
         fs::create_directories(*options_.out_dir, ec);
         fs::path abs = fs::weakly_canonical(fs::absolute(*options_.out_dir), ec);
         if (ec || !fs::is_directory(abs))
-            throw InputError(fmt::format("--out {}: not a usable directory", options_.out_dir->string()));
-        if (abs == "/") throw InputError("--out /: refusing to share the whole file system");
+            throw InputError(
+                fmt::format("--out {}: not a usable directory", options_.out_dir->string()));
+        if (abs == "/")
+            throw InputError("--out /: refusing to share the whole file system");
         out_dir = abs.string();
     }
     std::error_code ec;
@@ -285,7 +305,8 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
     spec.memory_mib = options_.memory_mib;
     spec.cpus = cpus();
     spec.shares = {{"wanlabctl", ctl.path(), false}, {"hostroot", "/", true}};
-    if (!out_dir.empty()) spec.shares.push_back({"wanlabout", out_dir, false});
+    if (!out_dir.empty())
+        spec.shares.push_back({"wanlabout", out_dir, false});
     spec.stdout_fd = 3;
     spec.stderr_fd = 4;
 
@@ -307,6 +328,7 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
     Console con(options_.verbose, out_fd);
     std::string qemu_stderr, chunk;
     bool boot_timed_out = false;
+    int signal_number = 0;
     std::optional<int> status;
     bool open[4] = {true, true, true, true};
     const int fds[4] = {console.read.get(), qerr.read.get(), out.read.get(), err.read.get()};
@@ -316,11 +338,16 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
                 open[i] = false;
                 break;
             }
-            if (chunk.empty()) break;
-            if (i == 0) con.feed(chunk);
-            if (i == 1 && qemu_stderr.size() < 65536) qemu_stderr += chunk;
-            if (i == 2) write_all(out_fd, chunk);
-            if (i == 3) write_all(err_fd, chunk);
+            if (chunk.empty())
+                break;
+            if (i == 0)
+                con.feed(chunk);
+            if (i == 1 && qemu_stderr.size() < 65536)
+                qemu_stderr += chunk;
+            if (i == 2)
+                write_all(out_fd, chunk);
+            if (i == 3)
+                write_all(err_fd, chunk);
         }
     };
 
@@ -356,21 +383,31 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
         const int sig_at = n;
         pfd[n++] = {signals.fd(), POLLIN, 0};
         const int exit_at = qemu.exit_fd() >= 0 ? n : -1;
-        if (exit_at >= 0) pfd[n++] = {qemu.exit_fd(), POLLIN, 0};
+        if (exit_at >= 0)
+            pfd[n++] = {qemu.exit_fd(), POLLIN, 0};
         if (::poll(pfd, static_cast<nfds_t>(n), timeout_ms) < 0) {
-            if (errno == EINTR) continue;
+            if (errno == EINTR)
+                continue;
             check_sys(-1, "waiting for the VM (poll)");
         }
         for (int k = 0; k < sig_at; ++k)
-            if (pfd[k].revents != 0) drain(index_of[k]);
+            if (pfd[k].revents != 0)
+                drain(index_of[k]);
         if (pfd[sig_at].revents != 0) {
+            // Consume it: left pending, it would kill us once the mask is restored.
+            signalfd_siginfo info{};
+            if (::read(signals.fd(), &info, sizeof info) != sizeof info)
+                continue;
             result.interrupted = true;
+            signal_number = static_cast<int>(info.ssi_signo);
             status = qemu.kill_and_reap();
             break;
         }
-        if (exit_at < 0 || pfd[exit_at].revents != 0) status = qemu.try_reap();
+        if (exit_at < 0 || pfd[exit_at].revents != 0)
+            status = qemu.try_reap();
     }
-    for (int i = 0; i < 4; ++i) drain(i);
+    for (int i = 0; i < 4; ++i)
+        drain(i);
     con.flush();
     const auto t_end = Clock::now();
     result.total_seconds = seconds_between(t0, t_end);
@@ -381,7 +418,7 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
     }
 
     if (result.interrupted) {
-        result.exit_status = 130;
+        result.exit_status = 128 + signal_number;  // as a shell reports it: SIGINT 130
         return result;
     }
     if (boot_timed_out)
@@ -409,13 +446,15 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
         throw Error(fmt::format(
             "the VM stopped before the command finished{}.\n{}\nLast console lines:\n{}",
             oom ? fmt::format(": the guest ran out of memory; give it more with --memory "
-                              "(now {} MiB)", options_.memory_mib)
+                              "(now {} MiB)",
+                              options_.memory_mib)
                 : "",
             qemu_failure(*status, qemu_stderr), con.last_lines()));
     }
     std::string text = read_file(exit_file);
     result.exit_status = std::atoi(text.c_str());
-    if (fs::exists(ctl.path() / "oom")) result.oom_report = read_file(ctl.path() / "oom");
+    if (fs::exists(ctl.path() / "oom"))
+        result.oom_report = read_file(ctl.path() / "oom");
     result.out_of_memory = !result.oom_report.empty();
     return result;
 }

@@ -7,8 +7,9 @@
 // command in it (cwd kept when visible, stdin /dev/null), copies its stdout/stderr live to the
 // given descriptors, and returns when the VM is gone. Every wait is bounded: boot by
 // boot_timeout, the command by timeout (exit status 124), power-off by a grace period. A
-// SIGINT/SIGTERM/SIGHUP during run() kills the VM and yields status 130. Nothing survives
-// run(): QEMU is killed and reaped, the control folder removed. One run() at a time.
+// SIGINT/SIGTERM/SIGHUP during run() kills the VM and yields 128 + the signal's number (130
+// for SIGINT). Nothing survives run(): QEMU is killed and reaped, the control folder
+// removed. One run() at a time.
 #pragma once
 
 #include <chrono>
@@ -28,27 +29,27 @@ struct VmOptions {
     std::optional<std::filesystem::path> kernel;   // --kernel; default: the fetched one
     std::optional<std::filesystem::path> modules;  // --modules
     unsigned memory_mib = 1024;
-    unsigned cpus = 0;                      // 0: as many as the host has, at most 4
-    std::chrono::seconds timeout{0};        // command limit after boot; 0: none
-    std::chrono::seconds boot_timeout{90};  // from QEMU start to the command starting
+    unsigned cpus = 0;                             // 0: as many as the host has, at most 4
+    std::chrono::seconds timeout{0};               // command limit after boot; 0: none
+    std::chrono::seconds boot_timeout{90};         // from QEMU start to the command starting
     std::optional<std::filesystem::path> out_dir;  // writable share at the same path
     std::optional<Accel> accel;                    // forced; default from WANLAB_VM_ACCEL
     bool verbose = false;                          // copy the guest console to stderr
 };
 
 struct RunResult {
-    int exit_status = 0;  // the command's; 124 after --timeout, 130 when interrupted
+    int exit_status = 0;  // the command's; 124 after --timeout, 128+N after signal N
     bool timed_out = false;
     bool interrupted = false;
     bool out_of_memory = false;
-    std::string oom_report;  // the guest kernel's OOM lines
+    std::string oom_report;      // the guest kernel's OOM lines
     double boot_seconds = 0;     // QEMU start -> command start
     double command_seconds = 0;  // command start -> command end
     double total_seconds = 0;    // QEMU start -> QEMU gone
 };
 
 class Vm {
-public:
+  public:
     explicit Vm(VmOptions options);
 
     /// Runs argv (argv[0] looked up in the guest's PATH). out_fd/err_fd < 0 discard.
@@ -62,7 +63,7 @@ public:
     const AccelChoice& accel() const noexcept { return accel_; }
     unsigned cpus() const noexcept;
 
-private:
+  private:
     bool probe_kvm();
 
     VmOptions options_;

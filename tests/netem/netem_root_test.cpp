@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cstdlib>
+#include <map>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -178,4 +180,124 @@ TEST_CASE("the preflight finds what the running kernel supports without changing
     // And the answer for netem agrees with the kernel's configuration where it says.
     std::string config = run("zcat /proc/config.gz 2>/dev/null | grep '^CONFIG_NET_SCH_NETEM='");
     if (!config.empty()) CHECK(have["netem"]);
+}
+
+// ---- Physical effects: need netem, so they run in the micro-VM (the vm suite sets
+// WANLAB_REQUIRE_NETEM=1, which turns a missing netem into a failure instead of a skip).
+
+namespace {
+
+bool netem_or_skip() {
+    if (!root()) {
+        WARN("SKIPPED: needs root");
+        return false;
+    }
+    if (kernel_has("netem")) return true;
+    if (std::getenv("WANLAB_REQUIRE_NETEM")) FAIL("this kernel has no netem, but WANLAB_REQUIRE_NETEM is set");
+    WARN("SKIPPED: this kernel has no sch_netem (the vm suite runs these tests in a kernel that has it)");
+    return false;
+}
+
+// Two namespaces joined by a veth pair: 198.18.0.1 (left, a0) <-> 198.18.0.2 (right, b0).
+struct Pair {
+    std::string left = fmt::format("wanlab-tl-{}", ::getpid());
+    std::string right = fmt::format("wanlab-tr-{}", ::getpid());
+    Pair() {
+        run("ip netns add " + left + " && ip netns add " + right);
+        run(fmt::format("ip -n {} link add a0 type veth peer name b0 netns {}", left, right));
+        run(fmt::format("ip -n {} addr add 198.18.0.1/30 dev a0 && ip -n {} link set a0 up && ip -n {} link set lo up",
+                        left, left, left));
+        run(fmt::format("ip -n {} addr add 198.18.0.2/30 dev b0 && ip -n {} link set b0 up && ip -n {} link set lo up",
+                        right, right, right));
+    }
+    ~Pair() { run("ip netns del " + left + "; ip netns del " + right); }
+};
+
+// ping's summary "rtt min/avg/max/mdev = 40.1/40.5/41.0/0.2 ms" and "N received".
+struct PingResult {
+    double min_ms = -1;
+    double avg_ms = -1;
+    int received = -1;
+};
+
+PingResult ping(const Pair& p, int count, const char* interval) {
+    std::string out = run(fmt::format("ip netns exec {} ping -q -n -c {} -i {} -W 2 198.18.0.2", p.left, count, interval));
+    PingResult r;
+    if (auto at = out.find("min/avg/max"); at != std::string::npos) {
+        auto eq = out.find("= ", at);
+        auto slash = out.find('/', eq);
+        r.min_ms = std::stod(out.substr(eq + 2));
+        r.avg_ms = std::stod(out.substr(slash + 1));
+    }
+    if (auto at = out.find(" received"); at != std::string::npos) {
+        auto start = out.rfind(", ", at);
+        r.received = std::stoi(out.substr(start + 2));
+    }
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("20 ms of netem each way gives a ping RTT of 40 to 43 ms above the path's own", "[root][netem][physical]") {
+    if (!netem_or_skip()) return;
+    Pair p;
+    // The bare path's RTT: about 0.05 ms on hardware, a few ms under the VM's emulated CPU.
+    auto bare = ping(p, 20, "0.05");
+    NetlinkKernel left(fmt::format("/run/netns/{}", p.left)), right(fmt::format("/run/netns/{}", p.right));
+    DeviceQdiscs a(left, "a0"), b(right, "b0");
+    auto d = up_of("delay = \"20ms\"\n");
+    a.apply(d, 1500, Psched::from_proc());
+    b.apply(d, 1500, Psched::from_proc());
+    auto r = ping(p, 20, "0.05");
+    INFO("ping with netem: min " << r.min_ms << " ms, avg " << r.avg_ms << " ms; bare path avg " << bare.avg_ms << " ms");
+    CHECK(r.received == 20);
+    CHECK(r.min_ms >= 40.0);  // netem never delivers early
+    CHECK(r.avg_ms - bare.avg_ms >= 39.5);
+    CHECK(r.avg_ms - bare.avg_ms <= 43.0);
+}
+
+TEST_CASE("5% loss is measured inside the 99% binomial interval over 2000 packets", "[root][netem][physical]") {
+    if (!netem_or_skip()) return;
+    Pair p;
+    NetlinkKernel left(fmt::format("/run/netns/{}", p.left));
+    DeviceQdiscs a(left, "a0");
+    a.apply(up_of("loss = \"5%\"\n"), 1500, Psched::from_proc());
+    auto r = ping(p, 2000, "0.002");
+    // n = 2000, p = 0.05: mean 100 lost, sd sqrt(2000 * 0.05 * 0.95) = 9.75; 99% = +-2.576 sd.
+    int lost = 2000 - r.received;
+    INFO("lost " << lost << " of 2000");
+    CHECK(lost >= 75);
+    CHECK(lost <= 125);
+}
+
+TEST_CASE("a 50 mbit rate gives TCP goodput of 90 to 100% of it", "[root][netem][physical]") {
+    if (!netem_or_skip()) return;
+    if (run("command -v iperf3").empty()) FAIL("iperf3 is needed for this test (apt-get install iperf3)");
+    Pair p;
+    NetlinkKernel left(fmt::format("/run/netns/{}", p.left));
+    DeviceQdiscs a(left, "a0");
+    a.apply(up_of("rate = \"50mbit\"\ndelay = \"1ms\"\n"), 1500, Psched::from_proc());
+    run(fmt::format("ip netns exec {} iperf3 -s -D -1 -B 198.18.0.2 --pidfile /tmp/wanlab-iperf3-{}.pid", p.right, ::getpid()));
+    ::usleep(300'000);
+    std::string out = run(fmt::format("ip netns exec {} iperf3 -J -c 198.18.0.2 -t 4 -O 1", p.left));
+    auto j = nlohmann::json::parse(out.substr(out.find('{')));
+    double bps = j["end"]["sum_received"]["bits_per_second"].get<double>();
+    INFO("goodput " << bps / 1e6 << " Mbit/s");
+    CHECK(bps >= 0.90 * 50e6);
+    CHECK(bps <= 1.00 * 50e6);
+}
+
+TEST_CASE("apply then restore leaves tc qdisc show as it was", "[root][netem][physical]") {
+    if (!netem_or_skip()) return;
+    Pair p;
+    auto before = run(fmt::format("tc -n {} -j qdisc show", p.left));
+    {
+        NetlinkKernel left(fmt::format("/run/netns/{}", p.left));
+        DeviceQdiscs a(left, "a0");
+        a.apply(up_of("delay = \"10ms\"\njitter = \"2ms\"\ndistribution = \"normal\"\nloss = \"1%\"\nrate = \"20mbit\"\n"
+                      "shaper = \"htb\"\nqdisc = \"pfifo\"\n"),
+                1500, Psched::from_proc());
+        CHECK(run(fmt::format("tc -n {} -j qdisc show", p.left)) != before);
+    }
+    CHECK(run(fmt::format("tc -n {} -j qdisc show", p.left)) == before);
 }

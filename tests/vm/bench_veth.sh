@@ -22,14 +22,17 @@ ip -n $a link set wl-ba up && ip -n $b link set wl-bb up
 ip -n $a link set lo up && ip -n $b link set lo up
 
 t0=$(now); i=0
-while [ $i -lt 100 ]; do tc -n $a qdisc replace dev wl-ba root pfifo limit $((100 + i)); i=$((i + 1)); done
+while [ $i -lt 100 ]; do
+    tc -n $a qdisc replace dev wl-ba root pfifo limit $((100 + i)); i=$((i + 1))
+done
 t1=$(now)
 echo "tc qdisc replace: $(per_op_ms "$t0" "$t1" 100) ms each (100 runs)"
 tc -n $a qdisc del dev wl-ba root
 
 ip netns exec $b iperf3 -s -1 -D -B 198.18.1.2 >/dev/null
 sleep 1
-echo "iperf3 bare veth: $(ip netns exec $a iperf3 -c 198.18.1.2 -t 5 -f m | awk '/receiver/ { print $7, $8 }')"
+echo "iperf3 bare veth: $(ip netns exec $a iperf3 -c 198.18.1.2 -t 5 -f m |
+    awk '/receiver/ { print $7, $8 }')"
 ip netns exec $a ping -n -q -c 5 -i 0.2 198.18.1.2 | sed -n 's/^rtt/ping bare veth: rtt/p'
 
 if tc -n $a qdisc add dev wl-ba root netem delay 20ms 2>/dev/null; then

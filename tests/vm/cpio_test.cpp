@@ -49,7 +49,8 @@ std::vector<Parsed> parse(const std::string& a) {
         p.data = a.substr(at, filesize);
         at = (at + filesize + 3) / 4 * 4;
         out.push_back(p);
-        if (p.name == "TRAILER!!!") break;
+        if (p.name == "TRAILER!!!")
+            break;
     }
     REQUIRE(at == a.size());
     return out;
@@ -91,9 +92,21 @@ TEST_CASE("cpio writer pads names and data to four bytes exactly", "[cpio]") {
     wanlab::vm::CpioWriter w;
     w.add_file("ab", "xyz");  // 110 + 3 = 113 -> 116; data 3 -> 4
     std::string a = w.finish();
-    const std::string header = "070701" "00000001" "000081A4" "00000000" "00000000" "00000001"
-                               "00000000" "00000003" "00000000" "00000000" "00000000" "00000000"
-                               "00000003" "00000000";
+    const std::string header =
+        "070701"
+        "00000001"
+        "000081A4"
+        "00000000"
+        "00000000"
+        "00000001"
+        "00000000"
+        "00000003"
+        "00000000"
+        "00000000"
+        "00000000"
+        "00000000"
+        "00000003"
+        "00000000";
     REQUIRE(a.substr(0, 110) == header);
     CHECK(a.substr(110, 6) == std::string("ab\0\0\0\0", 6));
     CHECK(a.substr(116, 4) == std::string("xyz\0", 4));
@@ -108,10 +121,10 @@ TEST_CASE("cpio writer adds each missing parent directory once", "[cpio]") {
     w.add_directory("lib/modules");  // already there: no second entry
     auto entries = parse(w.finish());
     std::vector<std::string> names;
-    for (const auto& e : entries) names.push_back(e.name);
+    for (const auto& e : entries)
+        names.push_back(e.name);
     CHECK(names == std::vector<std::string>{"lib", "lib/modules", "lib/modules/6.1",
-                                            "lib/modules/6.1/kernel",
-                                            "lib/modules/6.1/kernel/a.ko",
+                                            "lib/modules/6.1/kernel", "lib/modules/6.1/kernel/a.ko",
                                             "lib/modules/6.1/kernel/b.ko", "TRAILER!!!"});
 }
 

@@ -59,7 +59,8 @@ TEST_CASE("no cached kernel says how to get one", "[kernel]") {
             Catch::Contains("--kernel /boot/vmlinuz-VERSION --modules /lib/modules/VERSION"));
 }
 
-TEST_CASE("--kernel finds its modules next to it and rejects a version mismatch", "[kernel]") {
+TEST_CASE("a kernel given with --kernel finds its modules and rejects a version mismatch",
+          "[kernel]") {
     TempDir tmp(fs::temp_directory_path(), "wanlab-kernel-test-");
     make_cached_kernel(tmp.path(), "6.1.0-57-amd64");
     make_cached_kernel(tmp.path(), "6.1.0-9-amd64");

@@ -8,8 +8,8 @@
 #include "lab/vm/modules.h"
 #include "lab/vm/sys.h"
 
-using wanlab::vm::ModuleIndex;
 using wanlab::vm::module_name;
+using wanlab::vm::ModuleIndex;
 namespace fs = std::filesystem;
 
 namespace {
@@ -104,4 +104,11 @@ TEST_CASE("initramfs from a fake modules tree holds busybox, init and the resolv
     CHECK_FALSE(cached.from_cache);
     CHECK(fs::file_size(cached.path) == archive.size());
     CHECK(wanlab::vm::ensure_initramfs(in, tmp.path() / "cache").from_cache);
+
+    in.modules = {"virtio_pci"};  // other inputs: a new archive replaces the old one
+    auto rebuilt = wanlab::vm::ensure_initramfs(in, tmp.path() / "cache");
+    CHECK_FALSE(rebuilt.from_cache);
+    CHECK(rebuilt.path != cached.path);
+    CHECK_FALSE(fs::exists(cached.path));
+    CHECK(fs::exists(rebuilt.path));
 }

@@ -29,24 +29,50 @@ QemuSpec example_spec() {
 TEST_CASE("qemu command line for TCG with shares and output ports", "[qemu]") {
     auto argv = qemu_argv(example_spec());
     std::vector<std::string> expected = {
-        "/usr/bin/qemu-system-x86_64", "-nodefaults", "-no-user-config", "-display", "none",
-        "-no-reboot", "-accel", "tcg,thread=multi", "-m", "512", "-smp", "2", "-kernel",
-        "/k/vmlinux", "-initrd", "/c/initramfs.cpio", "-append", "console=ttyS0 quiet",
-        "-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console", "-fsdev",
-        "local,id=fs0,path=/,security_model=none,readonly=on,multidevs=remap", "-device",
-        "virtio-9p-pci,fsdev=fs0,mount_tag=hostroot", "-fsdev",
-        "local,id=fs1,path=/data/a,,b,security_model=none,multidevs=remap", "-device",
-        "virtio-9p-pci,fsdev=fs1,mount_tag=wanlabout", "-device",
-        "virtio-serial-pci,id=wanlabser", "-chardev",
-        "file,id=wanlabout,path=/proc/self/fd/3,append=on", "-device",
-        "virtserialport,bus=wanlabser.0,chardev=wanlabout,name=wanlab.stdout", "-chardev",
-        "file,id=wanlaberr,path=/proc/self/fd/4,append=on", "-device",
+        "/usr/bin/qemu-system-x86_64",
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-accel",
+        "tcg,thread=multi",
+        "-m",
+        "512",
+        "-smp",
+        "2",
+        "-kernel",
+        "/k/vmlinux",
+        "-initrd",
+        "/c/initramfs.cpio",
+        "-append",
+        "console=ttyS0 quiet",
+        "-chardev",
+        "stdio,id=console,signal=off",
+        "-serial",
+        "chardev:console",
+        "-fsdev",
+        "local,id=fs0,path=/,security_model=none,readonly=on,multidevs=remap",
+        "-device",
+        "virtio-9p-pci,fsdev=fs0,mount_tag=hostroot",
+        "-fsdev",
+        "local,id=fs1,path=/data/a,,b,security_model=none,multidevs=remap",
+        "-device",
+        "virtio-9p-pci,fsdev=fs1,mount_tag=wanlabout",
+        "-device",
+        "virtio-serial-pci,id=wanlabser",
+        "-chardev",
+        "file,id=wanlabout,path=/proc/self/fd/3,append=on",
+        "-device",
+        "virtserialport,bus=wanlabser.0,chardev=wanlabout,name=wanlab.stdout",
+        "-chardev",
+        "file,id=wanlaberr,path=/proc/self/fd/4,append=on",
+        "-device",
         "virtserialport,bus=wanlabser.0,chardev=wanlaberr,name=wanlab.stderr"};
     CHECK(argv == expected);
 }
 
-TEST_CASE("qemu command line for KVM uses -accel kvm and -cpu max, no ports when unset",
-          "[qemu]") {
+TEST_CASE("qemu command line for KVM uses -accel kvm and -cpu max, no ports when unset", "[qemu]") {
     auto spec = example_spec();
     spec.accel = Accel::kvm;
     spec.stdout_fd = spec.stderr_fd = -1;
@@ -70,8 +96,14 @@ TEST_CASE("kernel command line is quiet unless verbose and never reboots", "[qem
 TEST_CASE("accelerator: forced wins, no /dev/kvm means tcg, verdicts are cached", "[accel]") {
     int probes = 0;
     std::optional<bool> remembered;
-    auto probe_ok = [&] { ++probes; return true; };
-    auto probe_hang = [&] { ++probes; return false; };
+    auto probe_ok = [&] {
+        ++probes;
+        return true;
+    };
+    auto probe_hang = [&] {
+        ++probes;
+        return false;
+    };
     auto remember = [&](bool v) { remembered = v; };
 
     CHECK(choose_accel({Accel::tcg, true, true}, probe_ok, remember).accel == Accel::tcg);
