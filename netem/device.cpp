@@ -106,7 +106,19 @@ bool DeviceQdiscs::default_root() const {
 }
 
 void DeviceQdiscs::apply(const Direction& d, std::uint32_t mtu, const Psched& psched) {
-    apply_requests(tree_requests(d, ifindex_, dev_, mtu, psched));
+    auto requests = tree_requests(d, ifindex_, dev_, mtu, psched);
+    // htb takes no change of the qdisc itself ("Change operation not supported by specified
+    // qdisc"), and its qdisc options never differ between trials: when it is already there,
+    // only its class is replaced.
+    auto current = kernel_->dump(ifindex_, false);
+    std::erase_if(requests, [&](const Request& r) {
+        TcObject o = parse_tc_message(r.bytes);
+        if (o.kind != "htb" || r.bytes[4] != RTM_NEWQDISC) return false;
+        return std::any_of(current.begin(), current.end(), [&](const TcObject& q) {
+            return q.kind == "htb" && q.handle == o.handle && q.parent == o.parent;
+        });
+    });
+    apply_requests(requests);
     auto mismatches = verify_tree(*kernel_, ifindex_, d, psched);
     if (!mismatches.empty())
         throw Error(fmt::format("read-back of {} does not match what was applied: {}", dev_, describe(mismatches)));

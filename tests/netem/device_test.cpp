@@ -150,3 +150,15 @@ TEST_CASE("an unknown device is a clear error", "[netem][device]") {
     RecordingKernel k;
     CHECK_THROWS_WITH(DeviceQdiscs(k, "eth9"), "no network device `eth9` here");
 }
+
+TEST_CASE("an htb already in place is kept and only its class replaced, as the kernel requires",
+          "[netem][device]") {
+    RecordingKernel k;
+    DeviceQdiscs dev(k, "wl-rs");
+    dev.apply(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"htb\"\n"), 1500, Psched{});
+    k.sent.clear();
+    dev.apply(up_of("delay = \"40ms\"\nrate = \"50mbit\"\nshaper = \"htb\"\n"), 1500, Psched{});
+    REQUIRE(k.sent.size() == 2);
+    CHECK(k.sent[0].what == "replace netem 1: on wl-rs");
+    CHECK(k.sent[1].what == "replace htb class 2:1 on wl-rs");
+}

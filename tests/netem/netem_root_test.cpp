@@ -301,3 +301,18 @@ TEST_CASE("apply then restore leaves tc qdisc show as it was", "[root][netem][ph
     }
     CHECK(run(fmt::format("tc -n {} -j qdisc show", p.left)) == before);
 }
+
+TEST_CASE("moving between trials with an htb shaper replaces in place", "[root][netem][physical]") {
+    if (!netem_or_skip()) return;
+    Pair p;
+    NetlinkKernel left(fmt::format("/run/netns/{}", p.left));
+    DeviceQdiscs a(left, "a0");
+    a.apply(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\n"), 1500, Psched::from_proc());
+    a.apply(up_of("delay = \"40ms\"\nrate = \"50mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\nqdisc_limit = 300\n"), 1500,
+            Psched::from_proc());
+    a.apply(up_of("delay = \"10ms\"\nrate = \"10mbit\"\nshaper = \"tbf\"\n"), 1500, Psched::from_proc());
+    auto shown = nlohmann::json::parse(run(fmt::format("tc -n {} -j qdisc show dev a0", p.left)));
+    bool tbf = false;
+    for (const auto& q : shown) tbf = tbf || q["kind"] == "tbf";
+    CHECK(tbf);
+}

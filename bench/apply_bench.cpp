@@ -1,0 +1,103 @@
+// Control-path benchmark: one trial's whole link configuration (netem with delay, jitter,
+// loss and an htb rate limit with its queue, on both router devices) applied through
+// wanlab's netlink path, against the same change made the way users script it: `tc`
+// commands. Same run, same devices, alternating between two trials so every apply is a
+// real change. Needs root and a kernel with netem: run it in the micro-VM
+// (bench/run does). Prints one JSON object.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "lab/experiment.h"
+#include "lab/plan.h"
+#include "netem/device.h"
+#include "netem/kernel.h"
+#include "netem/tc_command.h"
+
+using namespace wanlab;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+netem::Direction direction(const std::string& link) {
+    config::Documents docs;
+    Diagnostics diag;
+    auto exp = lab::load_experiment("bench", "[link]\n" + link, {}, lab::ProfileLibrary({}), docs, diag);
+    if (!exp) {
+        std::fputs(diag.render(docs.sources()).c_str(), stderr);
+        std::exit(2);
+    }
+    return exp->trials[0].link.up;
+}
+
+int sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()); }
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int rounds = argc > 1 ? std::atoi(argv[1]) : 50;
+    const std::string ns = "wanlab-bench";
+    sh("ip netns del " + ns);
+    if (sh("ip netns add " + ns + " && ip -n " + ns + " link add wl-rs type veth peer name wl-rc") != 0) {
+        std::fputs("bench: needs root (ip netns add)\n", stderr);
+        return 1;
+    }
+    sh("ip -n " + ns + " link set wl-rs up && ip -n " + ns + " link set wl-rc up");
+    std::vector<netem::Direction> trials{
+        direction("delay = \"20ms\"\njitter = \"2ms\"\nloss = \"0.5%\"\nrate = \"100mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\nqdisc_limit = 1000\n"),
+        direction("delay = \"40ms\"\njitter = \"4ms\"\nloss = \"1%\"\nrate = \"50mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\nqdisc_limit = 500\n"),
+    };
+    const char* devs[] = {"wl-rs", "wl-rc"};
+    std::vector<double> netlink_ms, tc_ms;
+    {
+        netem::NetlinkKernel k("/run/netns/" + ns);
+        netem::DeviceQdiscs a(k, devs[0]), b(k, devs[1]);
+        auto psched = netem::Psched::from_proc();
+        for (int i = 0; i < rounds; ++i) {
+            const auto& d = trials[i % 2];
+            auto t0 = Clock::now();
+            a.apply(d, 1500, psched);  // includes the read-back of every field
+            b.apply(d, 1500, psched);
+            netlink_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        }
+    }
+    for (int i = 0; i < rounds; ++i) {
+        const auto& d = trials[i % 2];
+        std::vector<std::string> cmds;
+        for (const char* dev : devs)
+            // `tc -n` (setns only), the cheapest way to run tc in a namespace.
+            for (auto& c : netem::tc_commands(d, dev, "", 1500))
+                // As with netlink, the kernel takes no change of an htb qdisc: after the first
+                // round only its class changes.
+                if (i == 0 || c.find(" htb default ") == std::string::npos) cmds.push_back("tc -n " + ns + c.substr(2));
+        auto t0 = Clock::now();
+        for (const auto& c : cmds)
+            if (sh(c) != 0) {
+                std::fprintf(stderr, "bench: `%s` failed\n", c.c_str());
+                return 1;
+            }
+        // tc prints nothing to compare with: a user checks with `tc qdisc show`, once per device.
+        for (const char* dev : devs) sh(fmt::format("tc -n {} qdisc show dev {}", ns, dev));
+        tc_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    sh("ip netns del " + ns);
+    nlohmann::json out{{"rounds", rounds},
+                       {"netlink_ms_median", median(netlink_ms)},
+                       {"tc_ms_median", median(tc_ms)},
+                       {"netlink_ms_min", *std::min_element(netlink_ms.begin(), netlink_ms.end())},
+                       {"netlink_ms_max", *std::max_element(netlink_ms.begin(), netlink_ms.end())},
+                       {"tc_ms_min", *std::min_element(tc_ms.begin(), tc_ms.end())},
+                       {"tc_ms_max", *std::max_element(tc_ms.begin(), tc_ms.end())}};
+    std::puts(out.dump().c_str());
+    return 0;
+}
