@@ -105,8 +105,8 @@ bool DeviceQdiscs::default_root() const {
     return true;
 }
 
-void DeviceQdiscs::apply(const Direction& d, std::uint32_t mtu, const Psched& psched) {
-    auto requests = tree_requests(d, ifindex_, dev_, mtu, psched);
+void DeviceQdiscs::apply(const Direction& d, std::uint32_t mtu, const Psched& psched, const TreeLayout& layout) {
+    auto requests = tree_requests(d, ifindex_, dev_, mtu, psched, layout);
     // htb takes no change of the qdisc itself ("Change operation not supported by specified
     // qdisc"), and its qdisc options never differ between trials: when it is already there,
     // only its class is replaced.
@@ -119,7 +119,7 @@ void DeviceQdiscs::apply(const Direction& d, std::uint32_t mtu, const Psched& ps
         });
     });
     apply_requests(requests);
-    auto mismatches = verify_tree(*kernel_, ifindex_, d, psched);
+    auto mismatches = verify_tree(*kernel_, ifindex_, d, psched, layout);
     if (!mismatches.empty())
         throw Error(fmt::format("read-back of {} does not match what was applied: {}", dev_, describe(mismatches)));
 }

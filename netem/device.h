@@ -28,7 +28,7 @@ public:
     DeviceQdiscs& operator=(const DeviceQdiscs&) = delete;
 
     /// Replaces the device's tree with `d`'s and verifies it by read-back.
-    void apply(const Direction& d, std::uint32_t mtu, const Psched& psched);
+    void apply(const Direction& d, std::uint32_t mtu, const Psched& psched, const TreeLayout& layout = {});
     /// Sends requests that change the device (apply() uses it; tests and the host-mode
     /// filter use it for other trees). The snapshot is restored all the same.
     void apply_requests(const std::vector<Request>& requests);

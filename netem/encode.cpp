@@ -148,11 +148,12 @@ Request netem_request(const Netem& n, int ifindex, const std::string& dev, std::
 }
 
 // tbf through libnl-route's tbf module (rate table, burst and limit computed as tc does).
-Request tbf_request(const Direction& d, int ifindex, const std::string& dev, std::uint32_t parent, std::uint32_t mtu) {
+Request tbf_request(const Direction& d, int ifindex, const std::string& dev, std::uint32_t parent, std::uint32_t mtu,
+                    const TreeLayout& layout) {
     std::unique_ptr<rtnl_qdisc, QdiscPut> q(rtnl_qdisc_alloc());
     rtnl_tc_set_ifindex(TC_CAST(q.get()), ifindex);
     rtnl_tc_set_parent(TC_CAST(q.get()), parent);
-    rtnl_tc_set_handle(TC_CAST(q.get()), kShaperHandle);
+    rtnl_tc_set_handle(TC_CAST(q.get()), layout.shaper);
     check(rtnl_tc_set_kind(TC_CAST(q.get()), "tbf"), "tbf");
     std::uint64_t burst = std::max<std::uint64_t>(d.rate_bps / 8 / 1000, 2ull * (mtu + 14));
     if (d.rate_bps / 8 > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
@@ -163,41 +164,42 @@ Request tbf_request(const Direction& d, int ifindex, const std::string& dev, std
     nl_msg* raw = nullptr;
     check(rtnl_qdisc_build_add_request(q.get(), kCreateOrReplace, &raw), "tbf");
     Msg m(raw);
-    return to_request(fmt::format("replace tbf 2: on {}", dev), m.get());
+    return to_request(fmt::format("replace tbf {:x}: on {}", layout.shaper >> 16, dev), m.get());
 }
 
-std::vector<Request> htb_requests(const Direction& d, int ifindex, const std::string& dev, std::uint32_t parent) {
+std::vector<Request> htb_requests(const Direction& d, int ifindex, const std::string& dev, std::uint32_t parent,
+                                  const TreeLayout& layout) {
     std::vector<Request> out;
     std::unique_ptr<rtnl_qdisc, QdiscPut> q(rtnl_qdisc_alloc());
     rtnl_tc_set_ifindex(TC_CAST(q.get()), ifindex);
     rtnl_tc_set_parent(TC_CAST(q.get()), parent);
-    rtnl_tc_set_handle(TC_CAST(q.get()), kShaperHandle);
+    rtnl_tc_set_handle(TC_CAST(q.get()), layout.shaper);
     check(rtnl_tc_set_kind(TC_CAST(q.get()), "htb"), "htb");
     check(rtnl_htb_set_defcls(q.get(), 1), "htb default class");
     nl_msg* raw = nullptr;
     check(rtnl_qdisc_build_add_request(q.get(), kCreateOrReplace, &raw), "htb");
     Msg m(raw);
-    out.push_back(to_request(fmt::format("replace htb 2: on {}", dev), m.get()));
+    out.push_back(to_request(fmt::format("replace htb {:x}: on {}", layout.shaper >> 16, dev), m.get()));
 
     std::unique_ptr<rtnl_class, ClassPut> c(rtnl_class_alloc());
     rtnl_tc_set_ifindex(TC_CAST(c.get()), ifindex);
-    rtnl_tc_set_parent(TC_CAST(c.get()), kShaperHandle);
-    rtnl_tc_set_handle(TC_CAST(c.get()), kShaperHandle | 1);
+    rtnl_tc_set_parent(TC_CAST(c.get()), layout.shaper);
+    rtnl_tc_set_handle(TC_CAST(c.get()), layout.shaper | 1);
     check(rtnl_tc_set_kind(TC_CAST(c.get()), "htb"), "htb class");
     check(rtnl_htb_set_rate64(c.get(), d.rate_bps / 8), "htb rate");
     check(rtnl_htb_set_ceil64(c.get(), d.rate_bps / 8), "htb ceil");
     nl_msg* craw = nullptr;
     check(rtnl_class_build_add_request(c.get(), kCreateOrReplace, &craw), "htb class");
     Msg cm(craw);
-    out.push_back(to_request(fmt::format("replace htb class 2:1 on {}", dev), cm.get()));
+    out.push_back(to_request(fmt::format("replace htb class {:x}:1 on {}", layout.shaper >> 16, dev), cm.get()));
     return out;
 }
 
-Request queue_request(const Direction& d, int ifindex, const std::string& dev) {
+Request queue_request(const Direction& d, int ifindex, const std::string& dev, const TreeLayout& layout) {
     std::unique_ptr<rtnl_qdisc, QdiscPut> q(rtnl_qdisc_alloc());
     rtnl_tc_set_ifindex(TC_CAST(q.get()), ifindex);
-    rtnl_tc_set_parent(TC_CAST(q.get()), kShaperHandle | 1);
-    rtnl_tc_set_handle(TC_CAST(q.get()), kQueueHandle);
+    rtnl_tc_set_parent(TC_CAST(q.get()), layout.shaper | 1);
+    rtnl_tc_set_handle(TC_CAST(q.get()), layout.queue);
     check(rtnl_tc_set_kind(TC_CAST(q.get()), to_string(d.queue)), to_string(d.queue));
     int limit = static_cast<int>(std::min<std::uint64_t>(d.queue_limit, std::numeric_limits<int>::max()));
     switch (d.queue) {
@@ -216,7 +218,7 @@ Request queue_request(const Direction& d, int ifindex, const std::string& dev) {
     nl_msg* raw = nullptr;
     check(rtnl_qdisc_build_add_request(q.get(), kCreateOrReplace, &raw), to_string(d.queue));
     Msg m(raw);
-    return to_request(fmt::format("replace {} 3: on {}", to_string(d.queue), dev), m.get());
+    return to_request(fmt::format("replace {} {:x}: on {}", to_string(d.queue), layout.queue >> 16, dev), m.get());
 }
 
 }  // namespace
@@ -302,17 +304,15 @@ std::vector<std::uint8_t> netem_options(const Netem& n, const Psched& psched, co
 }
 
 std::vector<Request> tree_requests(const Direction& d, int ifindex, const std::string& dev, std::uint32_t mtu,
-                                   const Psched& psched, const Filter& filter) {
-    if (!filter.prefix.empty() || filter.port)
-        throw Error("filtered impairment (host mode) is not encoded yet");  // issue 4: prio + u32
+                                   const Psched& psched, const TreeLayout& layout) {
     std::vector<Request> out;
-    out.push_back(netem_request(d.netem, ifindex, dev, TC_H_ROOT, kNetemHandle, psched));
+    out.push_back(netem_request(d.netem, ifindex, dev, layout.netem_parent, layout.netem, psched));
     if (d.rate_bps == 0 || d.shaper == Shaper::netem) return out;
     if (d.shaper == Shaper::tbf)
-        out.push_back(tbf_request(d, ifindex, dev, kNetemHandle | 1, mtu));
+        out.push_back(tbf_request(d, ifindex, dev, layout.netem | 1, mtu, layout));
     else
-        for (auto& r : htb_requests(d, ifindex, dev, kNetemHandle | 1)) out.push_back(std::move(r));
-    if (d.queue != Queue::none) out.push_back(queue_request(d, ifindex, dev));
+        for (auto& r : htb_requests(d, ifindex, dev, layout.netem | 1, layout)) out.push_back(std::move(r));
+    if (d.queue != Queue::none) out.push_back(queue_request(d, ifindex, dev, layout));
     return out;
 }
 

@@ -49,16 +49,24 @@ std::vector<std::int16_t> load_distribution(const std::string& name_or_path);
 /// attributes. `table` is the delay distribution (empty = none).
 std::vector<std::uint8_t> netem_options(const Netem& n, const Psched& psched, const std::vector<std::int16_t>& table);
 
-/// Handles used by the tree (see tc_command.h): netem 1: at root (10: under prio band 1:4
-/// when filtered), shaper 2:, queue 3:.
+/// Where the tree hangs and its handles. The default: netem 1: at the root, shaper 2:,
+/// queue 3:. Host mode with a filter hangs it below class 1:2 of an htb root instead
+/// (kFilteredLayout: netem 10:, shaper 20:, queue 30:).
+struct TreeLayout {
+    std::uint32_t netem_parent = 0xffffffffu;  // TC_H_ROOT
+    std::uint32_t netem = 0x00010000;
+    std::uint32_t shaper = 0x00020000;
+    std::uint32_t queue = 0x00030000;
+};
 inline constexpr std::uint32_t kNetemHandle = 0x00010000;
 inline constexpr std::uint32_t kShaperHandle = 0x00020000;
 inline constexpr std::uint32_t kQueueHandle = 0x00030000;
+inline constexpr TreeLayout kFilteredLayout{0x00010002, 0x00100000, 0x00200000, 0x00300000};
 
 /// Every request that builds `d` on device `ifindex`, parents first, each a create-or-
-/// replace. `tables` supplies distribution tables (load_distribution by default).
+/// replace. Distribution tables are loaded with load_distribution().
 std::vector<Request> tree_requests(const Direction& d, int ifindex, const std::string& dev, std::uint32_t mtu,
-                                   const Psched& psched, const Filter& filter = {});
+                                   const Psched& psched, const TreeLayout& layout = {});
 
 /// Deletes the root qdisc of `ifindex` (the kernel then restores its default qdisc).
 Request delete_root(int ifindex, const std::string& dev);

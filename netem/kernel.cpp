@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <net/if.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -189,7 +190,48 @@ std::vector<TcObject> NetlinkKernel::dump(int ifindex, bool classes) {
     return out;
 }
 
+int NetlinkKernel::create_ifb(const std::string& name) {
+    rtnl_link* l = rtnl_link_alloc();
+    rtnl_link_set_name(l, name.c_str());
+    rtnl_link_set_type(l, "ifb");
+    rtnl_link_set_flags(l, IFF_UP);
+    int err = rtnl_link_add(sock_, l, NLM_F_CREATE | NLM_F_EXCL);
+    rtnl_link_put(l);
+    if (err < 0)
+        throw Error(fmt::format("creating ifb device {}: {}{}", name, nl_geterror(err),
+                                err == -NLE_OBJ_NOTFOUND || err == -NLE_OPNOTSUPP
+                                    ? " (this kernel has no ifb: `modprobe ifb`, or see `wanlab doctor`)"
+                                    : ""));
+    return ifindex(name);
+}
+
+void NetlinkKernel::delete_link(const std::string& name) {
+    rtnl_link* l = rtnl_link_alloc();
+    rtnl_link_set_name(l, name.c_str());
+    int err = rtnl_link_delete(sock_, l);
+    rtnl_link_put(l);
+    if (err < 0 && err != -NLE_OBJ_NOTFOUND && err != -NLE_NODEV)
+        throw Error(fmt::format("deleting device {}: {}", name, nl_geterror(err)));
+}
+
 // --- RecordingKernel ----------------------------------------------------------------------
+
+int RecordingKernel::create_ifb(const std::string& name) {
+    if (devices.count(name)) throw Error(fmt::format("creating ifb device {}: Object exists", name));
+    link_log.push_back("add ifb " + name);
+    int index = 100 + static_cast<int>(devices.size());
+    devices[name] = index;
+    return index;
+}
+
+void RecordingKernel::delete_link(const std::string& name) {
+    link_log.push_back("delete " + name);
+    if (auto it = devices.find(name); it != devices.end()) {
+        qdiscs.erase(it->second);
+        classes.erase(it->second);
+        devices.erase(it);
+    }
+}
 
 int RecordingKernel::ifindex(const std::string& dev) {
     auto it = devices.find(dev);

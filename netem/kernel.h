@@ -45,6 +45,9 @@ public:
     virtual void send(const Request& r) = 0;
     /// Every qdisc (classes = false) or class (true) of the device, in kernel order.
     virtual std::vector<TcObject> dump(int ifindex, bool classes) = 0;
+    /// Creates an ifb device `name`, up; returns its ifindex. Deletes a link by name.
+    virtual int create_ifb(const std::string& name) = 0;
+    virtual void delete_link(const std::string& name) = 0;
 };
 
 class NetlinkKernel final : public QdiscKernel {
@@ -58,6 +61,8 @@ public:
     int ifindex(const std::string& dev) override;
     void send(const Request& r) override;
     std::vector<TcObject> dump(int ifindex, bool classes) override;
+    int create_ifb(const std::string& name) override;
+    void delete_link(const std::string& name) override;
 
 private:
     nl_sock* sock_ = nullptr;
@@ -78,6 +83,9 @@ public:
     int ifindex(const std::string& dev) override;
     void send(const Request& r) override;
     std::vector<TcObject> dump(int ifindex, bool classes) override;
+    int create_ifb(const std::string& name) override;
+    void delete_link(const std::string& name) override;
+    std::vector<std::string> link_log;  ///< "add ifb NAME", "delete NAME"
 };
 
 }  // namespace wanlab::netem

@@ -202,7 +202,8 @@ std::uint32_t decode_fifo_limit(const std::vector<std::uint8_t>& options) {
     return q.limit;
 }
 
-std::vector<Mismatch> verify_tree(QdiscKernel& kernel, int ifindex, const Direction& d, const Psched& psched) {
+std::vector<Mismatch> verify_tree(QdiscKernel& kernel, int ifindex, const Direction& d, const Psched& psched,
+                                  const TreeLayout& layout) {
     std::vector<Mismatch> out;
     auto qdiscs = kernel.dump(ifindex, false);
     auto find = [&](std::uint32_t handle) -> const TcObject* {
@@ -210,15 +211,15 @@ std::vector<Mismatch> verify_tree(QdiscKernel& kernel, int ifindex, const Direct
             if (q.handle == handle) return &q;
         return nullptr;
     };
-    const TcObject* root = find(kNetemHandle);
-    if (!root || root->kind != "netem" || root->parent != TC_H_ROOT) {
-        out.push_back({"root qdisc", "netem 1:", root ? root->kind : "none"});
+    const TcObject* root = find(layout.netem);
+    if (!root || root->kind != "netem" || root->parent != layout.netem_parent) {
+        out.push_back({"netem qdisc", fmt::format("netem {:x}:", layout.netem >> 16), root ? root->kind : "none"});
         return out;
     }
     auto mm = compare_netem(d.netem, decode_netem(root->options, psched));
     out.insert(out.end(), mm.begin(), mm.end());
     if (d.rate_bps == 0 || d.shaper == Shaper::netem) return out;
-    const TcObject* shaper = find(kShaperHandle);
+    const TcObject* shaper = find(layout.shaper);
     if (!shaper || shaper->kind != to_string(d.shaper)) {
         out.push_back({"shaper", to_string(d.shaper), shaper ? shaper->kind : "none"});
         return out;
@@ -228,11 +229,11 @@ std::vector<Mismatch> verify_tree(QdiscKernel& kernel, int ifindex, const Direct
         rate = decode_tbf_rate(shaper->options);
     } else {
         for (const auto& c : kernel.dump(ifindex, true))
-            if (c.handle == (kShaperHandle | 1)) rate = decode_htb_class_rate(c.options);
+            if (c.handle == (layout.shaper | 1)) rate = decode_htb_class_rate(c.options);
     }
     if (rate / 8 != d.rate_bps / 8) out.push_back({"rate", units::format_rate(d.rate_bps), units::format_rate(rate)});
     if (d.queue != Queue::none) {
-        const TcObject* q = find(kQueueHandle);
+        const TcObject* q = find(layout.queue);
         if (!q || q->kind != to_string(d.queue))
             out.push_back({"qdisc", to_string(d.queue), q ? q->kind : "none"});
         else if ((d.queue == Queue::pfifo || d.queue == Queue::bfifo) && d.queue_limit &&

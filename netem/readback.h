@@ -37,7 +37,8 @@ std::uint32_t decode_fifo_limit(const std::vector<std::uint8_t>& options);
 
 /// Dumps `dev` and checks that it holds exactly the tree tree_requests() builds for `d`.
 /// Returns the mismatches (empty: the kernel holds what was asked).
-std::vector<Mismatch> verify_tree(QdiscKernel& kernel, int ifindex, const Direction& d, const Psched& psched);
+std::vector<Mismatch> verify_tree(QdiscKernel& kernel, int ifindex, const Direction& d, const Psched& psched,
+                                  const TreeLayout& layout = {});
 
 /// "delay: asked 20ms, the kernel has 10ms; limit: asked 1000, the kernel has 500"
 std::string describe(const std::vector<Mismatch>& m);

@@ -1,0 +1,24 @@
+// Whether this process may change the machine's network: CAP_NET_ADMIN (links, qdiscs,
+// sysctls under net.*) and CAP_SYS_ADMIN (creating, mounting and entering namespaces).
+//
+// Contract: read from CapEff in /proc/self/status, without side effects. require_*() throws
+// wanlab::Error naming each missing capability before anything has been touched. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace wanlab::lab {
+
+/// Names of the capabilities wanlab needs that are missing from an effective set `cap_eff`
+/// (the hex mask /proc/self/status prints as CapEff), e.g. {"CAP_SYS_ADMIN"}.
+std::vector<std::string> missing_capabilities(std::uint64_t cap_eff);
+
+/// This process's effective capability mask.
+std::uint64_t effective_capabilities();
+
+/// Throws wanlab::Error "`<action>` needs CAP_NET_ADMIN and CAP_SYS_ADMIN; missing: ..." .
+void require_capabilities(const std::string& action);
+
+}  // namespace wanlab::lab

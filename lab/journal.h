@@ -1,0 +1,110 @@
+// The run journal: what wanlab is about to change, written down before it changes it, so a
+// run killed with SIGKILL can still be undone by `wanlab restore`.
+//
+// Format: JSON lines under /run/wanlab/<run>.journal (tmpfs: a reboot, which undoes every
+// change anyway, also forgets the journal). One object per line, appended and fsynced before
+// the change it describes; a torn last line (killed mid-write) is ignored on reading, since
+// its change never started. JSON rather than a home-made line format because values contain
+// spaces and tabs ("4096\t131072\t6291456") and the lead's qdisc entries carry structured
+// data; each line still reads on its own with `cat`.
+//   {"op":"begin","run":"r1","pid":123,"start_time":456789,"version":1}
+//   {"op":"netns","name":"wanlab-r1-client"}
+//   {"op":"link","ns":"wanlab-r1-router","name":"wl-rc"}
+//   {"op":"sysctl","ns":"","key":"net.core.rmem_max","old":"212992"}
+//   {"op":"qdisc", ...}   (netem/'s entries; replayed by the handler given to replay())
+// Replay undoes entries newest first. Journal removes its file on destruction, after the
+// run's resources (declared after it) have been undone, unless keep() was called because an
+// undo failed. Not thread-safe.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace wanlab::lab {
+
+/// Where journals and locks live.
+inline const char* const kRunDir = "/run/wanlab";
+
+class Journal {
+public:
+    /// Creates <dir>/<run>.journal (refusing an existing one) and writes the begin entry.
+    Journal(const std::filesystem::path& dir, const std::string& run);
+    ~Journal();
+    Journal(const Journal&) = delete;
+    Journal& operator=(const Journal&) = delete;
+
+    /// Appends one entry and fsyncs it; throws wanlab::Error if it cannot be made durable.
+    void record(const nlohmann::json& entry);
+    /// Leaves the file in place on destruction (an undo failed; `wanlab restore` retries).
+    void keep() noexcept { keep_ = true; }
+    const std::filesystem::path& path() const { return path_; }
+    const std::string& run() const { return run_; }
+
+private:
+    std::filesystem::path path_;
+    std::string run_;
+    int fd_ = -1;
+    bool keep_ = false;
+};
+
+nlohmann::json netns_entry(const std::string& name);
+nlohmann::json link_entry(const std::string& ns, const std::string& name);
+nlohmann::json sysctl_entry(const std::string& ns, const std::string& key, const std::string& old);
+
+/// A journal as read back from disk.
+struct JournalFile {
+    std::filesystem::path path;
+    std::string run;
+    pid_t pid = 0;
+    unsigned long long start_time = 0;  ///< of `pid`, in clock ticks since boot (/proc/PID/stat)
+    std::vector<nlohmann::json> entries;  ///< after the begin entry, oldest first
+    /// True while the process that wrote it is still running (a live run, not a stale one).
+    bool live() const;
+};
+
+/// Reads a journal; a torn or unparsable last line is dropped.
+JournalFile read_journal(const std::filesystem::path& path);
+/// Every <run>.journal in `dir`, sorted by run.
+std::vector<JournalFile> find_journals(const std::filesystem::path& dir);
+
+/// The start time of `pid` (field 22 of /proc/PID/stat), 0 if there is no such process.
+unsigned long long process_start_time(pid_t pid);
+
+/// How replay() undoes each kind of entry; each must succeed when the thing is already gone.
+struct Undo {
+    std::function<void(const std::string& name)> netns;
+    std::function<void(const std::string& ns, const std::string& name)> link;
+    std::function<void(const std::string& ns, const std::string& key, const std::string& old)> sysctl;
+    std::function<void(const nlohmann::json& entry)> qdisc;
+};
+
+/// Undoes the entries newest first; returns one message per entry that could not be undone
+/// (the others are undone regardless). Idempotent.
+std::vector<std::string> replay(const JournalFile& journal, const Undo& undo);
+
+/// An exclusive flock on a file, held for the object's life.
+///
+/// Creates: the lock file if needed and the lock. Undoes: releases the lock (the file stays;
+/// removing it would race with another process that opened it). The kernel also drops the
+/// lock when the process dies, even by SIGKILL.
+class FileLock {
+public:
+    /// Waits for the lock if `wait`, else throws wanlab::Error naming `what` when it is held.
+    FileLock(const std::filesystem::path& path, bool wait, const std::string& what);
+    ~FileLock();
+    FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+    FileLock& operator=(FileLock&&) = delete;
+    FileLock(const FileLock&) = delete;
+    FileLock& operator=(const FileLock&) = delete;
+
+private:
+    int fd_ = -1;
+};
+
+}  // namespace wanlab::lab

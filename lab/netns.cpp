@@ -1,0 +1,103 @@
+#include "lab/netns.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "lab/journal.h"
+#include "sysctl/syscall.h"
+
+namespace wanlab::lab {
+namespace {
+
+constexpr const char* kNetnsDir = "/run/netns";
+
+// Steps 1-3 of `ip netns add` (iproute2 ip/ipnetns.c): /run/netns exists and is a shared
+// mount, so unmounting a namespace file also unmounts it in the mount namespaces that
+// `ip netns exec` creates, and the namespace can actually be freed.
+void prepare_netns_dir() {
+    if (::mkdir(kNetnsDir, 0755) != 0 && errno != EEXIST) sys::fail("creating /run/netns", errno);
+    sys::Fd lock(static_cast<int>(sys::check_sys(::open(kNetnsDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), "opening /run/netns")));
+    sys::check_sys(::flock(lock.get(), LOCK_EX), "locking /run/netns");
+    bool bound = false;
+    while (::mount("", kNetnsDir, "none", MS_SHARED | MS_REC, nullptr) != 0) {
+        if (errno != EINVAL || bound) sys::fail("making /run/netns a shared mount", errno);
+        sys::check_sys(::mount(kNetnsDir, kNetnsDir, "none", MS_BIND | MS_REC, nullptr), "bind-mounting /run/netns");
+        bound = true;
+    }
+}
+
+// Steps 4-7: a fresh namespace on a throwaway thread, bind-mounted onto /run/netns/NAME.
+void make_namespace(const std::string& name) {
+    std::string path = sys::netns_path(name);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
+    if (fd < 0 && errno == EEXIST)
+        throw Error(fmt::format("network namespace {} exists already (a leftover? `wanlab restore` or `ip netns del {}`)",
+                                name, name));
+    ::close(static_cast<int>(sys::check_sys(fd, fmt::format("creating {}", path))));
+    int err = 0;
+    std::string step;
+    std::thread worker([&] {
+        // unshare() moves only this thread; it ends right after, so nothing else runs there.
+        if (::unshare(CLONE_NEWNET) != 0) {
+            err = errno, step = "creating a network namespace";
+        } else if (::mount("/proc/thread-self/ns/net", path.c_str(), "none", MS_BIND, nullptr) != 0) {
+            err = errno, step = fmt::format("bind-mounting the new namespace on {}", path);
+        }
+    });
+    worker.join();
+    if (err != 0) {
+        ::unlink(path.c_str());
+        sys::fail(step, err);
+    }
+}
+
+}  // namespace
+
+NetNamespace::NetNamespace(std::string name, Journal* journal) : name_(std::move(name)), journal_(journal) {
+    prepare_netns_dir();
+    // Checked before journaling, so a restore never deletes a namespace that is not ours.
+    if (exists(name_)) {
+        std::string taken = std::move(name_);
+        name_.clear();
+        throw Error(fmt::format("network namespace {} exists already (a leftover? `wanlab restore` or `ip netns del {}`)",
+                                taken, taken));
+    }
+    if (journal_) journal_->record(netns_entry(name_));
+    try {
+        make_namespace(name_);
+    } catch (...) {
+        name_.clear();  // nothing of ours to remove; the journal entry is harmless (idempotent)
+        throw;
+    }
+}
+
+NetNamespace::~NetNamespace() {
+    if (name_.empty()) return;
+    try {
+        remove(name_);
+    } catch (const std::exception& e) {
+        std::fputs(fmt::format("wanlab: warning: {}\n", e.what()).c_str(), stderr);
+        if (journal_) journal_->keep();
+    }
+}
+
+bool NetNamespace::exists(const std::string& name) { return ::access(sys::netns_path(name).c_str(), F_OK) == 0; }
+
+void NetNamespace::remove(const std::string& name) {
+    std::string path = sys::netns_path(name);
+    if (::umount2(path.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
+        sys::fail(fmt::format("unmounting network namespace {}", name), errno);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) sys::fail(fmt::format("removing {}", path), errno);
+}
+
+}  // namespace wanlab::lab

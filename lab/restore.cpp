@@ -1,0 +1,74 @@
+#include "lab/restore.h"
+
+#include <cerrno>
+#include <cstring>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "lab/link.h"
+#include "lab/netns.h"
+
+namespace wanlab::lab {
+
+Undo machine_undo(sysctl::ProcSys& proc, const Log& log) {
+    auto say = [log](const std::string& s) {
+        if (log) log(s);
+    };
+    Undo u;
+    u.netns = [say](const std::string& name) {
+        if (!NetNamespace::exists(name)) return;
+        NetNamespace::remove(name);
+        say(fmt::format("deleted network namespace {}", name));
+    };
+    u.link = [say](const std::string& ns, const std::string& name) {
+        if (!ns.empty() && !NetNamespace::exists(ns)) return;  // went with its namespace
+        if (!RouteSocket(ns).has(name)) return;
+        VethPair::remove(ns, name);
+        say(fmt::format("deleted device {} {}", name, sysctl::where(ns)));
+    };
+    u.sysctl = [say, &proc](const std::string& ns, const std::string& key, const std::string& old) {
+        if (!proc.namespace_exists(ns)) return;
+        if (proc.read(ns, key) == old) return;
+        proc.write(ns, key, old);
+        say(fmt::format("restored {} = \"{}\" {}", key, old, sysctl::where(ns)));
+    };
+    return u;
+}
+
+std::vector<std::string> restore_journal(const JournalFile& journal, const Undo& undo) {
+    auto failures = replay(journal, undo);
+    if (failures.empty() && ::unlink(journal.path.c_str()) != 0 && errno != ENOENT)
+        failures.push_back(fmt::format("removing {}: {}", journal.path.string(), std::strerror(errno)));
+    return failures;
+}
+
+std::vector<JournalFile> stale_journals(const std::filesystem::path& dir) {
+    std::vector<JournalFile> out;
+    for (auto& j : find_journals(dir))
+        if (!j.live()) out.push_back(std::move(j));
+    return out;
+}
+
+void settle_stale_journals(const std::filesystem::path& dir, bool restore, sysctl::ProcSys& proc, const Log& log) {
+    auto stale = stale_journals(dir);
+    if (stale.empty()) return;
+    if (!restore) {
+        std::string list;
+        for (const auto& j : stale) list += fmt::format("\n  run {} (pid {}): {}", j.run, j.pid, j.path.string());
+        throw Error(fmt::format("a previous wanlab run ended without giving the machine back; nothing was changed.{}\n"
+                                "Run `wanlab restore` first, or pass --restore to do it now.",
+                                list));
+    }
+    Undo undo = machine_undo(proc, log);
+    for (const auto& j : stale) {
+        auto failures = restore_journal(j, undo);
+        if (failures.empty()) continue;
+        std::string msg = fmt::format("restoring run {} failed; nothing new was changed:", j.run);
+        for (const auto& f : failures) msg += "\n  " + f;
+        throw Error(msg);
+    }
+}
+
+}  // namespace wanlab::lab

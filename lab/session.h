@@ -1,0 +1,59 @@
+// LabSession: one run of the lab on this machine, from the safety checks to the last undo.
+//
+// Creates, in order: (after checking every sysctl against the kernel and, under the lock
+// <dir>/lock, that no stale journal is left) the run's journal, a lock per global sysctl it
+// will change (two runs never change the same global key at once; runs on separate labs
+// proceed together), the Topology, then the trial's sysctls (global ones on the host,
+// per-host ones in each namespace). Undoes: everything in reverse by member destruction
+// order, and finally removes the journal. A SIGKILL leaves the journal for `wanlab restore`.
+// Not thread-safe.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lab/experiment.h"
+#include "lab/journal.h"
+#include "lab/restore.h"
+#include "lab/topology.h"
+#include "sysctl/proc_sys.h"
+#include "sysctl/snapshot.h"
+#include "sysctl/validate.h"
+
+namespace wanlab::lab {
+
+struct SessionOptions {
+    std::string run;                      ///< run id: [a-z0-9-], at most 24 characters
+    bool restore_stale = false;           ///< --restore: undo stale journals instead of refusing
+    std::filesystem::path dir = kRunDir;  ///< journals and locks
+    Progress progress;                    ///< after "journal", "namespaces", "links", "sysctls"
+    Log log;                              ///< restore messages
+};
+
+/// A fresh run id: 8 hex digits.
+std::string new_run_id();
+/// Throws InputError unless `run` is a usable run id.
+void check_run_id(const std::string& run);
+
+/// The trial's sysctls as changes, in the namespaces of run `names`.
+std::vector<sysctl::Change> sysctl_changes(const Trial& trial, const LabNames& names);
+
+class LabSession {
+public:
+    LabSession(const Trial& trial, const SessionOptions& options, sysctl::ProcSys& proc);
+    LabSession(const LabSession&) = delete;
+    LabSession& operator=(const LabSession&) = delete;
+
+    const Topology& topology() const { return *topology_; }
+    const Journal& journal() const { return *journal_; }
+
+private:
+    std::optional<Journal> journal_;
+    std::vector<FileLock> locks_;
+    std::optional<Topology> topology_;
+    std::optional<sysctl::SysctlSnapshot> sysctls_;
+};
+
+}  // namespace wanlab::lab

@@ -1,0 +1,68 @@
+// Topology: the three-namespace lab, client - router - server.
+//
+//   wanlab-RUN-client          wanlab-RUN-router                 wanlab-RUN-server
+//   wl-c 198.18.0.1/30 ---- wl-rc 198.18.0.2/30
+//                           wl-rs 198.18.0.5/30 ---- wl-s 198.18.0.6/30
+//   default via 198.18.0.2     ip_forward = 1                    default via 198.18.0.5
+//
+// Addresses come from 198.18.0.0/15 (RFC 2544 benchmarking), one /30 per link. Link
+// conditions belong on the router's egress (wl-rs carries client -> server, wl-rc server ->
+// client), so neither endpoint's TCP sees a qdisc of its own (TCP Small Queues).
+//
+// Creates, in this order: the three namespaces (loopback up), the two veth pairs (MTU,
+// txqueuelen, offloads from the LabSpec; addresses, routes), forwarding in the router.
+// Undoes: everything in reverse, by member destruction order. Move-less; not thread-safe.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "lab/experiment.h"
+#include "lab/link.h"
+#include "lab/netns.h"
+#include "lab/plan.h"
+#include "sysctl/proc_sys.h"
+#include "sysctl/snapshot.h"
+
+namespace wanlab::lab {
+
+class Journal;
+
+/// The lab's fixed addressing.
+struct Addressing {
+    static constexpr const char* kClientDev = "wl-c";
+    static constexpr const char* kServerDev = "wl-s";
+    static constexpr const char* kClient = "198.18.0.1/30";
+    static constexpr const char* kRouterClientSide = "198.18.0.2/30";
+    static constexpr const char* kRouterServerSide = "198.18.0.5/30";
+    static constexpr const char* kServer = "198.18.0.6/30";
+    static constexpr const char* kClientGateway = "198.18.0.2";
+    static constexpr const char* kServerGateway = "198.18.0.5";
+    static constexpr const char* kClientIp = "198.18.0.1";
+    static constexpr const char* kServerIp = "198.18.0.6";
+};
+
+/// Called after each stage ("namespaces", "links") so a caller can check for signals.
+using Progress = std::function<void(const std::string& stage)>;
+
+class Topology {
+public:
+    Topology(const LabSpec& spec, const std::string& run, Journal* journal, sysctl::ProcSys& proc,
+             const Progress& progress = {});
+    Topology(const Topology&) = delete;
+    Topology& operator=(const Topology&) = delete;
+
+    const LabNames& names() const { return names_; }
+    /// "wanlab-RUN-client", ...
+    std::string ns(const std::string& host) const { return names_.ns(host); }
+
+private:
+    LabNames names_;
+    // Creation order; destruction runs in reverse.
+    std::optional<NetNamespace> client_, router_, server_;
+    std::optional<VethPair> client_link_, server_link_;
+    std::optional<sysctl::SysctlSnapshot> forwarding_;
+};
+
+}  // namespace wanlab::lab

@@ -1,0 +1,126 @@
+// The run journal and its replay, in a temporary directory with recording undo functions;
+// and the capability check. No root needed.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <unistd.h>
+
+#include "lab/capabilities.h"
+#include "lab/journal.h"
+
+using namespace wanlab::lab;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        std::string t = (fs::temp_directory_path() / "wanlab-journal-XXXXXX").string();
+        path = ::mkdtemp(t.data());
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+Undo recording(std::vector<std::string>& log) {
+    Undo u;
+    u.netns = [&log](const std::string& n) { log.push_back("netns " + n); };
+    u.link = [&log](const std::string& ns, const std::string& n) { log.push_back("link " + ns + " " + n); };
+    u.sysctl = [&log](const std::string& ns, const std::string& k, const std::string& old) {
+        log.push_back("sysctl " + ns + " " + k + "=" + old);
+    };
+    return u;
+}
+
+}  // namespace
+
+TEST_CASE("a journal records entries in order and removes its file when the run ends cleanly") {
+    TempDir dir;
+    fs::path path;
+    {
+        Journal j(dir.path, "r1");
+        path = j.path();
+        j.record(netns_entry("wanlab-r1-client"));
+        j.record(sysctl_entry("", "net.core.rmem_max", "4096\t8192"));
+        auto back = read_journal(path);
+        CHECK(back.run == "r1");
+        CHECK(back.pid == ::getpid());
+        CHECK(back.live());
+        REQUIRE(back.entries.size() == 2);
+        CHECK(back.entries[1]["old"] == "4096\t8192");
+    }
+    CHECK_FALSE(fs::exists(path));
+}
+
+TEST_CASE("a journal that was asked to keep its file leaves it for wanlab restore") {
+    TempDir dir;
+    {
+        Journal j(dir.path, "r2");
+        j.keep();
+    }
+    CHECK(fs::exists(dir.path / "r2.journal"));
+}
+
+TEST_CASE("a second journal for the same run is refused") {
+    TempDir dir;
+    Journal j(dir.path, "r3");
+    CHECK_THROWS_WITH(Journal(dir.path, "r3"), Catch::Contains("creating journal") && Catch::Contains("File exists"));
+}
+
+TEST_CASE("replay undoes entries newest first and ignores a torn last line") {
+    TempDir dir;
+    {
+        std::ofstream out(dir.path / "r4.journal");
+        out << R"({"op":"begin","run":"r4","pid":1,"start_time":1,"version":1})" << "\n"
+            << R"({"op":"netns","name":"wanlab-r4-client"})" << "\n"
+            << R"({"op":"link","ns":"wanlab-r4-router","name":"wl-rc"})" << "\n"
+            << R"({"op":"sysctl","ns":"","key":"net.core.rmem_max","old":"212992"})" << "\n"
+            << R"({"op":"sysctl","ns":"","key":"net.core.wm)";
+    }
+    auto j = read_journal(dir.path / "r4.journal");
+    CHECK_FALSE(j.live());
+    std::vector<std::string> log;
+    CHECK(replay(j, recording(log)).empty());
+    CHECK(log == std::vector<std::string>{"sysctl  net.core.rmem_max=212992", "link wanlab-r4-router wl-rc",
+                                          "netns wanlab-r4-client"});
+}
+
+TEST_CASE("replay reports entries it cannot undo and still undoes the rest") {
+    TempDir dir;
+    {
+        std::ofstream out(dir.path / "r5.journal");
+        out << R"({"op":"begin","run":"r5","pid":1,"start_time":1})" << "\n"
+            << R"({"op":"netns","name":"a"})" << "\n"
+            << R"({"op":"qdisc","dev":"wl-rs"})" << "\n";
+    }
+    std::vector<std::string> log;
+    auto failures = replay(read_journal(dir.path / "r5.journal"), recording(log));
+    CHECK(failures == std::vector<std::string>{R"(no way to undo journal entry {"dev":"wl-rs","op":"qdisc"})"});
+    CHECK(log == std::vector<std::string>{"netns a"});
+}
+
+TEST_CASE("find_journals lists only journal files") {
+    TempDir dir;
+    std::ofstream(dir.path / "lock");
+    std::ofstream(dir.path / "b.journal") << R"({"op":"begin","run":"b","pid":1,"start_time":1})" << "\n";
+    std::ofstream(dir.path / "a.journal") << R"({"op":"begin","run":"a","pid":1,"start_time":1})" << "\n";
+    auto js = find_journals(dir.path);
+    REQUIRE(js.size() == 2);
+    CHECK(js[0].run == "a");
+    CHECK(js[1].run == "b");
+}
+
+TEST_CASE("a second holder of a lock is refused with the name of what is locked") {
+    TempDir dir;
+    FileLock first(dir.path / "sysctl-net.core.rmem_max.lock", false, "net.core.rmem_max");
+    CHECK_THROWS_WITH(FileLock(dir.path / "sysctl-net.core.rmem_max.lock", false, "net.core.rmem_max"),
+                      Catch::StartsWith("another wanlab run is changing net.core.rmem_max"));
+}
+
+TEST_CASE("missing capabilities are named one by one") {
+    CHECK(missing_capabilities(0) == std::vector<std::string>{"CAP_NET_ADMIN", "CAP_SYS_ADMIN"});
+    CHECK(missing_capabilities(1ULL << 12) == std::vector<std::string>{"CAP_SYS_ADMIN"});
+    CHECK(missing_capabilities(1ULL << 21) == std::vector<std::string>{"CAP_NET_ADMIN"});
+    CHECK(missing_capabilities((1ULL << 12) | (1ULL << 21)).empty());
+}

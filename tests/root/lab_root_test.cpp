@@ -1,0 +1,159 @@
+// The lab on the real machine (root): namespaces, veth, addresses, routes, offloads,
+// sysctls and the journal, built in-process through LabSession and checked from outside
+// with ip(8), ping(8) and /proc/sys.
+#include "tests/root/root_helper.h"
+
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "lab/link.h"
+#include "lab/session.h"
+#include "sysctl/proc_sys.h"
+#include "tests/lab/load_helper.h"
+
+using namespace wanlab;
+using namespace wanlab::root_testing;
+
+namespace {
+
+lab::Trial trial_of(const ExperimentFile& f, const std::vector<std::string>& sets = {}) {
+    std::ifstream in(f.path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto loaded = testing::load(text, sets);
+    INFO(loaded.messages);
+    REQUIRE(loaded.exp);
+    return loaded.exp->trials.at(0);
+}
+
+struct TempRunDir {
+    std::filesystem::path path;
+    TempRunDir() {
+        std::string t = "/tmp/wanlab-run-XXXXXX";
+        path = ::mkdtemp(t.data());
+    }
+    ~TempRunDir() { std::filesystem::remove_all(path); }
+};
+
+// "rtt min/avg/max/mdev = 0.051/0.063/0.080/0.011 ms" and "0% packet loss" from ping.
+struct PingResult {
+    double avg_ms = -1;
+    double loss_percent = -1;
+};
+
+PingResult ping(const std::string& ns, const std::string& address) {
+    std::string out = sh(fmt::format("ip netns exec {} ping -c 10 -i 0.05 -W 1 {} 2>&1", ns, address));
+    INFO(out);
+    PingResult r;
+    std::smatch m;
+    if (std::regex_search(out, m, std::regex(R"(([\d.]+)% packet loss)"))) r.loss_percent = std::stod(m[1]);
+    if (std::regex_search(out, m, std::regex(R"(= [\d.]+/([\d.]+)/)"))) r.avg_ms = std::stod(m[1]);
+    return r;
+}
+
+nlohmann::json link_in(const std::string& ns, const std::string& dev) {
+    auto j = nlohmann::json::parse(sh(fmt::format("ip -n {} -j link show dev {}", ns, dev)), nullptr, false);
+    return j.is_array() && !j.empty() ? j[0] : nlohmann::json{};
+}
+
+}  // namespace
+
+TEST_CASE("a lab routes pings from client to server across the router and gives everything back", "[root]") {
+    if (skip_unless_root()) return;
+    ExperimentFile file;
+    TempRunDir dir;
+    Cleanup cleanup("rt1");
+    auto before = capture();
+    auto trial = trial_of(file);
+    sysctl::RealProcSys proc;
+    std::filesystem::path journal;
+    {
+        lab::SessionOptions options;
+        options.run = "rt1";
+        options.dir = dir.path;
+        lab::LabSession session(trial, options, proc);
+        journal = session.journal().path();
+        CHECK(std::filesystem::exists(journal));
+
+        std::string netns = sh("ip netns list");
+        for (const char* h : {"client", "router", "server"}) CHECK(netns.find("wanlab-rt1-" + std::string(h)) != std::string::npos);
+
+        auto r = ping("wanlab-rt1-client", "198.18.0.6");
+        CHECK(r.loss_percent == 0);
+        CHECK(r.avg_ms >= 0);
+        CHECK(r.avg_ms < 5);
+        WARN(fmt::format("client -> server across the router: avg RTT {} ms, {}% loss", r.avg_ms, r.loss_percent));
+        CHECK(ping("wanlab-rt1-server", "198.18.0.1").loss_percent == 0);
+
+        for (auto [ns, dev] : {std::pair{"client", "wl-c"}, std::pair{"router", "wl-rc"}, std::pair{"router", "wl-rs"},
+                               std::pair{"server", "wl-s"}}) {
+            std::string name = fmt::format("wanlab-rt1-{}", ns);
+            auto l = link_in(name, dev);
+            CHECK(l.value("mtu", 0) == 1400);
+            CHECK(l.value("txqlen", 0) == 500);
+            CHECK(l.value("operstate", "") == "UP");
+            CHECK(lab::get_offloads(name, dev) == lab::Offloads{false, false, false});
+        }
+        CHECK(sh("ip -n wanlab-rt1-client -j route").find("198.18.0.2") != std::string::npos);
+        CHECK(*proc.read("wanlab-rt1-router", "net.ipv4.ip_forward") == "1");
+        CHECK(read_sysctl("net.core.rmem_max") == file.rmem_max);
+        CHECK(read_sysctl("net.core.wmem_max") == file.wmem_max);
+        CHECK(*proc.read("wanlab-rt1-client", "net.ipv4.tcp_rmem") == "4096\t65536\t4194304");
+        CHECK(*proc.read("wanlab-rt1-server", "net.ipv4.tcp_rmem") == "4096\t65536\t4194304");
+        CHECK(*proc.read("wanlab-rt1-client", "net.ipv4.tcp_congestion_control") == "reno");
+
+        auto entries = lab::read_journal(journal).entries;
+        CHECK(entries.size() == 11);  // 3 netns, 2 links, ip_forward, 2 global + 3 per-host sysctls
+    }
+    CHECK_FALSE(std::filesystem::exists(journal));
+    CHECK(capture() == before);
+}
+
+TEST_CASE("offloads asked for are switched on at both ends of each veth pair", "[root]") {
+    if (skip_unless_root()) return;
+    ExperimentFile file("offloads = true");
+    TempRunDir dir;
+    Cleanup cleanup("rt2");
+    sysctl::RealProcSys proc;
+    lab::SessionOptions options;
+    options.run = "rt2";
+    options.dir = dir.path;
+    lab::LabSession session(trial_of(file), options, proc);
+    CHECK(lab::get_offloads("wanlab-rt2-client", "wl-c") == lab::Offloads{true, true, true});
+    CHECK(lab::get_offloads("wanlab-rt2-router", "wl-rs") == lab::Offloads{true, true, true});
+}
+
+TEST_CASE("a sysctl the kernel refuses stops the run before anything is changed", "[root]") {
+    if (skip_unless_root()) return;
+    ExperimentFile file("", "nosuchcc");
+    TempRunDir dir;
+    Cleanup cleanup("rt3");
+    auto before = capture();
+    sysctl::RealProcSys proc;
+    lab::SessionOptions options;
+    options.run = "rt3";
+    options.dir = dir.path;
+    auto trial = trial_of(file);
+    CHECK_THROWS_WITH(lab::LabSession(trial, options, proc), Catch::Contains("nosuchcc") && Catch::Contains("nothing was changed"));
+    CHECK(capture() == before);
+    CHECK(std::filesystem::is_empty(dir.path));
+}
+
+TEST_CASE("an error half-way through a run undoes what was done and removes the journal", "[root]") {
+    if (skip_unless_root()) return;
+    ExperimentFile file;
+    TempRunDir dir;
+    Cleanup cleanup("rt4");
+    auto before = capture();
+    sysctl::RealProcSys proc;
+    lab::SessionOptions options;
+    options.run = "rt4";
+    options.dir = dir.path;
+    options.progress = [](const std::string& stage) {
+        if (stage == "links") throw wanlab::Error("injected failure after links");
+    };
+    CHECK_THROWS_WITH(lab::LabSession(trial_of(file), options, proc), "injected failure after links");
+    CHECK(capture() == before);
+    CHECK_FALSE(std::filesystem::exists(dir.path / "rt4.journal"));
+}
