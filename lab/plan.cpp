@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/units.h"
+#include "netem/host.h"
 #include "netem/tc_command.h"
 
 namespace wanlab::lab {
@@ -162,17 +163,19 @@ std::vector<std::string> trial_commands(const Trial& t, const LabNames& names) {
             for (auto& c : netem::tc_commands(*dir, dev, router, t.lab.mtu)) out.push_back(std::move(c));
         }
     } else {
-        netem::Filter to_target{t.lab.target, t.lab.port, false};
-        netem::Filter from_target{t.lab.target, t.lab.port, true};
+        netem::Filter to_target{t.lab.target, t.lab.port, false, t.lab.line_rate_bps};
+        netem::Filter from_target{t.lab.target, t.lab.port, true, t.lab.line_rate_bps};
         if (t.link.up.impaired())
             for (auto& c : netem::tc_commands(t.link.up, t.lab.dev, "", t.lab.mtu, to_target)) out.push_back(std::move(c));
         if (t.link.down.impaired()) {
-            out.push_back("ip link add wl-ifb0 type ifb && ip link set wl-ifb0 up");
+            std::string ifb = netem::ifb_name(t.lab.dev);
+            out.push_back(fmt::format("ip link add {} type ifb && ip link set {} up", ifb, ifb));
             out.push_back(fmt::format("tc qdisc replace dev {} handle ffff: ingress", t.lab.dev));
-            out.push_back(fmt::format("tc filter replace dev {} parent ffff: protocol all u32 match u32 0 0 action mirred "
-                                      "egress redirect dev wl-ifb0",
-                                      t.lab.dev));
-            for (auto& c : netem::tc_commands(t.link.down, "wl-ifb0", "", t.lab.mtu, from_target)) out.push_back(std::move(c));
+            out.push_back(fmt::format("tc filter replace dev {} parent ffff: protocol ip prio 1 u32 match ip src {}{} "
+                                      "action mirred egress redirect dev {}",
+                                      t.lab.dev, t.lab.target,
+                                      t.lab.port ? fmt::format(" match ip sport {} 0xffff", t.lab.port) : "", ifb));
+            for (auto& c : netem::tc_commands(t.link.down, ifb, "", t.lab.mtu)) out.push_back(std::move(c));
         }
     }
     for (const auto& g : t.sysctl.global) out.push_back("sysctl -w " + sysctl_arg(g));

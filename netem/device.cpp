@@ -105,12 +105,41 @@ bool DeviceQdiscs::default_root() const {
     return true;
 }
 
+namespace {
+// The shaper below netem, if any, as the kernel has it now.
+const TcObject* child_of(const std::vector<TcObject>& qdiscs, std::uint32_t parent) {
+    for (const auto& q : qdiscs)
+        if (q.parent == parent) return &q;
+    return nullptr;
+}
+
+const char* shaper_kind(const Direction& d) {
+    if (d.rate_bps == 0 || d.shaper == Shaper::netem) return nullptr;
+    return to_string(d.shaper);
+}
+}  // namespace
+
 void DeviceQdiscs::apply(const Direction& d, std::uint32_t mtu, const Psched& psched, const TreeLayout& layout) {
-    auto requests = tree_requests(d, ifindex_, dev_, mtu, psched, layout);
+    auto current = kernel_->dump(ifindex_, false);
+    const TcObject* old_shaper = child_of(current, layout.netem | 1);
+    const char* kind = shaper_kind(d);
+    // A shaper of another kind cannot be replaced at its own handle ("Invalid qdisc name"):
+    // the new one is grafted at the other of two handles, which swaps them atomically (no
+    // delete-then-add). The same kind keeps its handle.
+    TreeLayout effective = layout;
+    constexpr std::uint32_t kAlternate = 0x00040000;
+    if (old_shaper && kind) {
+        bool at_primary = old_shaper->handle == layout.shaper;
+        bool same_kind = old_shaper->kind == kind;
+        if (same_kind != at_primary) {
+            effective.shaper = layout.shaper + kAlternate;
+            effective.queue = layout.queue + kAlternate;
+        }
+    }
+    auto requests = tree_requests(d, ifindex_, dev_, mtu, psched, effective);
     // htb takes no change of the qdisc itself ("Change operation not supported by specified
     // qdisc"), and its qdisc options never differ between trials: when it is already there,
     // only its class is replaced.
-    auto current = kernel_->dump(ifindex_, false);
     std::erase_if(requests, [&](const Request& r) {
         TcObject o = parse_tc_message(r.bytes);
         if (o.kind != "htb" || r.bytes[4] != RTM_NEWQDISC) return false;
@@ -118,8 +147,19 @@ void DeviceQdiscs::apply(const Direction& d, std::uint32_t mtu, const Psched& ps
             return q.kind == "htb" && q.handle == o.handle && q.parent == o.parent;
         });
     });
+    // No shaper now but one before: remove it; netem then queues in its own tfifo.
+    if (old_shaper && !kind) {
+        Request del = delete_root(ifindex_, dev_);
+        tcmsg t;
+        std::memcpy(&t, del.bytes.data() + NLMSG_HDRLEN, sizeof t);
+        t.tcm_parent = layout.netem | 1;
+        t.tcm_handle = old_shaper->handle;
+        std::memcpy(del.bytes.data() + NLMSG_HDRLEN, &t, sizeof t);
+        del.what = fmt::format("remove {} below netem on {}", old_shaper->kind, dev_);
+        requests.push_back(std::move(del));
+    }
     apply_requests(requests);
-    auto mismatches = verify_tree(*kernel_, ifindex_, d, psched, layout);
+    auto mismatches = verify_tree(*kernel_, ifindex_, d, psched, effective);
     if (!mismatches.empty())
         throw Error(fmt::format("read-back of {} does not match what was applied: {}", dev_, describe(mismatches)));
 }

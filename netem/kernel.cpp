@@ -249,7 +249,16 @@ void RecordingKernel::send(const Request& r) {
     nlmsghdr h;
     std::memcpy(&h, r.bytes.data(), sizeof h);
     TcObject o = parse_tc_message(r.bytes);
+    if (h.nlmsg_type == RTM_NEWTFILTER || h.nlmsg_type == RTM_DELTFILTER) {
+        filters[o.ifindex].push_back(o);
+        return;
+    }
     auto& list = h.nlmsg_type == RTM_NEWTCLASS || h.nlmsg_type == RTM_DELTCLASS ? classes[o.ifindex] : qdiscs[o.ifindex];
+    if (h.nlmsg_type == RTM_DELQDISC && o.parent == TC_H_INGRESS) {
+        std::erase_if(list, [](const TcObject& q) { return q.parent == TC_H_INGRESS; });
+        filters[o.ifindex].clear();
+        return;
+    }
     if (h.nlmsg_type == RTM_DELQDISC && o.parent == TC_H_ROOT) {
         qdiscs[o.ifindex].clear();
         classes[o.ifindex].clear();

@@ -77,6 +77,7 @@ public:
     /// Qdiscs per ifindex; the root starts as the kernel default (noqueue, handle 0).
     std::map<int, std::vector<TcObject>> qdiscs;
     std::map<int, std::vector<TcObject>> classes;
+    std::map<int, std::vector<TcObject>> filters;
     /// If set, the next send() fails with this message (once).
     std::optional<std::string> fail_next;
 

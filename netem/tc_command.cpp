@@ -103,26 +103,35 @@ std::vector<std::string> tc_commands(const Direction& d, const std::string& dev,
     std::vector<std::string> out;
     auto tc = [&](const std::string& args) { out.push_back(fmt::format("{}tc {}", prefix, args)); };
     std::string netem_parent = "root";
+    std::string netem_handle = "1:", netem_class = "1:1", shaper = "2:", queue = "3:";
     if (!filter.prefix.empty() || filter.port) {
-        tc(fmt::format("qdisc replace dev {} root handle 1: prio bands 4", dev));
-        tc(fmt::format("filter replace dev {} parent 1: protocol ip prio 1 u32{} flowid 1:4", dev, u32_match(filter)));
-        netem_parent = "parent 1:4";
+        // As netem/host.cpp builds it: an htb root passing everything at the line rate in
+        // 1:1, and the target's traffic in 1:2 with the netem tree below.
+        tc(fmt::format("qdisc replace dev {} root handle 1: htb default 1", dev));
+        tc(fmt::format("class replace dev {} parent 1: classid 1:1 htb rate {} ceil {}", dev,
+                       units::format_rate(filter.line_rate_bps), units::format_rate(filter.line_rate_bps)));
+        tc(fmt::format("class replace dev {} parent 1: classid 1:2 htb rate {} ceil {}", dev,
+                       units::format_rate(filter.line_rate_bps), units::format_rate(filter.line_rate_bps)));
+        tc(fmt::format("filter replace dev {} parent 1: protocol ip prio 1 u32{} flowid 1:2", dev, u32_match(filter)));
+        netem_parent = "parent 1:2";
+        netem_handle = "10:";
+        netem_class = "10:1";
+        shaper = "20:";
+        queue = "30:";
     }
-    std::string netem_handle = netem_parent == "root" ? "1:" : "10:";
-    std::string netem_class = netem_parent == "root" ? "1:1" : "10:1";
     tc(fmt::format("qdisc replace dev {} {} handle {} netem {}", dev, netem_parent, netem_handle,
                    netem_arguments(d.netem)));
     if (d.rate_bps == 0 || d.shaper == Shaper::netem) return out;
     if (d.shaper == Shaper::tbf) {
-        tc(fmt::format("qdisc replace dev {} parent {} handle 2: tbf rate {} burst {} latency 50ms", dev, netem_class,
-                       units::format_rate(d.rate_bps), tbf_burst(d.rate_bps, mtu)));
+        tc(fmt::format("qdisc replace dev {} parent {} handle {} tbf rate {} burst {} latency 50ms", dev, netem_class,
+                       shaper, units::format_rate(d.rate_bps), tbf_burst(d.rate_bps, mtu)));
     } else {
-        tc(fmt::format("qdisc replace dev {} parent {} handle 2: htb default 1", dev, netem_class));
-        tc(fmt::format("class replace dev {} parent 2: classid 2:1 htb rate {} ceil {}", dev,
+        tc(fmt::format("qdisc replace dev {} parent {} handle {} htb default 1", dev, netem_class, shaper));
+        tc(fmt::format("class replace dev {} parent {} classid {}1 htb rate {} ceil {}", dev, shaper, shaper,
                        units::format_rate(d.rate_bps), units::format_rate(d.rate_bps)));
     }
     if (d.queue != Queue::none)
-        tc(fmt::format("qdisc replace dev {} parent 2:1 handle 3: {}", dev, queue_arguments(d)));
+        tc(fmt::format("qdisc replace dev {} parent {}1 handle {} {}", dev, shaper, queue, queue_arguments(d)));
     return out;
 }
 

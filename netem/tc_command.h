@@ -6,8 +6,9 @@
 //   root 1: netem (delay, loss, ...; with its own `rate` when shaper = "netem")
 //     └ 1:1 -> 2: tbf | htb (rate, when shaper = "tbf" / "htb")
 //                 └ 3: pfifo | bfifo | fq_codel | cake (the bottleneck queue, if set)
-// With a filter (host mode toward one target), a 4-band prio root sends only matching
-// traffic to the impaired band 1:4 and the netem tree hangs below it.
+// With a filter (host mode toward one target), an htb root passes other traffic through
+// class 1:1 and sends the target's to class 1:2, below which the tree hangs (netem 10:,
+// shaper 20:, queue 30:); see netem/host.h.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,7 @@ struct Filter {
     std::string prefix;      ///< "203.0.113.7/32"; empty = any address
     std::uint16_t port = 0;  ///< 0 = any port
     bool match_source = false;  ///< ingress (down) direction matches the peer as source
+    std::uint64_t line_rate_bps = 10'000'000'000;  ///< rate of the unimpaired htb classes
 };
 
 /// The netem arguments as tc spells them: "delay 20ms 2ms 25% distribution normal loss

@@ -22,7 +22,8 @@ constexpr std::string_view kFormatVersion = "wanlab-initramfs-1";
 // request_module() looks for it).
 constexpr std::string_view kApplets[] = {"sh",   "mount",    "umount",   "mkdir", "insmod", "cat",
                                          "echo", "chroot",   "poweroff", "dmesg", "grep",   "sleep",
-                                         "sync", "ifconfig", "hostname", "ls",    "uname",  "tail"};
+                                         "sync", "ifconfig", "hostname", "ls",    "uname",  "tail",
+                                         "chmod"};
 
 constexpr std::string_view kInit = R"INIT(#!/bin/sh
 # wanlab micro-VM /init: load modules, mount the host's files, run one command, report its
@@ -58,7 +59,12 @@ mount -t devtmpfs devtmpfs /host/dev || fail "mounting /dev"
 mkdir -p /host/dev/pts /host/dev/shm
 mount -t devpts devpts /host/dev/pts
 mount -t tmpfs tmpfs /host/dev/shm
-mount -t tmpfs -o mode=1777 tmpfs /host/tmp || fail "mounting /tmp"
+# /tmp is writable but still shows the host's files (a checkout under /tmp must stay
+# visible): an overlay with the host's /tmp below and a tmpfs on top; a plain tmpfs if
+# the kernel has no overlayfs.
+mkdir -p /ovl && mount -t tmpfs -o mode=0755 tmpfs /ovl && mkdir -p /ovl/up /ovl/work && chmod 1777 /ovl/up
+mount -t overlay overlay -o lowerdir=/host/tmp,upperdir=/ovl/up,workdir=/ovl/work /host/tmp ||
+    mount -t tmpfs -o mode=1777 tmpfs /host/tmp || fail "mounting /tmp"
 mount -t tmpfs -o mode=0755 tmpfs /host/run || fail "mounting /run"
 mount -t cgroup2 cgroup2 /host/sys/fs/cgroup 2>/dev/null
 mkdir -p /host/run/wanlab /host/run/netns

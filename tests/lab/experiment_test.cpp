@@ -377,8 +377,9 @@ TEST_CASE("host mode needs dev and target and refuses router sysctls", "[experim
     REQUIRE(ok.exp);
     auto cmds = wanlab::lab::trial_commands(ok.exp->trials[0]);
     REQUIRE(cmds.size() >= 3);
-    CHECK(cmds[0] == "tc qdisc replace dev eth0 root handle 1: prio bands 4");
-    CHECK(cmds[1] == "tc filter replace dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 203.0.113.7 flowid 1:4");
+    CHECK(cmds[0] == "tc qdisc replace dev eth0 root handle 1: htb default 1");
+    CHECK(cmds[3] == "tc filter replace dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 203.0.113.7 flowid 1:2");
+    CHECK(cmds[4] == "tc qdisc replace dev eth0 parent 1:2 handle 10: netem limit 12500 delay 10ms");
     auto router = load("[lab]\nmode = \"host\"\ndev = \"eth0\"\ntarget = \"203.0.113.7\"\n[sysctl.router]\n\"net.ipv4.ip_forward\" = 1\n");
     CHECK(router.messages.find("[sysctl.router] does not exist in this lab: its hosts take [sysctl.host]") !=
           std::string::npos);

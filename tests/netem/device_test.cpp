@@ -162,3 +162,23 @@ TEST_CASE("an htb already in place is kept and only its class replaced, as the k
     CHECK(k.sent[0].what == "replace netem 1: on wl-rs");
     CHECK(k.sent[1].what == "replace htb class 2:1 on wl-rs");
 }
+
+TEST_CASE("a shaper of another kind is grafted at the other handle, and a dropped one removed", "[netem][device]") {
+    RecordingKernel k;
+    DeviceQdiscs dev(k, "wl-rs");
+    dev.apply(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"htb\"\n"), 1500, Psched{});
+    k.sent.clear();
+    dev.apply(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"tbf\"\n"), 1500, Psched{});
+    REQUIRE(k.sent.size() == 2);
+    CHECK(k.sent[1].what == "replace tbf 6: on wl-rs");
+    k.sent.clear();
+    dev.apply(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"tbf\"\n"), 1500, Psched{});
+    CHECK(k.sent[1].what == "replace tbf 6: on wl-rs");  // the same kind stays where it is
+    k.sent.clear();
+    dev.apply(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"htb\"\n"), 1500, Psched{});
+    CHECK(k.sent[1].what == "replace htb 2: on wl-rs");
+    k.sent.clear();
+    dev.apply(up_of("delay = \"20ms\"\n"), 1500, Psched{});
+    REQUIRE(k.sent.size() == 2);
+    CHECK(k.sent[1].what == "remove htb below netem on wl-rs");
+}

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "netem/device.h"
+#include "netem/host.h"
 #include "netem/kernel.h"
 #include "netem/preflight.h"
 #include "netem/readback.h"
@@ -315,4 +316,34 @@ TEST_CASE("moving between trials with an htb shaper replaces in place", "[root][
     bool tbf = false;
     for (const auto& q : shown) tbf = tbf || q["kind"] == "tbf";
     CHECK(tbf);
+}
+
+TEST_CASE("host mode delays only the target's traffic and leaves the interface as it was", "[root][netem][physical]") {
+    if (!netem_or_skip()) return;
+    Pair p;
+    // A second address on the far side that must not be impaired.
+    run(fmt::format("ip -n {} addr add 198.18.0.9/32 dev b0 && ip -n {} route add 198.18.0.9/32 dev a0", p.right, p.left));
+    auto before = run(fmt::format("tc -n {} -j qdisc show", p.left));
+    auto links_before = run(fmt::format("ip -n {} -br link", p.left));
+    auto plain = ping(p, 10, "0.05");
+    {
+        NetlinkKernel k(fmt::format("/run/netns/{}", p.left));
+        HostImpairment host(k, "a0", Filter{"198.18.0.2/32", 0, false}, 10'000'000'000);
+        auto up = up_of("delay = \"30ms\"\n");
+        auto down = up_of("delay = \"20ms\"\n");
+        host.apply(up, down, 1500, Psched::from_proc());
+        auto target = ping(p, 10, "0.05");
+        auto other = run(fmt::format("ip netns exec {} ping -q -n -c 10 -i 0.05 198.18.0.9", p.left));
+        INFO("target avg " << target.avg_ms << " ms, bare " << plain.avg_ms << " ms; other: " << other);
+        INFO(run(fmt::format("tc -n {} -s filter show dev a0 ingress; tc -n {} -s qdisc show; ip -n {} -br link", p.left, p.left, p.left)));
+        CHECK(target.received == 10);
+        CHECK(target.min_ms >= 50.0);
+        CHECK(target.avg_ms - plain.avg_ms <= 53.0);
+        auto at = other.find("min/avg/max");
+        REQUIRE(at != std::string::npos);
+        double other_avg = std::stod(other.substr(other.find('/', other.find("= ", at)) + 1));
+        CHECK(other_avg < plain.avg_ms + 10.0);
+    }
+    CHECK(run(fmt::format("tc -n {} -j qdisc show", p.left)) == before);
+    CHECK(run(fmt::format("ip -n {} -br link", p.left)) == links_before);
 }

@@ -60,15 +60,17 @@ TEST_CASE("an htb shaper gets a class at the configured rate and a bfifo sized i
           });
 }
 
-TEST_CASE("a filter sends only matching traffic to the impaired prio band", "[netem][tc]") {
+TEST_CASE("a filter sends only matching traffic to the impaired htb class", "[netem][tc]") {
     auto d = up_of("delay = \"50ms\"\n");
-    Filter f{"198.18.0.0/15", 443, false};
+    Filter f{"198.18.0.0/15", 443, false, 1'000'000'000};
     CHECK(tc_commands(d, "eth0", "", 1500, f) ==
           std::vector<std::string>{
-              "tc qdisc replace dev eth0 root handle 1: prio bands 4",
+              "tc qdisc replace dev eth0 root handle 1: htb default 1",
+              "tc class replace dev eth0 parent 1: classid 1:1 htb rate 1gbit ceil 1gbit",
+              "tc class replace dev eth0 parent 1: classid 1:2 htb rate 1gbit ceil 1gbit",
               "tc filter replace dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 198.18.0.0/15 match ip dport "
-              "443 0xffff flowid 1:4",
-              "tc qdisc replace dev eth0 parent 1:4 handle 10: netem limit 62500 delay 50ms",
+              "443 0xffff flowid 1:2",
+              "tc qdisc replace dev eth0 parent 1:2 handle 10: netem limit 62500 delay 50ms",
           });
 }
 

@@ -1,0 +1,233 @@
+#include "netem/host.h"
+
+#include <arpa/inet.h>
+#include <cstdio>
+#include <cstring>
+#include <linux/if_ether.h>
+#include <linux/pkt_cls.h>
+#include <linux/pkt_sched.h>
+#include <linux/tc_act/tc_mirred.h>
+#include <memory>
+
+#include <fmt/format.h>
+#include <netlink/route/act/mirred.h>
+#include <netlink/route/action.h>
+#include <netlink/route/class.h>
+#include <netlink/route/classifier.h>
+#include <netlink/route/cls/u32.h>
+#include <netlink/route/qdisc.h>
+#include <netlink/route/qdisc/htb.h>
+#include <netlink/route/tc.h>
+
+#include "core/error.h"
+
+namespace wanlab::netem {
+namespace {
+
+void check(int err, const std::string& what) {
+    if (err < 0) throw Error(fmt::format("encoding {}: {}", what, nl_geterror(err)));
+}
+
+Request take(std::string what, nl_msg* m) {
+    const nlmsghdr* h = nlmsg_hdr(m);
+    const auto* p = reinterpret_cast<const std::uint8_t*>(h);
+    Request r{std::move(what), std::vector<std::uint8_t>(p, p + h->nlmsg_len)};
+    nlmsg_free(m);
+    return r;
+}
+
+// "198.18.0.0/15" -> address bytes, family and prefix length.
+struct Prefix {
+    int family = AF_INET;
+    unsigned char addr[16] = {};
+    int length = 32;
+};
+
+Prefix parse_prefix(const std::string& text) {
+    Prefix p;
+    auto slash = text.find('/');
+    std::string addr = text.substr(0, slash);
+    if (inet_pton(AF_INET, addr.c_str(), p.addr) == 1) {
+        p.length = 32;
+    } else if (inet_pton(AF_INET6, addr.c_str(), p.addr) == 1) {
+        p.family = AF_INET6;
+        p.length = 128;
+    } else {
+        throw InputError(fmt::format("target `{}` is not an IP address or prefix", text));
+    }
+    if (slash != std::string::npos) p.length = std::stoi(text.substr(slash + 1));
+    return p;
+}
+
+Request htb_root(int ifindex, const std::string& dev) {
+    rtnl_qdisc* q = rtnl_qdisc_alloc();
+    rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
+    rtnl_tc_set_parent(TC_CAST(q), TC_H_ROOT);
+    rtnl_tc_set_handle(TC_CAST(q), 0x10000);
+    check(rtnl_tc_set_kind(TC_CAST(q), "htb"), "htb root");
+    check(rtnl_htb_set_defcls(q, 1), "htb default class");
+    nl_msg* m = nullptr;
+    int err = rtnl_qdisc_build_add_request(q, NLM_F_CREATE | NLM_F_REPLACE, &m);
+    rtnl_qdisc_put(q);
+    check(err, "htb root");
+    return take(fmt::format("replace htb 1: on {}", dev), m);
+}
+
+Request htb_class(int ifindex, const std::string& dev, std::uint32_t classid, std::uint64_t rate_bps) {
+    rtnl_class* c = rtnl_class_alloc();
+    rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
+    rtnl_tc_set_parent(TC_CAST(c), 0x10000);
+    rtnl_tc_set_handle(TC_CAST(c), classid);
+    check(rtnl_tc_set_kind(TC_CAST(c), "htb"), "htb class");
+    check(rtnl_htb_set_rate64(c, rate_bps / 8), "htb class rate");
+    check(rtnl_htb_set_ceil64(c, rate_bps / 8), "htb class ceil");
+    nl_msg* m = nullptr;
+    int err = rtnl_class_build_add_request(c, NLM_F_CREATE | NLM_F_REPLACE, &m);
+    rtnl_class_put(c);
+    check(err, "htb class");
+    return take(fmt::format("replace htb class 1:{:x} on {}", classid & 0xffff, dev), m);
+}
+
+}  // namespace
+
+std::string ifb_name(const std::string& dev) {
+    std::string name = "wlifb-" + dev;
+    if (name.size() <= 15) return name;
+    // Keep it unique for long names: a short hash of the whole device name.
+    std::uint32_t h = 2166136261u;
+    for (unsigned char c : dev) h = (h ^ c) * 16777619u;
+    return fmt::format("wlifb-{:08x}", h).substr(0, 15);
+}
+
+Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent, const Filter& f, std::uint32_t classid,
+                      int redirect_ifindex) {
+    std::unique_ptr<rtnl_cls, void (*)(rtnl_cls*)> cls(rtnl_cls_alloc(), rtnl_cls_put);
+    rtnl_tc_set_ifindex(TC_CAST(cls.get()), ifindex);
+    rtnl_tc_set_parent(TC_CAST(cls.get()), parent);
+    check(rtnl_tc_set_kind(TC_CAST(cls.get()), "u32"), "u32 filter");
+    rtnl_cls_set_prio(cls.get(), 1);
+    Prefix p = f.prefix.empty() ? Prefix{} : parse_prefix(f.prefix);
+    bool v6 = p.family == AF_INET6;
+    rtnl_cls_set_protocol(cls.get(), v6 ? ETH_P_IPV6 : ETH_P_IP);
+    if (!f.prefix.empty()) {
+        // Offsets in the IP header: v4 source 12, destination 16; v6 source 8, destination 24.
+        int off = v6 ? (f.match_source ? 8 : 24) : (f.match_source ? 12 : 16);
+        if (v6)
+            check(rtnl_u32_add_key_in6_addr(cls.get(), reinterpret_cast<const in6_addr*>(p.addr), p.length, off, 0), "u32 key");
+        else
+            check(rtnl_u32_add_key_in_addr(cls.get(), reinterpret_cast<const in_addr*>(p.addr), p.length, off, 0), "u32 key");
+    }
+    if (f.port) {
+        // Ports right after a header without options (as tc's `match ip dport` assumes).
+        int base = v6 ? 40 : 20;
+        check(rtnl_u32_add_key_uint16(cls.get(), htons(f.port), 0xffff, base + (f.match_source ? 0 : 2), 0), "u32 port");
+    }
+    if (f.prefix.empty() && !f.port) check(rtnl_u32_add_key_uint32(cls.get(), 0, 0, 0, 0), "u32 match-all");
+    std::string what;
+    if (redirect_ifindex) {
+        rtnl_act* act = rtnl_act_alloc();
+        check(rtnl_tc_set_kind(TC_CAST(act), "mirred"), "mirred");
+        rtnl_mirred_set_action(act, TCA_EGRESS_REDIR);
+        rtnl_mirred_set_policy(act, TC_ACT_STOLEN);
+        rtnl_mirred_set_ifindex(act, static_cast<std::uint32_t>(redirect_ifindex));
+        int err = rtnl_u32_add_action(cls.get(), act);
+        rtnl_act_put(act);
+        check(err, "mirred action");
+        // As tc does for a rule with actions: without TERMINAL the keys match but the
+        // action never runs.
+        check(rtnl_u32_set_cls_terminal(cls.get()), "u32 terminal");
+        what = fmt::format("add ingress redirect filter on {}", dev);
+    } else {
+        check(rtnl_u32_set_classid(cls.get(), classid), "u32 classid");
+        check(rtnl_u32_set_cls_terminal(cls.get()), "u32 terminal");
+        what = fmt::format("add target filter on {}", dev);
+    }
+    nl_msg* m = nullptr;
+    check(rtnl_cls_build_add_request(cls.get(), NLM_F_CREATE | NLM_F_EXCL, &m), "u32 filter");
+    return take(what, m);
+}
+
+HostImpairment::HostImpairment(QdiscKernel& kernel, std::string dev, Filter target, std::uint64_t line_rate_bps)
+    : kernel_(kernel),
+      dev_(std::move(dev)),
+      target_(std::move(target)),
+      line_rate_bps_(line_rate_bps),
+      ifindex_(kernel.ifindex(dev_)) {}
+
+HostImpairment::~HostImpairment() {
+    try {
+        restore();
+    } catch (const std::exception& e) {
+        std::fputs(fmt::format("wanlab: could not restore {}: {}\n", dev_, e.what()).c_str(), stderr);
+    }
+}
+
+void HostImpairment::build_egress_root() {
+    egress_.emplace(kernel_, dev_);
+    Filter to_target = target_;
+    to_target.match_source = false;
+    egress_->apply_requests({htb_root(ifindex_, dev_), htb_class(ifindex_, dev_, 0x10001, line_rate_bps_),
+                             htb_class(ifindex_, dev_, 0x10002, line_rate_bps_),
+                             target_filter(ifindex_, dev_, 0x10000, to_target, 0x10002, 0)});
+    egress_root_ = true;
+}
+
+void HostImpairment::build_ingress() {
+    ifb_ = ifb_name(dev_);
+    int ifb_index = kernel_.create_ifb(ifb_);
+    TcObject ingress;
+    ingress.kind = "ingress";
+    ingress.ifindex = ifindex_;
+    ingress.parent = TC_H_INGRESS;
+    ingress.handle = 0xffff0000;
+    ingress_ = true;  // before sending: restore() removes it even if the filter fails
+    kernel_.send(replay_request(ingress, false, dev_));
+    Filter from_target = target_;
+    from_target.match_source = true;
+    kernel_.send(target_filter(ifindex_, dev_, 0xffff0000, from_target, 0, ifb_index));
+    ifb_qdiscs_.emplace(kernel_, ifb_);
+}
+
+void HostImpairment::apply(const Direction& up, const Direction& down, std::uint32_t mtu, const Psched& psched) {
+    if (up.impaired()) {
+        if (!egress_root_) build_egress_root();
+        egress_->apply(up, mtu, psched, kFilteredLayout);
+    }
+    if (down.impaired()) {
+        if (ifb_.empty()) build_ingress();
+        ifb_qdiscs_->apply(down, mtu, psched);
+    }
+}
+
+void HostImpairment::restore() {
+    std::string failures;
+    auto attempt = [&](auto&& step) {
+        try {
+            step();
+        } catch (const std::exception& e) {
+            failures += (failures.empty() ? "" : "; ") + std::string(e.what());
+        }
+    };
+    if (egress_) attempt([&] { egress_->restore(); });
+    egress_.reset();
+    egress_root_ = false;
+    if (ifb_qdiscs_) ifb_qdiscs_->release();  // the ifb goes away with its qdiscs
+    ifb_qdiscs_.reset();
+    if (ingress_) {
+        attempt([&] {
+            Request r = delete_root(ifindex_, dev_);
+            tcmsg t;
+            std::memcpy(&t, r.bytes.data() + NLMSG_HDRLEN, sizeof t);
+            t.tcm_parent = TC_H_INGRESS;
+            std::memcpy(r.bytes.data() + NLMSG_HDRLEN, &t, sizeof t);
+            r.what = fmt::format("delete ingress qdisc of {}", dev_);
+            kernel_.send(r);
+        });
+        ingress_ = false;
+    }
+    if (!ifb_.empty()) attempt([&] { kernel_.delete_link(ifb_); });
+    ifb_.clear();
+    if (!failures.empty()) throw Error(failures);
+}
+
+}  // namespace wanlab::netem
