@@ -123,13 +123,17 @@ Runner setup_vm(CLI::App& sub) {
                     "A writable folder, shared into the VM at the same path (created if missing)");
     run->add_flag("-v,--verbose", a->verbose, "Copy the guest console (boot messages) to stderr");
     run->add_flag("--stats", a->stats, "Print boot and command times to stderr");
+    // CLI11 reads an argument such as "[root]" as a bracketed list and strips it, so the
+    // command after `--` is taken from argv untouched by main() (command_after_dashdash()).
     run->add_option("command", a->command, "The command and its arguments (after --)")->required();
     CLI::App* info = sub.add_subcommand(
         "info", "Show the kernel, initramfs, QEMU and accelerator `vm run` would use");
     add_machine_options(*info, *a);
     return [a, run, info]() -> int {
-        if (run->parsed())
+        if (run->parsed()) {
+            if (const auto& raw = command_after_dashdash(); !raw.empty()) a->command = raw;
             return run_vm(*a);
+        }
         if (info->parsed())
             return info_vm(*a);
         return 2;

@@ -10,6 +10,8 @@
 
 #include <functional>
 #include <span>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -23,6 +25,11 @@ struct Command {
     Runner (*setup)(CLI::App& sub);
 };
 
+/// The arguments after the first `--`, exactly as given (main() records them before CLI11
+/// parses, which would rewrite arguments such as "[root]"). Empty when there is no `--`.
+const std::vector<std::string>& command_after_dashdash();
+void set_command_after_dashdash(std::vector<std::string> args);
+
 /// All sub-commands, in the order `wanlab --help` lists them.
 std::span<const Command> commands();
 
@@ -34,5 +41,6 @@ Runner setup_doctor(CLI::App& sub);
 Runner setup_lab(CLI::App& sub);      // lab/cli/cmd_lab.cpp
 Runner setup_restore(CLI::App& sub);  // lab/cli/cmd_restore.cpp
 Runner setup_vm(CLI::App& sub);  // lab/cli/cmd_vm.cpp, built when lab/vm exists
+Runner setup_probe(CLI::App& sub);  // lab/cli/cmd_probe.cpp
 
 }  // namespace wanlab::cli

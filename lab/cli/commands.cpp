@@ -10,6 +10,7 @@ constexpr Command kCommands[] = {
     {"doctor", "Check what this machine's kernel and tools support (changes nothing)", &setup_doctor},
     {"lab", "Build an experiment's namespace lab and keep it for debugging (lab up FILE / lab down RUN)", &setup_lab},
     {"restore", "Give the machine back after a killed run, from its journal in /run/wanlab", &setup_restore},
+    {"probe", "Measure once across a bare two-namespace lab: throughput, rtt, rr (built in or iperf3/ping)", &setup_probe},
 #ifdef WANLAB_HAVE_VM
     {"vm", "Run commands in a throwaway micro-VM with a stock kernel (real netem anywhere)", &setup_vm},
 #endif
@@ -17,5 +18,15 @@ constexpr Command kCommands[] = {
 }  // namespace
 
 std::span<const Command> commands() { return kCommands; }
+
+namespace {
+std::vector<std::string>& dashdash() {
+    static std::vector<std::string> args;
+    return args;
+}
+}  // namespace
+
+const std::vector<std::string>& command_after_dashdash() { return dashdash(); }
+void set_command_after_dashdash(std::vector<std::string> args) { dashdash() = std::move(args); }
 
 }  // namespace wanlab::cli

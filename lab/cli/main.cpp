@@ -44,6 +44,11 @@ int main(int argc, char** argv) {
                    stderr);
         return 2;
     }
+    for (int i = 1; i < argc; ++i)
+        if (std::string(argv[i]) == "--") {
+            wanlab::cli::set_command_after_dashdash(std::vector<std::string>(argv + i + 1, argv + argc));
+            break;
+        }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -1,0 +1,291 @@
+#include "probes/external.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "probes/stats.h"
+#include "probes/sys.h"
+
+namespace wanlab::probes {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+double number_at(const json& j, const json::json_pointer& p) {
+    return j.contains(p) && j.at(p).is_number() ? j.at(p).get<double>() : 0.0;
+}
+
+void rtt_metrics(ProbeResult& r, double sent, double received) {
+    const auto& x = r.samples["rtt"];
+    auto q = stats::percentiles(x, {50, 99});
+    r.metrics["rtt_p50"] = q[0];
+    r.metrics["rtt_p99"] = q[1];
+    r.metrics["loss"] = sent > 0 ? 1 - received / sent : 0;
+    r.metrics["sent"] = sent;
+}
+
+// Whether TCP port `port` is in LISTEN state in the calling thread's namespace.
+bool listening(std::uint16_t port) {
+    std::ifstream in("/proc/thread-self/net/tcp");
+    std::string line;
+    std::string want = fmt::format(":{:04X}", port);
+    while (std::getline(in, line)) {
+        std::istringstream f(line);
+        std::string slot, local, remote, state;
+        f >> slot >> local >> remote >> state;
+        if (state == "0A" && local.size() > want.size() && local.ends_with(want)) return true;
+    }
+    return false;
+}
+
+std::string seconds_arg(std::chrono::nanoseconds d) { return fmt::format("{:g}", std::chrono::duration<double>(d).count()); }
+
+}  // namespace
+
+ProbeResult parse_iperf3_json(const std::string& text) {
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw Error("iperf3 -J printed something that is not JSON");
+    if (j.contains("error")) throw Error("iperf3: " + j["error"].get<std::string>());
+    if (!j.contains("end") || !j["end"].contains("sum_received"))
+        throw Error("iperf3 -J output has no end.sum_received (did the test run?)");
+    ProbeResult r;
+    r.kind = "throughput";
+    r.tool = "iperf3";
+    const json& end = j["end"];
+    auto& m = r.metrics;
+    bool bidir = end.contains("sum_received_bidir_reverse");
+    bool reverse = number_at(j, "/start/test_start/reverse"_json_pointer) != 0;
+    double forward = number_at(end, "/sum_received/bits_per_second"_json_pointer);
+    double back = bidir ? number_at(end, "/sum_received_bidir_reverse/bits_per_second"_json_pointer) : 0;
+    m["throughput"] = forward + back;
+    m["throughput_upload"] = reverse ? back : forward;
+    m["throughput_download"] = reverse ? forward : back;
+    m["retransmits"] = number_at(end, "/sum_sent/retransmits"_json_pointer) +
+                       (bidir ? number_at(end, "/sum_sent_bidir_reverse/retransmits"_json_pointer) : 0);
+    double mss = number_at(j, "/start/tcp_mss_default"_json_pointer);
+    double rtt_sum = 0, rtt_n = 0, cwnd_sum = 0, cwnd_n = 0;
+    if (end.contains("streams"))
+        for (const auto& s : end["streams"]) {
+            if (!s.contains("sender")) continue;
+            const auto& snd = s["sender"];
+            // Only the sending host knows the RTT; iperf3 writes 0 for the other side's streams.
+            double mean_rtt = snd.value("mean_rtt", 0.0);
+            if (mean_rtt > 0) rtt_sum += mean_rtt / 1e6, ++rtt_n;
+            ConnectionStats c;
+            c.direction = snd.value("sender", true) ? "upload" : "download";  // is this host the sender?
+            c.values["throughput"] = snd.value("bits_per_second", 0.0);
+            c.values["retransmits"] = snd.value("retransmits", 0.0);
+            if (mean_rtt > 0) c.values["rtt"] = mean_rtt / 1e6;
+            r.connections.push_back(std::move(c));
+        }
+    if (j.contains("intervals") && !j["intervals"].empty()) {
+        for (const auto& iv : j["intervals"]) {
+            double bps = number_at(iv, "/sum/bits_per_second"_json_pointer) +
+                         number_at(iv, "/sum_bidir_reverse/bits_per_second"_json_pointer);
+            r.samples["throughput"].push_back(bps);
+        }
+        for (const auto& s : j["intervals"].back()["streams"])
+            if (s.contains("snd_cwnd") && mss > 0) cwnd_sum += s["snd_cwnd"].get<double>() / mss, ++cwnd_n;
+    }
+    if (rtt_n > 0) m["rtt"] = rtt_sum / rtt_n;
+    if (cwnd_n > 0) m["cwnd"] = cwnd_sum / cwnd_n;
+    r.notes.push_back("iperf3: throughput as its receiver counted it; rtt is the sender's mean over the test, cwnd at "
+                      "the last interval (bytes / tcp_mss_default)");
+    if (end.contains("sender_tcp_congestion"))
+        r.notes.push_back("iperf3: congestion control " + end["sender_tcp_congestion"].get<std::string>());
+    return r;
+}
+
+ProbeResult parse_ping(const std::string& text) {
+    static const std::regex kReply(R"(icmp_seq=(\d+) .*time=([\d.]+) ms)");
+    static const std::regex kCounts(R"((\d+) packets transmitted, (\d+) received)");
+    static const std::regex kSummary(R"((?:rtt|round-trip) min/avg/max/(?:mdev|stddev) = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms)");
+    ProbeResult r;
+    r.kind = "rtt";
+    r.tool = "ping";
+    std::smatch m;
+    std::istringstream in(text);
+    std::string line;
+    auto& rtts = r.samples["rtt"];
+    while (std::getline(in, line))
+        if (std::regex_search(line, m, kReply) && line.find("DUP!") == std::string::npos)
+            rtts.push_back(std::stod(m[2]) / 1e3);
+    if (!std::regex_search(text, m, kCounts)) throw Error("ping output has no \"N packets transmitted, M received\" line");
+    double sent = std::stod(m[1]), received = std::stod(m[2]);
+    if (std::regex_search(text, m, kSummary)) {
+        r.metrics["rtt_min"] = std::stod(m[1]) / 1e3;
+        r.metrics["rtt_avg"] = std::stod(m[2]) / 1e3;
+        r.metrics["rtt_max"] = std::stod(m[3]) / 1e3;
+        r.metrics["rtt_mdev"] = std::stod(m[4]) / 1e3;
+    } else if (received > 0) {
+        throw Error("ping output has replies but no \"rtt min/avg/max/mdev\" line");
+    }
+    rtt_metrics(r, sent, received);
+    return r;
+}
+
+std::string find_tool(const std::string& tool, const std::string& debian_package) {
+    const char* path = std::getenv("PATH");
+    std::istringstream dirs(path ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
+    std::string dir;
+    while (std::getline(dirs, dir, ':')) {
+        auto full = std::filesystem::path(dir.empty() ? "." : dir) / tool;
+        if (::access(full.c_str(), X_OK) == 0) return full.string();
+    }
+    throw Error(fmt::format("{} is not installed (on Debian: apt-get install {})", tool, debian_package));
+}
+
+ToolProcess::ToolProcess(const std::string& netns, std::vector<std::string> argv) {
+    Fd ns;
+    if (!netns.empty()) {
+        ns = Fd(::open(netns.c_str(), O_RDONLY | O_CLOEXEC));
+        if (!ns) throw_errno("opening network namespace " + netns);
+    }
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) throw_errno("pipe");
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+        ::close(out[0]), ::close(out[1]);
+        throw_errno("pipe");
+    }
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    pid_ = ::fork();
+    if (pid_ == 0) {  // child: async-signal-safe calls only
+        ::setpgid(0, 0);
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        sigset_t none;
+        sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        if (ns && ::setns(ns.get(), CLONE_NEWNET) != 0) ::_exit(126);
+        ::dup2(out[1], 1);
+        ::dup2(err[1], 2);
+        ::execv(args[0], args.data());
+        ::_exit(127);
+    }
+    int e = errno;
+    ::close(out[1]), ::close(err[1]);
+    out_ = out[0], err_ = err[0];
+    if (pid_ < 0) {
+        errno = e;
+        throw_errno("fork");
+    }
+}
+
+ToolProcess::~ToolProcess() {
+    if (pid_ > 0) {
+        ::kill(-pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) ::close(out_);
+    if (err_ >= 0) ::close(err_);
+}
+
+ToolOutput ToolProcess::collect(std::chrono::milliseconds timeout, const Tick& tick, bool terminate_first) {
+    ToolOutput r;
+    if (terminate_first && pid_ > 0) ::kill(-pid_, SIGTERM);
+    auto deadline = Clock::now() + timeout;
+    char buf[65536];
+    while (out_ >= 0 || err_ >= 0) {
+        if (Clock::now() >= deadline) {
+            r.timed_out = !terminate_first;
+            ::kill(-pid_, SIGKILL);
+            deadline = Clock::now() + 2s;  // the pipes close once the group is dead
+        }
+        pollfd p[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+        ::poll(p, 2, 100);
+        if (tick) tick();
+        for (int i = 0; i < 2; ++i) {
+            int& fd = i == 0 ? out_ : err_;
+            if (fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            ssize_t n = ::read(fd, buf, sizeof buf);
+            if (n > 0) {
+                (i == 0 ? out_text_ : err_text_).append(buf, static_cast<std::size_t>(n));
+            } else if (n == 0 || errno != EINTR) {
+                ::close(fd);
+                fd = -1;
+            }
+        }
+    }
+    ::waitpid(pid_, &r.status, 0);
+    pid_ = -1;
+    r.out = out_text_, r.err = err_text_;
+    return r;
+}
+
+ToolOutput ToolProcess::wait(std::chrono::milliseconds timeout, const Tick& tick) { return collect(timeout, tick, false); }
+ToolOutput ToolProcess::stop(std::chrono::milliseconds grace) { return collect(grace, {}, true); }
+
+ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
+    std::string exe = find_tool("iperf3", "iperf3");
+    std::uint16_t port = where.server.port ? where.server.port : 5201;
+    auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
+    ToolProcess server(where.server.netns, {exe, "-s", "-1", "-B", where.server.address, "-p", std::to_string(port)});
+    auto ready_by = Clock::now() + 5s;
+    for (bool up = false; !up;) {
+        {
+            NetnsScope in(where.server.netns);
+            up = listening(port);
+        }
+        if (!up && Clock::now() > ready_by) throw Error(fmt::format("iperf3 -s did not listen on port {} within 5 s", port));
+        if (!up) std::this_thread::sleep_for(20ms);
+    }
+    std::vector<std::string> argv{exe, "-c", where.server.address, "-p", std::to_string(port), "-J",
+                                  "-t", seconds_arg(duration), "-i", seconds_arg(std::chrono::nanoseconds(option_int(spec, "interval"))),
+                                  "-P", std::to_string(option_int(spec, "streams"))};
+    auto direction = option_string(spec, "direction");
+    if (direction == "download") argv.push_back("-R");
+    if (direction == "both") argv.push_back("--bidir");
+    if (auto cc = option_string(spec, "congestion_control"); !cc.empty()) argv.insert(argv.end(), {"-C", cc});
+    // iperf3 has one -w for both buffers; the larger of the two asks is the closest match.
+    if (auto w = std::max(option_int(spec, "sndbuf"), option_int(spec, "rcvbuf")); w > 0)
+        argv.insert(argv.end(), {"-w", std::to_string(w)});
+    if (!where.client.address.empty()) argv.insert(argv.end(), {"-B", where.client.address});
+    ToolProcess client(where.client.netns, argv);
+    auto out = client.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 15s, tick);
+    server.stop(2s);
+    if (out.timed_out) throw Error("iperf3 -c did not finish in time (killed)");
+    auto r = parse_iperf3_json(out.out);
+    r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
+    return r;
+}
+
+ProbeResult run_ping(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
+    std::string exe = find_tool("ping", "iputils-ping");
+    auto count = option_int(spec, "count");
+    auto interval = std::chrono::nanoseconds(option_int(spec, "interval"));
+    auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
+    auto method = option_string(spec, "method");
+    if (method != "icmp") throw InputError("rtt probe: tool \"ping\" measures ICMP only; set method = \"icmp\"");
+    std::vector<std::string> argv{exe, "-n", "-c", std::to_string(count), "-i", seconds_arg(interval), "-W", "1",
+                                  "-w", seconds_arg(duration + 1s), "-s", std::to_string(option_int(spec, "size"))};
+    if (!where.client.address.empty()) argv.insert(argv.end(), {"-I", where.client.address});
+    argv.push_back(where.server.address);
+    ToolProcess ping(where.client.netns, argv);
+    auto out = ping.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 5s, tick);
+    if (out.timed_out) throw Error("ping did not finish in time (killed)");
+    if (out.out.find("packets transmitted") == std::string::npos)
+        throw Error(fmt::format("ping failed: {}", out.err.empty() ? out.out : out.err));
+    auto r = parse_ping(out.out);
+    r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
+    return r;
+}
+
+}  // namespace wanlab::probes

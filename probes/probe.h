@@ -1,0 +1,88 @@
+// Running a probe: one measurement between a server and a client, each in its own network
+// namespace, returning typed metrics in base units plus the raw samples behind them.
+//
+// Contract: make_probe() takes a ProbeSpec already validated by parse_probe() (options in
+// base units, every option present) and returns the probe for its kind and `tool`. run()
+// starts the server side in the server's namespace, the client side in the client's, measures
+// for the spec's `duration` (or `count` probes, bounded by `duration` plus timeouts), stops
+// and joins every thread it started and closes every socket before it returns or throws.
+// Metric names are those of the kind's table in probe_spec.h (plus extra ones the table also
+// declares); values are in base units: seconds, bit/s, bytes, fractions, counts.
+// `tick` is called from the calling thread at least every 100 ms; it may throw (Ctrl-C) to
+// abort the probe, and run() rethrows after cleaning up. Failures throw wanlab::Error.
+// A Probe is used by one thread at a time; different probes may run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "probes/probe_spec.h"
+
+namespace wanlab::probes {
+
+/// Where one side of a probe runs.
+struct Endpoint {
+    std::string netns;    ///< "/run/netns/NAME", or "" for the namespace wanlab runs in
+    std::string address;  ///< IPv4; the server listens here, the client connects from here ("" = any)
+    std::uint16_t port = 0;  ///< server: 0 = any free port
+};
+
+struct Endpoints {
+    Endpoint server;
+    Endpoint client;
+};
+
+/// One TCP connection's view, from TCP_INFO and getsockopt at the end of the measurement.
+struct ConnectionStats {
+    std::string direction;                  ///< "upload" (client sends) or "download"
+    std::string congestion_control;         ///< as the socket reports it
+    std::map<std::string, double> values;   ///< base units, see docs/probes.md
+};
+
+struct ProbeResult {
+    std::string kind;
+    std::string tool;  ///< "builtin", "iperf3", "ping"
+    /// Metric name (probe_spec's table) -> value in base units.
+    std::map<std::string, double> metrics;
+    /// Raw samples by name: "throughput" (bit/s per interval), "rtt" (seconds per answered
+    /// probe), "latency" (seconds per transaction), each in the order measured.
+    std::map<std::string, std::vector<double>> samples;
+    std::vector<ConnectionStats> connections;
+    /// Facts a reader needs to trust the numbers ("rcvbuf: asked 64MiB, granted 416KiB,
+    /// clamped by net.core.rmem_max").
+    std::vector<std::string> notes;
+};
+
+using Tick = std::function<void()>;
+
+class Probe {
+public:
+    virtual ~Probe() = default;
+    virtual ProbeResult run(const Endpoints& where, const Tick& tick) = 0;
+};
+
+/// A metric a probe reports: from probe_spec's table (assertable), or one of the extra
+/// metrics the built-in probes add (throughput_upload, throughput_download, delivery_rate,
+/// sndbuf_granted; sent; transactions, errors), which are not in that table yet. nullptr if
+/// neither knows it.
+const MetricSpec* describe_metric(const ProbeKind& kind, std::string_view metric);
+
+/// The probe for spec.kind and its `tool` option. Throws wanlab::InputError for a
+/// combination that is not implemented (names what is).
+std::unique_ptr<Probe> make_probe(const ProbeSpec& spec);
+
+// Typed access to a validated spec's options (throws wanlab::Error if absent or mistyped).
+std::int64_t option_int(const ProbeSpec& spec, const std::string& name);  ///< integer, size, duration (ns), rate
+bool option_bool(const ProbeSpec& spec, const std::string& name);
+std::string option_string(const ProbeSpec& spec, const std::string& name);
+
+// The built-in probes (probes/throughput.cpp, rtt.cpp, rr.cpp).
+ProbeResult run_throughput(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
+ProbeResult run_rtt(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
+ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
+
+}  // namespace wanlab::probes

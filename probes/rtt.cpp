@@ -1,0 +1,291 @@
+// The built-in rtt probe: TCP handshake timing, UDP echo against our own echo server, and
+// ICMP echo (unprivileged ping socket, raw socket as fallback). See docs/probes.md.
+#include <arpa/inet.h>
+#include <netinet/ip.h>
+#include <netinet/ip_icmp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <cstring>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "probes/probe.h"
+#include "probes/stats.h"
+#include "probes/sys.h"
+
+namespace wanlab::probes {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A probe without an answer within this time counts as lost (ping -W 1, hping3's default).
+constexpr auto kAnswerTimeout = 1000ms;
+
+struct Plan {
+    std::int64_t count;
+    std::chrono::nanoseconds interval, duration;
+    std::size_t size;
+};
+
+int remaining_ms(Clock::time_point deadline) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return static_cast<int>(std::max<std::int64_t>(left, 0));
+}
+
+/// CLOCK_REALTIME now: the clock SO_TIMESTAMPNS stamps received packets with.
+timespec realtime_now() {
+    timespec t{};
+    ::clock_gettime(CLOCK_REALTIME, &t);
+    return t;
+}
+
+double seconds_between(const timespec& a, const timespec& b) {
+    return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_nsec - a.tv_nsec) / 1e9;
+}
+
+/// recv() that also returns when the kernel received the packet (SO_TIMESTAMPNS), so the
+/// RTT excludes this thread's wake-up latency, as ping's does; falls back to "now".
+ssize_t recv_stamped(int fd, void* buf, std::size_t n, timespec& when) {
+    iovec iov{buf, n};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t got = ::recvmsg(fd, &msg, 0);
+    when = realtime_now();
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); got >= 0 && c; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) std::memcpy(&when, CMSG_DATA(c), sizeof when);
+    return got;
+}
+
+/// Sends probe i (0-based) with `once`, which returns the RTT or nullopt (lost), paced at
+/// `interval` from the start and bounded by `duration` in total.
+ProbeResult pace(const Plan& plan, const Tick& tick, const std::function<std::optional<double>(std::int64_t)>& once) {
+    ProbeResult r;
+    r.kind = "rtt";
+    r.tool = "builtin";
+    auto start = Clock::now(), stop = start + plan.duration;
+    std::int64_t sent = 0;
+    for (; sent < plan.count && Clock::now() < stop; ++sent) {
+        sleep_until(start + plan.interval * sent, tick);
+        if (auto rtt = once(sent)) r.samples["rtt"].push_back(*rtt);
+    }
+    const auto& x = r.samples["rtt"];
+    auto q = stats::percentiles(x, {50, 99});
+    r.metrics = {{"rtt_min", stats::min(x)},  {"rtt_avg", stats::mean(x)}, {"rtt_p50", q[0]},
+                 {"rtt_p99", q[1]},           {"rtt_max", stats::max(x)},  {"rtt_mdev", stats::mdev(x)},
+                 {"loss", sent ? 1 - static_cast<double>(x.size()) / static_cast<double>(sent) : 0},
+                 {"sent", static_cast<double>(sent)}};
+    if (sent < plan.count)
+        r.notes.push_back(fmt::format("sent {} of {} probes: `duration` ended the probe first", sent, plan.count));
+    return r;
+}
+
+// --- TCP: connect() timing --------------------------------------------------------------
+
+std::optional<double> tcp_handshake(const sockaddr_in& to, const sockaddr_in* from) {
+    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd) throw_errno("opening a TCP socket");
+    // Close with RST so thousands of probes leave no TIME_WAIT sockets behind.
+    linger lg{1, 0};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    if (from && ::bind(fd.get(), reinterpret_cast<const sockaddr*>(from), sizeof *from) != 0) throw_errno("binding the client");
+    auto t0 = Clock::now();
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0) return seconds(Clock::now() - t0);
+    if (errno != EINPROGRESS) return std::nullopt;
+    pollfd p{fd.get(), POLLOUT, 0};
+    int n = ::poll(&p, 1, static_cast<int>(kAnswerTimeout.count()));
+    auto t1 = Clock::now();
+    if (n != 1) return std::nullopt;
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return std::nullopt;
+    return seconds(t1 - t0);
+}
+
+ProbeResult tcp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) {
+    Fd listener = listen_tcp(where.server.netns, where.server.address, where.server.port);
+    auto to = ipv4(where.server.address, local_port(listener.get()));
+    std::optional<sockaddr_in> from;
+    if (!where.client.address.empty()) from = ipv4(where.client.address, 0);
+    Workers workers;
+    workers.watch(listener.get());
+    int lfd = listener.get();
+    // The handshake completes in the kernel; this thread only keeps the accept queue empty.
+    workers.spawn([lfd, &workers] {
+        while (!workers.stopping()) {
+            pollfd p{lfd, POLLIN, 0};
+            if (::poll(&p, 1, 100) == 1) Fd(::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC));
+        }
+    });
+    NetnsScope in(where.client.netns);
+    auto r = pace(plan, tick, [&](std::int64_t) { return tcp_handshake(to, from ? &*from : nullptr); });
+    r.notes.push_back("method tcp: time from connect() to the SYN-ACK (one round trip plus connect's own cost)");
+    return r;
+}
+
+// --- UDP echo ---------------------------------------------------------------------------
+
+void udp_echo_server(int fd, const Workers& workers) {
+    std::vector<char> buf(65536);
+    while (!workers.stopping()) {
+        sockaddr_in peer{};
+        socklen_t len = sizeof peer;
+        ssize_t n = ::recvfrom(fd, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&peer), &len);
+        if (n > 0) ::sendto(fd, buf.data(), static_cast<std::size_t>(n), 0, reinterpret_cast<sockaddr*>(&peer), len);
+    }
+}
+
+/// Waits for the answer whose first 8 bytes are `seq`; skips late answers to older probes.
+std::optional<double> await_echo(int fd, std::uint64_t seq, std::size_t header, const timespec& sent) {
+    auto deadline = Clock::now() + kAnswerTimeout;
+    std::vector<char> buf(65536);
+    for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, remaining_ms(deadline)) != 1) return std::nullopt;
+        timespec t1;
+        ssize_t n = recv_stamped(fd, buf.data(), buf.size(), t1);
+        if (n < static_cast<ssize_t>(header + sizeof seq)) continue;
+        std::uint64_t got;
+        std::memcpy(&got, buf.data() + header, sizeof got);
+        if (got == seq) return seconds_between(sent, t1);
+    }
+}
+
+ProbeResult udp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) {
+    auto at = ipv4(where.server.address, where.server.port);
+    Fd server = socket_in(where.server.netns, AF_INET, SOCK_DGRAM);
+    if (::bind(server.get(), reinterpret_cast<sockaddr*>(&at), sizeof at) != 0)
+        throw_errno("binding the UDP echo server to " + where.server.address);
+    set_timeouts(server.get(), 100ms);
+    auto to = ipv4(where.server.address, local_port(server.get()));
+    Fd client = socket_in(where.client.netns, AF_INET, SOCK_DGRAM);
+    if (!where.client.address.empty()) {
+        auto from = ipv4(where.client.address, 0);
+        if (::bind(client.get(), reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) throw_errno("binding the client");
+    }
+    if (::connect(client.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) throw_errno("connecting the UDP client");
+    set_int(client.get(), SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS");
+    Workers workers;
+    workers.watch(server.get());
+    int sfd = server.get();
+    workers.spawn([sfd, &workers] { udp_echo_server(sfd, workers); });
+    std::vector<char> payload(std::max<std::size_t>(plan.size, 8), 'u');
+    auto r = pace(plan, tick, [&](std::int64_t i) -> std::optional<double> {
+        auto seq = static_cast<std::uint64_t>(i);
+        std::memcpy(payload.data(), &seq, sizeof seq);
+        auto t0 = realtime_now();
+        if (::send(client.get(), payload.data(), payload.size(), 0) < 0) return std::nullopt;
+        return await_echo(client.get(), seq, 0, t0);
+    });
+    r.notes.push_back(fmt::format("method udp: {}-byte datagrams to wanlab's echo server", payload.size()));
+    return r;
+}
+
+// --- ICMP echo --------------------------------------------------------------------------
+
+std::uint16_t checksum(const void* data, std::size_t n) {
+    const auto* p = static_cast<const std::uint8_t*>(data);
+    std::uint32_t sum = 0;
+    for (std::size_t i = 0; i + 1 < n; i += 2) sum += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
+    if (n % 2) sum += static_cast<std::uint32_t>(p[n - 1] << 8);
+    while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+    return htons(static_cast<std::uint16_t>(~sum));
+}
+
+struct IcmpSocket {
+    Fd fd;
+    bool raw = false;
+};
+
+// The ping socket needs net.ipv4.ping_group_range to include our group in that namespace
+// (new namespaces start with "1 0", nobody); a raw socket needs CAP_NET_RAW.
+IcmpSocket open_icmp(const std::string& netns) {
+    NetnsScope in(netns);
+    Fd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_ICMP));
+    if (fd) return {std::move(fd), false};
+    int ping_errno = errno;
+    fd = Fd(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP));
+    if (fd) return {std::move(fd), true};
+    throw Error(fmt::format("opening an ICMP socket: the ping socket says \"{}\" (net.ipv4.ping_group_range), the raw "
+                            "socket \"{}\" (needs CAP_NET_RAW)",
+                            std::strerror(ping_errno), std::strerror(errno)));
+}
+
+/// Waits for the echo reply carrying `seq`. A raw socket also delivers the IP header, other
+/// programs' replies and (on loopback) our own requests, so it checks type and identifier.
+std::optional<double> await_icmp_reply(int fd, bool raw, std::uint16_t id, std::uint64_t seq, const timespec& sent) {
+    auto deadline = Clock::now() + kAnswerTimeout;
+    std::vector<std::uint8_t> buf(65536);
+    for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, remaining_ms(deadline)) != 1) return std::nullopt;
+        timespec t1;
+        ssize_t n = recv_stamped(fd, buf.data(), buf.size(), t1);
+        std::size_t at = raw && n > 0 ? (buf[0] & 0x0fu) * 4u : 0;
+        if (n < static_cast<ssize_t>(at + sizeof(icmphdr) + sizeof seq)) continue;
+        icmphdr h;
+        std::memcpy(&h, buf.data() + at, sizeof h);
+        if (h.type != ICMP_ECHOREPLY || (raw && ntohs(h.un.echo.id) != id)) continue;
+        std::uint64_t got;
+        std::memcpy(&got, buf.data() + at + sizeof h, sizeof got);
+        if (got == seq) return seconds_between(sent, t1);
+    }
+}
+
+ProbeResult icmp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) {
+    auto sock = open_icmp(where.client.netns);
+    int fd = sock.fd.get();
+    set_int(fd, SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS");
+    if (!where.client.address.empty()) {
+        auto from = ipv4(where.client.address, 0);
+        if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) throw_errno("binding the ICMP socket");
+    }
+    auto to = ipv4(where.server.address, 0);
+    // The ping socket replaces the identifier with its own port; a raw socket sees every
+    // echo reply in the namespace, so it needs one of its own.
+    auto id = static_cast<std::uint16_t>(::getpid() ^ reinterpret_cast<std::uintptr_t>(&sock));
+    std::vector<char> packet(sizeof(icmphdr) + std::max<std::size_t>(plan.size, 8), 'i');
+    auto r = pace(plan, tick, [&](std::int64_t i) -> std::optional<double> {
+        icmphdr h{};
+        h.type = ICMP_ECHO;
+        h.un.echo.id = htons(id);
+        h.un.echo.sequence = htons(static_cast<std::uint16_t>(i));
+        auto seq = static_cast<std::uint64_t>(i);
+        std::memcpy(packet.data(), &h, sizeof h);
+        std::memcpy(packet.data() + sizeof h, &seq, sizeof seq);
+        h.checksum = checksum(packet.data(), packet.size());
+        std::memcpy(packet.data(), &h, sizeof h);
+        auto t0 = realtime_now();
+        if (::sendto(fd, packet.data(), packet.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to) < 0)
+            return std::nullopt;
+        return await_icmp_reply(fd, sock.raw, id, seq, t0);
+    });
+    r.notes.push_back(sock.raw ? "method icmp: raw socket (ping socket not permitted by net.ipv4.ping_group_range)"
+                               : "method icmp: unprivileged ping socket");
+    return r;
+}
+
+}  // namespace
+
+ProbeResult run_rtt(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
+    Plan plan{option_int(spec, "count"), std::chrono::nanoseconds(option_int(spec, "interval")),
+              std::chrono::nanoseconds(option_int(spec, "duration")),
+              static_cast<std::size_t>(option_int(spec, "size"))};
+    auto method = option_string(spec, "method");
+    if (plan.size > 65000) throw InputError("rtt probe: `size` must be at most 65000 bytes");
+    if (method == "tcp") return tcp_rtt(plan, where, tick);
+    if (method == "udp") return udp_rtt(plan, where, tick);
+    return icmp_rtt(plan, where, tick);
+}
+
+}  // namespace wanlab::probes

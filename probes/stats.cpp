@@ -1,0 +1,127 @@
+#include "probes/stats.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+namespace wanlab::probes::stats {
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Index into sorted data of the nearest-rank p-th percentile.
+std::size_t rank_index(std::size_t n, double p) {
+    if (p <= 0) return 0;
+    auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(n)));
+    return std::min(n, std::max<std::size_t>(rank, 1)) - 1;
+}
+}  // namespace
+
+double mean(const std::vector<double>& x) {
+    if (x.empty()) return kNaN;
+    return std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(x.size());
+}
+
+double stdev(const std::vector<double>& x) {
+    if (x.empty()) return kNaN;
+    if (x.size() == 1) return 0;
+    double m = mean(x), ss = 0;
+    for (double v : x) ss += (v - m) * (v - m);
+    return std::sqrt(ss / static_cast<double>(x.size() - 1));
+}
+
+double mdev(const std::vector<double>& x) {
+    if (x.empty()) return kNaN;
+    double m = mean(x), sq = 0;
+    for (double v : x) sq += v * v;
+    return std::sqrt(std::max(0.0, sq / static_cast<double>(x.size()) - m * m));
+}
+
+double min(const std::vector<double>& x) { return x.empty() ? kNaN : *std::min_element(x.begin(), x.end()); }
+double max(const std::vector<double>& x) { return x.empty() ? kNaN : *std::max_element(x.begin(), x.end()); }
+
+double percentile(std::vector<double> x, double p) { return percentiles(std::move(x), {p}).front(); }
+
+std::vector<double> percentiles(std::vector<double> x, const std::vector<double>& ps) {
+    std::vector<double> out;
+    std::sort(x.begin(), x.end());
+    for (double p : ps) out.push_back(x.empty() ? kNaN : x[rank_index(x.size(), p)]);
+    return out;
+}
+
+double median(std::vector<double> x) {
+    if (x.empty()) return kNaN;
+    auto mid = x.begin() + static_cast<std::ptrdiff_t>(x.size() / 2);
+    std::nth_element(x.begin(), mid, x.end());
+    if (x.size() % 2) return *mid;
+    double upper = *mid;
+    return (upper + *std::max_element(x.begin(), mid)) / 2;
+}
+
+Interval bootstrap_median_ci(const std::vector<double>& x, double level, int resamples, std::uint64_t seed) {
+    if (x.empty() || resamples < 1) return {kNaN, kNaN};
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::size_t> pick(0, x.size() - 1);
+    std::vector<double> medians, sample(x.size());
+    medians.reserve(static_cast<std::size_t>(resamples));
+    for (int r = 0; r < resamples; ++r) {
+        for (auto& v : sample) v = x[pick(rng)];
+        medians.push_back(median(sample));
+    }
+    double tail = (1 - level) / 2 * 100;
+    auto q = percentiles(std::move(medians), {tail, 100 - tail});
+    return {q[0], q[1]};
+}
+
+std::size_t Histogram::index_of(std::uint64_t v) {
+    constexpr std::uint64_t sub = 1u << kSubBits;
+    if (v < sub) return static_cast<std::size_t>(v);
+    int msb = 63 - std::countl_zero(v);
+    int shift = msb - kSubBits;
+    return static_cast<std::size_t>(sub + static_cast<std::uint64_t>(shift) * sub + ((v >> shift) - sub));
+}
+
+std::uint64_t Histogram::highest_in(std::size_t index) {
+    constexpr std::uint64_t sub = 1u << kSubBits;
+    if (index < sub) return index;
+    std::uint64_t k = index - sub, shift = k / sub;
+    std::uint64_t low = (sub + k % sub) << shift;
+    return low + ((std::uint64_t{1} << shift) - 1);
+}
+
+void Histogram::record(std::uint64_t value, std::uint64_t count) {
+    auto i = index_of(value);
+    if (counts_.size() <= i) counts_.resize(i + 1, 0);
+    counts_[i] += count;
+    total_ += count;
+    min_ = std::min(min_, value);
+    max_ = std::max(max_, value);
+    sum_ += static_cast<long double>(value) * count;
+}
+
+void Histogram::merge(const Histogram& o) {
+    if (counts_.size() < o.counts_.size()) counts_.resize(o.counts_.size(), 0);
+    for (std::size_t i = 0; i < o.counts_.size(); ++i) counts_[i] += o.counts_[i];
+    total_ += o.total_;
+    min_ = std::min(min_, o.min_);
+    max_ = std::max(max_, o.max_);
+    sum_ += o.sum_;
+}
+
+double Histogram::mean() const { return total_ ? static_cast<double>(sum_ / total_) : kNaN; }
+
+std::uint64_t Histogram::percentile(double p) const {
+    if (!total_) return 0;
+    std::uint64_t rank = p <= 0 ? 1 : static_cast<std::uint64_t>(std::ceil(p / 100.0 * static_cast<double>(total_)));
+    rank = std::clamp<std::uint64_t>(rank, 1, total_);
+    std::uint64_t seen = 0;
+    for (std::size_t i = 0; i < counts_.size(); ++i) {
+        seen += counts_[i];
+        if (seen >= rank) return std::clamp(highest_in(i), min(), max_);
+    }
+    return max_;
+}
+
+}  // namespace wanlab::probes::stats

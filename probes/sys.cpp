@@ -1,0 +1,210 @@
+#include "probes/sys.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace wanlab::probes {
+
+void throw_errno(const std::string& what) { throw Error(fmt::format("{}: {}", what, std::strerror(errno))); }
+
+Fd& Fd::operator=(Fd&& o) noexcept {
+    if (this != &o) {
+        reset();
+        fd_ = o.fd_;
+        o.fd_ = -1;
+    }
+    return *this;
+}
+
+void Fd::reset() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+}
+
+NetnsScope::NetnsScope(const std::string& path) {
+    if (path.empty()) return;
+    Fd target(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!target) throw_errno("opening network namespace " + path);
+    saved_ = Fd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+    if (!saved_) throw_errno("opening /proc/thread-self/ns/net");
+    if (::setns(target.get(), CLONE_NEWNET) != 0) {
+        int e = errno;
+        saved_.reset();
+        errno = e;
+        throw_errno("entering network namespace " + path);
+    }
+}
+
+NetnsScope::~NetnsScope() {
+    if (saved_ && ::setns(saved_.get(), CLONE_NEWNET) != 0) {
+        std::fprintf(stderr, "wanlab: cannot return a thread to its network namespace: %s\n", std::strerror(errno));
+        std::abort();
+    }
+}
+
+Fd socket_in(const std::string& netns, int domain, int type, int protocol) {
+    NetnsScope in(netns);
+    Fd fd(::socket(domain, type | SOCK_CLOEXEC, protocol));
+    if (!fd) throw_errno(fmt::format("opening a socket in {}", netns.empty() ? "this namespace" : netns));
+    return fd;
+}
+
+sockaddr_in ipv4(const std::string& address, std::uint16_t port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    if (::inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1)
+        throw InputError(fmt::format("\"{}\" is not an IPv4 address (write it as 198.18.0.1)", address));
+    return a;
+}
+
+std::uint16_t local_port(int fd) {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) throw_errno("getsockname");
+    return ntohs(a.sin_port);
+}
+
+void set_int(int fd, int level, int option, int value, const char* what) {
+    if (::setsockopt(fd, level, option, &value, sizeof value) != 0) throw_errno(fmt::format("setting {} to {}", what, value));
+}
+
+int get_int(int fd, int level, int option, const char* what) {
+    int v = 0;
+    socklen_t len = sizeof v;
+    if (::getsockopt(fd, level, option, &v, &len) != 0) throw_errno(fmt::format("reading {}", what));
+    return v;
+}
+
+void set_timeouts(int fd, std::chrono::milliseconds timeout) {
+    timeval tv{};
+    tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+    if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
+        throw_errno("setting socket timeouts");
+}
+
+Fd listen_tcp(const std::string& netns, const std::string& address, std::uint16_t port,
+              const std::function<void(int)>& before_listen) {
+    auto a = ipv4(address, port);
+    Fd fd = socket_in(netns, AF_INET, SOCK_STREAM);
+    set_int(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR");
+    if (before_listen) before_listen(fd.get());
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+        throw_errno(fmt::format("binding a TCP server to {}:{}", address, port));
+    if (::listen(fd.get(), 4096) != 0) throw_errno("listen");
+    return fd;
+}
+
+Fd connect_tcp(const std::string& netns, const std::string& address, std::uint16_t port,
+               std::chrono::milliseconds timeout, const std::function<void(int)>& before_connect) {
+    auto a = ipv4(address, port);
+    Fd fd = socket_in(netns, AF_INET, SOCK_STREAM);
+    if (before_connect) before_connect(fd.get());
+    set_timeouts(fd.get(), timeout);  // bounds a blocking connect() too
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+        throw_errno(fmt::format("connecting to {}:{}", address, port));
+    return fd;
+}
+
+Fd accept_within(int listener, std::chrono::milliseconds timeout) {
+    pollfd p{listener, POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    if (n < 0) throw_errno("waiting for a connection");
+    if (n == 0) throw Error(fmt::format("no connection arrived within {} ms", timeout.count()));
+    Fd fd(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+    if (!fd) throw_errno("accept");
+    return fd;
+}
+
+bool send_all(int fd, const char* data, std::size_t n) {
+    while (n > 0) {
+        ssize_t k = ::send(fd, data, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        data += k;
+        n -= static_cast<std::size_t>(k);
+    }
+    return true;
+}
+
+bool recv_all(int fd, char* data, std::size_t n, bool quickack) {
+    while (n > 0) {
+        ssize_t k = ::recv(fd, data, n, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        // TCP_QUICKACK is not sticky: the kernel may leave quick-ack mode after any segment,
+        // so it has to be set again after every read (as netperf and nginx do).
+        if (quickack) {
+            int one = 1;
+            ::setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+        }
+        data += k;
+        n -= static_cast<std::size_t>(k);
+    }
+    return true;
+}
+
+Workers::~Workers() {
+    stop();
+    for (auto& t : threads_)
+        if (t.joinable()) t.join();
+}
+
+void Workers::spawn(std::function<void()> fn) {
+    threads_.emplace_back([this, fn = std::move(fn)] {
+        try {
+            fn();
+        } catch (...) {
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                if (!error_) error_ = std::current_exception();
+            }
+            stop();  // one failed worker ends the whole probe
+        }
+    });
+}
+
+void Workers::watch(int fd) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    watched_.push_back(fd);
+}
+
+void Workers::stop() noexcept {
+    stop_.store(true);
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int fd : watched_) ::shutdown(fd, SHUT_RDWR);
+}
+
+void Workers::join() {
+    for (auto& t : threads_)
+        if (t.joinable()) t.join();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+}
+
+void sleep_until(Clock::time_point until, const std::function<void()>& tick) {
+    for (;;) {
+        auto now = Clock::now();
+        if (now >= until) return;
+        std::this_thread::sleep_for(std::min<Clock::duration>(until - now, std::chrono::milliseconds(100)));
+        if (tick) tick();
+    }
+}
+
+}  // namespace wanlab::probes

@@ -1,0 +1,128 @@
+// The few OS wrappers the probes need: a file descriptor, a thread's network namespace,
+// sockets opened inside a namespace, and worker threads that stop when asked.
+//
+// Contract: failures throw wanlab::Error naming what was attempted and strerror. A socket is
+// bound to the namespace of the thread that created it, for its whole life, so probes open
+// each socket inside its endpoint's namespace (NetnsScope) and may then use it from any
+// thread. Namespaces are given as paths ("/run/netns/NAME"); "" means "the namespace this
+// thread is in". Fd and NetnsScope are not thread-safe; Workers is safe to stop from its
+// owner while the workers run.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace wanlab::probes {
+
+using Clock = std::chrono::steady_clock;
+
+/// Throws wanlab::Error("WHAT: strerror(errno)").
+[[noreturn]] void throw_errno(const std::string& what);
+
+/// Fd: one open file descriptor. Creates: nothing (takes ownership). Undoes: close().
+class Fd {
+public:
+    Fd() = default;
+    explicit Fd(int fd) : fd_(fd) {}
+    ~Fd() { reset(); }
+    Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+    Fd& operator=(Fd&& o) noexcept;
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+
+    int get() const { return fd_; }
+    explicit operator bool() const { return fd_ >= 0; }
+    void reset() noexcept;
+
+private:
+    int fd_ = -1;
+};
+
+/// NetnsScope: this thread inside network namespace `path` for the scope's life.
+/// Creates: setns() into `path` (nothing when `path` is ""), remembering the thread's namespace.
+/// Undoes: setns() back. If that fails the thread would keep running in the wrong namespace,
+/// so the destructor aborts the process with a message rather than carry on.
+class NetnsScope {
+public:
+    explicit NetnsScope(const std::string& path);
+    ~NetnsScope();
+    NetnsScope(const NetnsScope&) = delete;
+    NetnsScope& operator=(const NetnsScope&) = delete;
+
+private:
+    Fd saved_;
+};
+
+/// socket() inside namespace `netns`. Close-on-exec.
+Fd socket_in(const std::string& netns, int domain, int type, int protocol = 0);
+
+/// "198.18.0.1" + port -> sockaddr_in; throws InputError for anything but an IPv4 address.
+sockaddr_in ipv4(const std::string& address, std::uint16_t port);
+/// The local port a socket is bound to.
+std::uint16_t local_port(int fd);
+
+void set_int(int fd, int level, int option, int value, const char* what);
+int get_int(int fd, int level, int option, const char* what);
+/// SO_RCVTIMEO and SO_SNDTIMEO, so no blocking call waits longer than `timeout`.
+void set_timeouts(int fd, std::chrono::milliseconds timeout);
+
+/// A TCP socket in `netns`, bound to address:port (port 0 = any free one), listening.
+/// `before_listen` runs on the socket before listen() (buffer sizes must be set there so the
+/// window scale matches).
+Fd listen_tcp(const std::string& netns, const std::string& address, std::uint16_t port,
+              const std::function<void(int)>& before_listen = {});
+/// A TCP connection from `netns` to address:port; `before_connect` runs on the socket first.
+/// Gives up after `timeout`.
+Fd connect_tcp(const std::string& netns, const std::string& address, std::uint16_t port,
+               std::chrono::milliseconds timeout, const std::function<void(int)>& before_connect = {});
+/// accept() with a timeout; throws when nothing arrives in time.
+Fd accept_within(int listener, std::chrono::milliseconds timeout);
+
+/// send()/recv() all of `n` bytes (MSG_NOSIGNAL). False on EOF, error or timeout.
+bool send_all(int fd, const char* data, std::size_t n);
+bool recv_all(int fd, char* data, std::size_t n, bool quickack);
+
+/// Workers: threads that run until they return or stop() is called.
+/// Creates: the threads. Undoes: stop() (sets the flag, shuts down every registered socket
+/// so blocked calls return) and joins them all. Exceptions in a worker are kept and
+/// rethrown by join(). The destructor never throws.
+class Workers {
+public:
+    Workers() = default;
+    ~Workers();
+    Workers(const Workers&) = delete;
+    Workers& operator=(const Workers&) = delete;
+
+    void spawn(std::function<void()> fn);
+    /// shutdown(SHUT_RDWR) this socket on stop(), to wake a worker blocked on it.
+    void watch(int fd);
+    void stop() noexcept;
+    bool stopping() const { return stop_.load(std::memory_order_relaxed); }
+    const std::atomic<bool>& flag() const { return stop_; }
+    /// Joins every thread; rethrows the first exception a worker threw.
+    void join();
+
+private:
+    std::atomic<bool> stop_{false};
+    std::mutex mutex_;
+    std::vector<int> watched_;
+    std::vector<std::thread> threads_;
+    std::exception_ptr error_;
+};
+
+/// Sleeps until `until`, waking every 100 ms to call `tick` (which may throw to abort).
+void sleep_until(Clock::time_point until, const std::function<void()>& tick);
+
+/// Seconds as a double.
+inline double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace wanlab::probes

@@ -1,0 +1,78 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "probes/stats.h"
+
+using namespace wanlab::probes;
+
+TEST_CASE("stats mean and sample stdev match hand-computed values", "[probes][stats]") {
+    std::vector<double> x{2, 4, 4, 4, 5, 5, 7, 9};
+    CHECK(stats::mean(x) == Approx(5));
+    CHECK(stats::stdev(x) == Approx(std::sqrt(32.0 / 7)));
+    CHECK(stats::mdev(x) == Approx(2));  // population deviation, as ping prints it
+    CHECK(stats::stdev({3}) == 0);
+}
+
+TEST_CASE("stats of no samples are NaN, not an exception", "[probes][stats]") {
+    CHECK(std::isnan(stats::mean({})));
+    CHECK(std::isnan(stats::median({})));
+    CHECK(std::isnan(stats::percentile({}, 50)));
+    auto ci = stats::bootstrap_median_ci({});
+    CHECK(std::isnan(ci.low));
+}
+
+TEST_CASE("stats median averages the two middle values of an even count", "[probes][stats]") {
+    CHECK(stats::median({5, 1, 3}) == 3);
+    CHECK(stats::median({4, 1, 3, 2}) == 2.5);
+}
+
+TEST_CASE("stats percentiles use the nearest rank, so they are observed values", "[probes][stats]") {
+    std::vector<double> x;
+    for (int i = 1; i <= 100; ++i) x.push_back(i);
+    CHECK(stats::percentile(x, 50) == 50);
+    CHECK(stats::percentile(x, 99) == 99);
+    CHECK(stats::percentile(x, 99.5) == 100);
+    CHECK(stats::percentile(x, 100) == 100);
+    CHECK(stats::percentile(x, 0) == 1);
+    CHECK(stats::percentile({15, 20, 35, 40, 50}, 30) == 20);  // Wikipedia's nearest-rank example
+    CHECK(stats::percentile({15, 20, 35, 40, 50}, 40) == 20);
+    CHECK(stats::percentile({15, 20, 35, 40, 50}, 50) == 35);
+}
+
+TEST_CASE("stats bootstrap interval contains the median and is the same for the same seed", "[probes][stats]") {
+    std::vector<double> x;
+    for (int i = 0; i < 101; ++i) x.push_back(std::fmod(i * 37.0, 101.0));
+    auto a = stats::bootstrap_median_ci(x, 0.95, 1000, 42);
+    auto b = stats::bootstrap_median_ci(x, 0.95, 1000, 42);
+    CHECK(a.low == b.low);
+    CHECK(a.high == b.high);
+    CHECK(a.low <= 50);
+    CHECK(a.high >= 50);
+    CHECK(a.high - a.low < 40);
+}
+
+TEST_CASE("stats histogram reports percentiles within its resolution", "[probes][stats]") {
+    stats::Histogram h;
+    for (std::uint64_t v = 1; v <= 100000; ++v) h.record(v * 1000);  // 1 us .. 100 ms
+    CHECK(h.count() == 100000);
+    CHECK(h.min() == 1000);
+    CHECK(h.max() == 100'000'000);
+    for (double p : {50.0, 90.0, 99.0, 99.9}) {
+        double exact = p / 100 * 100000 * 1000;
+        CHECK(std::abs(static_cast<double>(h.percentile(p)) - exact) / exact < 1.0 / 128);
+    }
+    CHECK(h.percentile(100) == 100'000'000);
+    CHECK(h.mean() == Approx(50'000'500).epsilon(1e-9));
+}
+
+TEST_CASE("stats histogram keeps small values exact and merges counts", "[probes][stats]") {
+    stats::Histogram a, b;
+    for (std::uint64_t v : {1, 2, 3}) a.record(v);
+    b.record(127, 5);
+    a.merge(b);
+    CHECK(a.count() == 8);
+    CHECK(a.percentile(25) == 2);
+    CHECK(a.percentile(50) == 127);
+    CHECK(a.min() == 1);
+}
