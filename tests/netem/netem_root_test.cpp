@@ -413,3 +413,19 @@ TEST_CASE("with 20 ms of netem, Nagle against a client without quick-ack stalls 
     CHECK(quickack <= 2 * 0.020 + 0.005);
     CHECK(quickack < stalled - 0.020);
 }
+
+TEST_CASE("a small receive buffer on a 20 ms path makes the sender receive-window limited", "[root][netem][physical][probes]") {
+    if (!netem_or_skip()) return;
+    Pair p;
+    NetlinkKernel left(fmt::format("/run/netns/{}", p.left)), right(fmt::format("/run/netns/{}", p.right));
+    DeviceQdiscs a(left, "a0"), b(right, "b0");
+    a.apply(up_of("delay = \"10ms\"\n"), 1500, Psched::from_proc());
+    b.apply(up_of("delay = \"10ms\"\n"), 1500, Psched::from_proc());
+    auto r = wanlab::probes::make_probe(probe_of("throughput", "rcvbuf = \"32KiB\"\n"))->run(endpoints(p), {});
+    double bps = r.metrics.at("throughput");
+    INFO("throughput " << bps / 1e6 << " Mbit/s, rwnd_limited " << r.metrics.at("rwnd_limited"));
+    CHECK(r.metrics.at("rcvbuf_granted") == 64 * 1024);
+    // The window can never exceed the granted buffer: at most 64 KiB per 20 ms round trip.
+    CHECK(bps <= 64.0 * 1024 * 8 / 0.020 * 1.05);
+    CHECK(r.metrics.at("rwnd_limited") > 0.5);
+}

@@ -173,11 +173,14 @@ TEST_CASE("throughput reports the receive buffer the kernel granted, clamped by 
         CHECK(r.metrics.at("rcvbuf_granted") == granted_for(asked));
         CHECK(r.notes.at(0).find("CLAMPED") != std::string::npos);
     }
-    SECTION("a small request gets twice itself, and the sender is then receive-window limited") {
+    SECTION("a small request gets twice itself") {
         auto r = measure(lab, spec_of("throughput", {{"rcvbuf", "\"32KiB\""}, {"duration", "\"1s\""}}));
         CHECK(r.metrics.at("rcvbuf_granted") == 64 * 1024);
         CHECK(r.metrics.at("rcvbuf_granted") == granted_for(32 * 1024));
-        CHECK(r.metrics.at("rwnd_limited") > 0.2);
+        // On a bare veth (RTT ~10 us) a 64 KiB window is not a limit in principle; how often
+        // the sender still finds it full depends on scheduling (measured 10-79%), so it is
+        // not asserted here. The micro-VM test with 20 ms of netem asserts it.
+        UNSCOPED_INFO("rwnd_limited " << r.metrics.at("rwnd_limited"));
     }
 }
 
