@@ -35,22 +35,6 @@ constexpr Implementation kImplementations[] = {
     {"rr", "builtin", &run_rr},
 };
 
-// Reported but not (yet) in probe_spec's table, whose metric list is part of the experiment
-// format's messages; moving them there is a one-line change per metric.
-struct ExtraMetric {
-    const char* kind;
-    MetricSpec spec;
-};
-const ExtraMetric kExtraMetrics[] = {
-    {"throughput", {"throughput_upload", Unit::bits_per_second, true, "goodput client -> server"}},
-    {"throughput", {"throughput_download", Unit::bits_per_second, true, "goodput server -> client"}},
-    {"throughput", {"delivery_rate", Unit::bits_per_second, true, "TCP_INFO delivery rate at the end, summed"}},
-    {"throughput", {"sndbuf_granted", Unit::bytes, true, "send buffer the kernel granted"}},
-    {"rtt", {"sent", Unit::count, true, "probes sent"}},
-    {"rr", {"transactions", Unit::count, true, "completed request/response pairs"}},
-    {"rr", {"errors", Unit::count, false, "connections that failed or timed out mid-transaction"}},
-};
-
 const OptionValue& option(const ProbeSpec& spec, const std::string& name) {
     auto it = spec.options.find(name);
     if (it == spec.options.end()) throw Error(fmt::format("probe {} has no option `{}`", spec.name, name));
@@ -60,10 +44,7 @@ const OptionValue& option(const ProbeSpec& spec, const std::string& name) {
 }  // namespace
 
 const MetricSpec* describe_metric(const ProbeKind& kind, std::string_view metric) {
-    if (const auto* m = find_metric(kind, metric)) return m;
-    for (const auto& e : kExtraMetrics)
-        if (std::string_view(e.kind) == kind.name && metric == e.spec.name) return &e.spec;
-    return nullptr;
+    return find_metric(kind, metric);
 }
 
 std::unique_ptr<Probe> make_probe(const ProbeSpec& spec) {

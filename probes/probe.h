@@ -65,10 +65,8 @@ public:
     virtual ProbeResult run(const Endpoints& where, const Tick& tick) = 0;
 };
 
-/// A metric a probe reports: from probe_spec's table (assertable), or one of the extra
-/// metrics the built-in probes add (throughput_upload, throughput_download, delivery_rate,
-/// sndbuf_granted; sent; transactions, errors), which are not in that table yet. nullptr if
-/// neither knows it.
+/// A metric a probe reports, from probe_spec's table (every one can be asserted); nullptr
+/// for a name the kind does not report.
 const MetricSpec* describe_metric(const ProbeKind& kind, std::string_view metric);
 
 /// The probe for spec.kind and its `tool` option. Throws wanlab::InputError for a

@@ -345,7 +345,8 @@ TEST_CASE("asserts must name a known metric, probe and variant", "[experiment][a
           "exp.toml:9:10: error: unknown metric `thruput`; did you mean `throughput`?\n"
           " 9 | metric = \"thruput\"\n"
           "   |          ^~~~~~~~~\n"
-          "  = metrics: throughput, retransmits, rtt, cwnd, rwnd_limited, sndbuf_limited, rcvbuf_granted\n");
+          "  = metrics: throughput, retransmits, rtt, cwnd, rwnd_limited, sndbuf_limited, rcvbuf_granted, "
+          "throughput_upload, throughput_download, delivery_rate, sndbuf_granted\n");
     auto variant = load(base + "[[assert]]\nmetric = \"rtt\"\nvariant = \"c\"\nat_most = \"50ms\"\n");
     CHECK(variant.messages.find("error: no variant named \"c\"") != std::string::npos);
     auto bound = load(base + "[[assert]]\nmetric = \"rtt\"\n");
