@@ -423,9 +423,16 @@ TEST_CASE("a small receive buffer on a 20 ms path makes the sender receive-windo
     b.apply(up_of("delay = \"10ms\"\n"), 1500, Psched::from_proc());
     auto r = wanlab::probes::make_probe(probe_of("throughput", "rcvbuf = \"32KiB\"\n"))->run(endpoints(p), {});
     double bps = r.metrics.at("throughput");
-    INFO("throughput " << bps / 1e6 << " Mbit/s, rwnd_limited " << r.metrics.at("rwnd_limited"));
+    INFO("throughput " << bps / 1e6 << " Mbit/s, rwnd_limited " << r.metrics.at("rwnd_limited") << ", sndbuf_limited "
+                         << r.metrics.at("sndbuf_limited"));
     CHECK(r.metrics.at("rcvbuf_granted") == 64 * 1024);
-    // The window can never exceed the granted buffer: at most 64 KiB per 20 ms round trip.
+    // The window can never exceed the granted buffer: at most 64 KiB per 20 ms round trip
+    // (26 Mbit/s); with tcp_adv_win_scale 1 it is half that, 13 Mbit/s (measured 10.9-11.1).
     CHECK(bps <= 64.0 * 1024 * 8 / 0.020 * 1.05);
-    CHECK(r.metrics.at("rwnd_limited") > 0.5);
+    CHECK(bps >= 5e6);
+    // TCP_INFO's share of busy time spent rwnd-limited is coarse under the VM's emulated
+    // clock (measured 0.28-0.99 for the same 11 Mbit/s), but the receive window must be the
+    // limit it reports, not the send buffer.
+    CHECK(r.metrics.at("rwnd_limited") > 0.1);
+    CHECK(r.metrics.at("rwnd_limited") > r.metrics.at("sndbuf_limited"));
 }
