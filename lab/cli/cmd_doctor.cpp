@@ -1,6 +1,7 @@
 // `wanlab doctor [--json]`: everything wanlab needs from this machine, checked without
 // changing it: kernel, qdiscs and devices (tried in a scratch namespace), congestion
 // controls, capabilities, and the external tools probes and tests can use.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "lab/capabilities.h"
 #include "lab/cli/command.h"
 #include "netem/preflight.h"
 
@@ -25,14 +27,6 @@ std::string read_line(const char* path) {
     return line;
 }
 
-// Effective capabilities from /proc/self/status (CapEff, hex).
-std::uint64_t effective_caps() {
-    std::ifstream in("/proc/self/status");
-    std::string line;
-    while (std::getline(in, line))
-        if (line.starts_with("CapEff:")) return std::stoull(line.substr(7), nullptr, 16);
-    return 0;
-}
 
 std::string which(const std::string& tool) {
     const char* path = std::getenv("PATH");
@@ -70,8 +64,9 @@ Runner setup_doctor(CLI::App& sub) {
     return [json] {
         utsname u{};
         uname(&u);
-        std::uint64_t caps = effective_caps();
-        bool net_admin = caps & (1ull << 12), sys_admin = caps & (1ull << 21);
+        auto missing = lab::missing_capabilities(lab::effective_capabilities());
+        auto has = [&](const char* cap) { return std::find(missing.begin(), missing.end(), cap) == missing.end(); };
+        bool net_admin = has("CAP_NET_ADMIN"), sys_admin = has("CAP_SYS_ADMIN");
         nlohmann::json report{{"kernel", fmt::format("{} {}", u.sysname, u.release)},
                               {"capabilities", {{"CAP_NET_ADMIN", net_admin}, {"CAP_SYS_ADMIN", sys_admin}}},
                               {"congestion_control",

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "lab/cli/command.h"
+#include "lab/cli/load.h"
 #include "lab/experiment.h"
 #include "lab/plan.h"
 #include "netem/device.h"
@@ -54,15 +55,6 @@ std::string netns_path(const Options& o) { return o.netns.empty() ? std::string(
 
 fs::path snapshot_path(const Options& o) {
     return fs::path("/run/wanlab/link") / fmt::format("{}{}.snapshot", o.netns.empty() ? "" : o.netns + "--", o.dev);
-}
-
-// A flag's value as a TOML value: numbers and booleans as they are, anything else quoted.
-std::string toml_value(const std::string& v) {
-    bool number = !v.empty() && v.find_first_not_of("0123456789-") == std::string::npos && v != "-";
-    if (number || v == "true" || v == "false") return v;
-    std::string out = "\"";
-    for (char c : v) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-    return out + "\"";
 }
 
 netem::Direction resolve(const Options& o) {

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "lab/cli/command.h"
+#include "lab/cli/load.h"
 #include "lab/link.h"
 #include "lab/netns.h"
 #include "lab/signals.h"
@@ -57,13 +58,6 @@ struct BareLab {
     }
 };
 
-std::string toml_value(const std::string& v) {
-    bool number = !v.empty() && v.find_first_not_of("0123456789-") == std::string::npos && v != "-";
-    if (number || v == "true" || v == "false") return v;
-    std::string out = "\"";
-    for (char c : v) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-    return out + "\"";
-}
 
 probes::ProbeSpec resolve(const Options& o) {
     std::string text = fmt::format("[[probe]]\nkind = {}\n", toml_value(o.kind));

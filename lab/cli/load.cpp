@@ -27,4 +27,12 @@ lab::Experiment load_or_throw(const std::string& path, const std::vector<std::st
     return *exp;
 }
 
+std::string toml_value(const std::string& v) {
+    bool number = !v.empty() && v.find_first_not_of("0123456789-") == std::string::npos && v != "-";
+    if (number || v == "true" || v == "false") return v;
+    std::string out = "\"";
+    for (char c : v) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+    return out + "\"";
+}
+
 }  // namespace wanlab::cli

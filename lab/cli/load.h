@@ -11,4 +11,9 @@ namespace wanlab::cli {
 
 lab::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets);
 
+/// A command-line flag's value as a TOML value, for commands that turn flags into the
+/// table an experiment file would hold (link apply, probe): integers and booleans as they
+/// are, anything else as a quoted string ("20ms", "1%").
+std::string toml_value(const std::string& flag_value);
+
 }  // namespace wanlab::cli
