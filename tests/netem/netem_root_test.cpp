@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -264,12 +265,19 @@ TEST_CASE("5% loss is measured inside the 99% binomial interval over 2000 packet
     NetlinkKernel left(fmt::format("/run/netns/{}", p.left));
     DeviceQdiscs a(left, "a0");
     a.apply(up_of("loss = \"5%\"\n"), 1500, Psched::from_proc());
-    auto r = ping(p, 2000, "0.002");
     // n = 2000, p = 0.05: mean 100 lost, sd sqrt(2000 * 0.05 * 0.95) = 9.75; 99% = +-2.576 sd.
-    int lost = 2000 - r.received;
-    INFO("lost " << lost << " of 2000");
-    CHECK(lost >= 75);
-    CHECK(lost <= 125);
+    // A correct netem falls outside that interval in 1% of runs by chance (seen once in
+    // five CI runs: 72 lost), so a second, independent sample decides: a correct loss fails
+    // both only 0.01% of the time, while a wrong rate (1%, 10%) still fails both.
+    std::vector<int> samples;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        int lost = 2000 - ping(p, 2000, "0.002").received;
+        samples.push_back(lost);
+        if (lost >= 75 && lost <= 125) break;
+    }
+    INFO("lost of 2000, per sample: " << fmt::format("{}", fmt::join(samples, ", ")));
+    CHECK(samples.back() >= 75);
+    CHECK(samples.back() <= 125);
 }
 
 TEST_CASE("a 50 mbit rate gives TCP goodput of 90 to 100% of it", "[root][netem][physical]") {
