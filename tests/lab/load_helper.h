@@ -1,6 +1,8 @@
 // Loads an experiment from text in memory, as the CLI does from a file, for tests.
 #pragma once
 
+#include <catch2/catch.hpp>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +25,15 @@ inline Loaded load(const std::string& text, const std::vector<std::string>& sets
     out.exp = lab::load_experiment(name, text, sets, profiles, docs, diag);
     out.messages = diag.render(docs.sources());
     return out;
+}
+
+/// The up direction of a [link] table written in TOML, resolved as the loader does
+/// (the test fails with the loader's messages if it does not load).
+inline netem::Direction up_of(const std::string& link) {
+    auto l = load("[link]\n" + link);
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    return l.exp->trials[0].link.up;
 }
 
 }  // namespace wanlab::testing

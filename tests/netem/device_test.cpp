@@ -12,14 +12,9 @@
 #include "tests/lab/load_helper.h"
 
 using namespace wanlab::netem;
+using wanlab::testing::up_of;
 
 namespace {
-Direction up_of(const std::string& link) {
-    auto l = wanlab::testing::load("[link]\n" + link);
-    INFO(l.messages);
-    REQUIRE(l.exp);
-    return l.exp->trials[0].link.up;
-}
 
 std::uint16_t type_of(const Request& r) {
     nlmsghdr h;

@@ -60,12 +60,7 @@ bool all_zero(const std::vector<std::uint8_t>& v) {
     return std::all_of(v.begin(), v.end(), [](std::uint8_t b) { return b == 0; });
 }
 
-Netem netem_of(const std::string& link) {
-    auto l = wanlab::testing::load("[link]\n" + link);
-    INFO(l.messages);
-    REQUIRE(l.exp);
-    return l.exp->trials[0].link.up.netem;
-}
+Netem netem_of(const std::string& link) { return wanlab::testing::up_of(link).netem; }
 
 struct Case {
     const char* tc;

@@ -25,6 +25,7 @@
 #include "tests/lab/load_helper.h"
 
 using namespace wanlab::netem;
+using wanlab::testing::up_of;
 
 namespace {
 
@@ -58,12 +59,6 @@ bool kernel_has(const std::string& feature) {
     return false;
 }
 
-Direction up_of(const std::string& link) {
-    auto l = wanlab::testing::load("[link]\n" + link);
-    INFO(l.messages);
-    REQUIRE(l.exp);
-    return l.exp->trials[0].link.up;
-}
 
 }  // namespace
 

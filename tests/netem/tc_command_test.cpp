@@ -4,17 +4,9 @@
 #include "tests/lab/load_helper.h"
 
 using namespace wanlab::netem;
+using wanlab::testing::up_of;
 using namespace std::chrono_literals;
 
-namespace {
-// The up direction of a [link] written in TOML, resolved as the loader does.
-Direction up_of(const std::string& link) {
-    auto l = wanlab::testing::load("[link]\n" + link);
-    INFO(l.messages);
-    REQUIRE(l.exp);
-    return l.exp->trials[0].link.up;
-}
-}  // namespace
 
 TEST_CASE("netem arguments use tc's words and order", "[netem][tc]") {
     CHECK(netem_arguments(up_of("delay = \"20ms\"\njitter = \"2ms\"\ncorrelation = \"25%\"\ndistribution = \"normal\"\n").netem) ==
