@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "netem/preflight.h"
 
 namespace wanlab::lab {
 
@@ -32,6 +33,27 @@ void require_capabilities(const std::string& action) {
     throw Error(fmt::format("`{}` changes the machine's network and needs CAP_NET_ADMIN and CAP_SYS_ADMIN; "
                             "missing {}. Nothing was changed. Run it as root (sudo).",
                             action, list));
+}
+
+std::set<std::string> needed_qdiscs(const Experiment& exp) {
+    std::set<std::string> kinds;
+    for (const auto& t : exp.trials)
+        for (const auto* d : {&t.link.up, &t.link.down}) {
+            if (!d->impaired()) continue;
+            kinds.insert("netem");
+            if (d->rate_bps && d->shaper != netem::Shaper::netem) kinds.insert(netem::to_string(d->shaper));
+            if (d->queue != netem::Queue::none) kinds.insert(netem::to_string(d->queue));
+        }
+    return kinds;
+}
+
+std::vector<std::string> missing_qdiscs(const Experiment& exp) {
+    auto needed = needed_qdiscs(exp);
+    std::vector<std::string> missing;
+    if (needed.empty()) return missing;
+    for (const auto& f : netem::probe_kernel_features())
+        if (needed.count(f.name) && !f.available) missing.push_back(f.name);
+    return missing;
 }
 
 }  // namespace wanlab::lab

@@ -6,8 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "lab/experiment.h"
 
 namespace wanlab::lab {
 
@@ -20,5 +23,11 @@ std::uint64_t effective_capabilities();
 
 /// Throws wanlab::Error "`<action>` needs CAP_NET_ADMIN and CAP_SYS_ADMIN; missing: ..." .
 void require_capabilities(const std::string& action);
+
+/// The qdisc kinds (netem, tbf, htb, pfifo, bfifo, fq_codel, cake) the experiment's trials
+/// put on links, and those of them this kernel lacks (tried in a scratch namespace; needs
+/// the capabilities above).
+std::set<std::string> needed_qdiscs(const Experiment& exp);
+std::vector<std::string> missing_qdiscs(const Experiment& exp);
 
 }  // namespace wanlab::lab

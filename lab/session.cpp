@@ -29,27 +29,60 @@ std::vector<sysctl::Change> sysctl_changes(const Trial& trial, const LabNames& n
     return out;
 }
 
-LabSession::LabSession(const Trial& trial, const SessionOptions& options, sysctl::ProcSys& proc) {
+namespace {
+
+// Every distinct (ns, key, value) of all trials, in layers where each (ns, key) appears at
+// most once, since a change list validates as one consistent configuration: each value is
+// checked once however many trials use it.
+std::vector<std::vector<sysctl::Change>> change_layers(const std::vector<Trial>& trials, const LabNames& names) {
+    std::vector<std::vector<sysctl::Change>> layers;
+    for (const auto& t : trials)
+        for (auto& c : sysctl_changes(t, names)) {
+            auto same_key = [&c](const sysctl::Change& o) { return o.ns == c.ns && o.key == c.key; };
+            bool seen = false, placed = false;
+            for (const auto& layer : layers)
+                for (const auto& o : layer) seen = seen || (same_key(o) && o.value == c.value);
+            if (seen) continue;
+            for (auto& layer : layers)
+                if (std::none_of(layer.begin(), layer.end(), same_key)) {
+                    layer.push_back(c);
+                    placed = true;
+                    break;
+                }
+            if (!placed) layers.push_back({c});
+        }
+    return layers;
+}
+
+void validate_layers(sysctl::ProcSys& proc, const std::vector<std::vector<sysctl::Change>>& layers) {
+    for (const auto& layer : layers) sysctl::validate_or_throw(proc, layer);
+}
+
+}  // namespace
+
+LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& options, sysctl::ProcSys& proc)
+    : options_(options), proc_(&proc) {
     check_run_id(options.run);
-    if (trial.lab.mode != LabSpec::Mode::netns)
+    if (trials.empty()) throw InputError("the experiment has no trials");
+    const auto& lab = trials.front().lab;
+    if (lab.mode != LabSpec::Mode::netns)
         throw InputError("this lab builds namespace labs only; [lab] mode = \"host\" is not supported here yet");
     LabNames names{options.run};
-    auto changes = sysctl_changes(trial, names);
+    auto layers = change_layers(trials, names);
     auto step = [&](const std::string& stage) {
         if (options.progress) options.progress(stage);
     };
-    sysctl::validate_or_throw(proc, changes);  // before anything changes
+    validate_layers(proc, layers);  // before anything changes
     {
         FileLock start(options.dir / "lock", true, "the journal directory");
         settle_stale_journals(options.dir, options.restore_stale, proc, options.log);
-        for (const auto& c : changes)
-            if (c.ns.empty())
-                locks_.emplace_back(options.dir / fmt::format("sysctl-{}.lock", c.key), false, c.key);
+        for (const auto& c : layers.empty() ? std::vector<sysctl::Change>{} : layers.front())
+            if (c.ns.empty()) locks_.emplace_back(options.dir / fmt::format("sysctl-{}.lock", c.key), false, c.key);
         journal_.emplace(options.dir, options.run);
     }
     step("journal");
-    topology_.emplace(trial.lab, options.run, &*journal_, proc, options.progress);
-    sysctl::validate_or_throw(proc, changes);  // now inside the real namespaces
+    topology_.emplace(lab, options.run, &*journal_, proc, options.progress);
+    validate_layers(proc, layers);  // now inside the real namespaces
     Journal* journal = &*journal_;
     sysctls_.emplace(
         proc,
@@ -57,8 +90,38 @@ LabSession::LabSession(const Trial& trial, const SessionOptions& options, sysctl
             journal->record(sysctl_entry(ns, key, old));
         },
         [journal] { journal->keep(); });
+}
+
+LabSession::LabSession(const Trial& trial, const SessionOptions& options, sysctl::ProcSys& proc)
+    : LabSession(std::vector<Trial>{trial}, options, proc) {
+    apply_trial(trial);
+}
+
+void LabSession::apply_trial(const Trial& trial) {
+    auto changes = sysctl_changes(trial, topology_->names());
+    // Keys an earlier trial changed that this one leaves alone go back to the run's start.
+    for (const auto& saved : sysctls_->saved()) {
+        auto same = [&saved](const sysctl::Change& c) { return c.ns == saved.ns && c.key == saved.key; };
+        if (std::none_of(changes.begin(), changes.end(), same)) sysctls_->set(saved.ns, saved.key, saved.old);
+    }
     for (const auto& c : changes) sysctls_->set(c.ns, c.key, c.value);
-    step("sysctls");
+    if (options_.progress) options_.progress("sysctls");
+
+    if (!router_) {
+        router_.emplace("/run/netns/" + topology_->ns("router"));
+        up_.emplace(*router_, "wl-rs");
+        down_.emplace(*router_, "wl-rc");
+    }
+    auto psched = netem::Psched::from_proc();
+    auto put = [&](netem::DeviceQdiscs& dev, const netem::Direction& d) {
+        if (d.impaired())
+            dev.apply(d, trial.lab.mtu, psched);
+        else
+            dev.restore();
+    };
+    put(*up_, trial.link.up);
+    put(*down_, trial.link.down);
+    if (options_.progress) options_.progress("qdiscs");
 }
 
 }  // namespace wanlab::lab

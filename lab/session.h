@@ -1,12 +1,14 @@
 // LabSession: one run of the lab on this machine, from the safety checks to the last undo.
 //
-// Creates, in order: (after checking every sysctl against the kernel and, under the lock
-// <dir>/lock, that no stale journal is left) the run's journal, a lock per global sysctl it
-// will change (two runs never change the same global key at once; runs on separate labs
-// proceed together), the Topology, then the trial's sysctls (global ones on the host,
-// per-host ones in each namespace). Undoes: everything in reverse by member destruction
-// order, and finally removes the journal. A SIGKILL leaves the journal for `wanlab restore`.
-// Not thread-safe.
+// Creates, in order: (after checking every trial's sysctls against the kernel and, under the
+// lock <dir>/lock, that no stale journal is left) the run's journal, a lock per global
+// sysctl any trial will change (two runs never change the same global key at once; runs on
+// separate labs proceed together), the Topology; then, per apply_trial(), the trial's
+// sysctls (global ones on the host, per-host ones in each namespace) and its link
+// conditions on the router's two egress devices. Undoes: everything in reverse by member
+// destruction order, and finally removes the journal. Qdiscs need no journal entry of their
+// own: they live on devices inside the router namespace, which the journal's netns entry
+// deletes. A SIGKILL leaves the journal for `wanlab restore`. Not thread-safe.
 #pragma once
 
 #include <filesystem>
@@ -18,6 +20,8 @@
 #include "lab/journal.h"
 #include "lab/restore.h"
 #include "lab/topology.h"
+#include "netem/device.h"
+#include "netem/kernel.h"
 #include "sysctl/proc_sys.h"
 #include "sysctl/snapshot.h"
 #include "sysctl/validate.h"
@@ -42,18 +46,33 @@ std::vector<sysctl::Change> sysctl_changes(const Trial& trial, const LabNames& n
 
 class LabSession {
 public:
+    /// The lab for `trials` (all of a run's, checked and locked up front); nothing of any
+    /// trial is applied until apply_trial(). Every trial must have the same [lab] section.
+    LabSession(const std::vector<Trial>& trials, const SessionOptions& options, sysctl::ProcSys& proc);
+    /// `wanlab lab up`: the lab with `trial` applied.
     LabSession(const Trial& trial, const SessionOptions& options, sysctl::ProcSys& proc);
     LabSession(const LabSession&) = delete;
     LabSession& operator=(const LabSession&) = delete;
+
+    /// Moves the lab to `trial`'s configuration: its sysctls (keys an earlier trial set and
+    /// this one does not go back to their values from before the run), then its link
+    /// conditions, `up` on the router's wl-rs and `down` on wl-rc, by replace (never delete
+    /// then add), read back and verified; a direction without conditions gets the kernel's
+    /// default qdisc back. Reports the stage "qdiscs" through options.progress.
+    void apply_trial(const Trial& trial);
 
     const Topology& topology() const { return *topology_; }
     const Journal& journal() const { return *journal_; }
 
 private:
+    SessionOptions options_;
+    sysctl::ProcSys* proc_;
     std::optional<Journal> journal_;
     std::vector<FileLock> locks_;
     std::optional<Topology> topology_;
     std::optional<sysctl::SysctlSnapshot> sysctls_;
+    std::optional<netem::NetlinkKernel> router_;
+    std::optional<netem::DeviceQdiscs> up_, down_;
 };
 
 }  // namespace wanlab::lab

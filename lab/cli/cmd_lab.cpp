@@ -18,6 +18,7 @@
 #include "lab/restore.h"
 #include "lab/session.h"
 #include "lab/signals.h"
+#include "netem/preflight.h"
 #include "sysctl/proc_sys.h"
 #include "sysctl/syscall.h"
 
@@ -50,6 +51,11 @@ int lab_up(const UpOptions& o) {
         throw InputError(fmt::format("--trial {}: the experiment has trials 1 to {}", o.trial, exp.trials.size()));
     const auto& trial = exp.trials[o.trial - 1];
     lab::require_capabilities("wanlab lab up");
+    if (auto missing = lab::missing_qdiscs(exp); !missing.empty())
+        throw Error(fmt::format("this kernel lacks {} (needed by {}'s link conditions). {}\n"
+                                "  or build the lab inside the micro-VM: wanlab vm run -- wanlab lab up {}",
+                                fmt::join(missing, ", "), o.file, netem::advice_for(missing.front()), o.file),
+                    2);
     lab::SignalEvents signals;  // before any thread exists, so every thread blocks them
     sysctl::RealProcSys proc;
     lab::SessionOptions options;

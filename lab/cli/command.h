@@ -42,5 +42,8 @@ Runner setup_lab(CLI::App& sub);      // lab/cli/cmd_lab.cpp
 Runner setup_restore(CLI::App& sub);  // lab/cli/cmd_restore.cpp
 Runner setup_vm(CLI::App& sub);  // lab/cli/cmd_vm.cpp, built when lab/vm exists
 Runner setup_probe(CLI::App& sub);  // lab/cli/cmd_probe.cpp
+Runner setup_run(CLI::App& sub);      // lab/cli/cmd_run.cpp
+Runner setup_results(CLI::App& sub);  // lab/cli/cmd_results.cpp
+Runner setup_compare(CLI::App& sub);  // lab/cli/cmd_results.cpp
 
 }  // namespace wanlab::cli

@@ -4,6 +4,11 @@ namespace wanlab::cli {
 
 namespace {
 constexpr Command kCommands[] = {
+#ifdef WANLAB_HAVE_RUN
+    {"run", "Run an experiment end to end: apply, probe, restore, report before/after, gate CI", &setup_run},
+    {"results", "List stored runs and show one's report (results list / results show RUN)", &setup_results},
+    {"compare", "Compare two stored runs of the same experiment (another machine, kernel or version)", &setup_compare},
+#endif
     {"validate", "Check an experiment file without touching the machine", &setup_validate},
     {"plan", "Show the trials an experiment expands to, with equivalent tc/sysctl commands", &setup_plan},
     {"link", "Put link conditions on one device, show them, clear them (netlink, no tc)", &setup_link},

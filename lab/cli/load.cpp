@@ -12,11 +12,12 @@
 
 namespace wanlab::cli {
 
-lab::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets) {
+lab::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets, std::string* text_out) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw InputError(fmt::format("cannot read experiment file {}: {}", path, std::strerror(errno)));
     std::stringstream text;
     text << in.rdbuf();
+    if (text_out) *text_out = text.str();
     config::Documents docs;
     Diagnostics diag;
     auto exp = lab::load_experiment(path, text.str(), sets, lab::ProfileLibrary::standard(), docs, diag);

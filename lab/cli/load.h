@@ -9,7 +9,9 @@
 
 namespace wanlab::cli {
 
-lab::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets);
+/// `text`, when given, receives the file's text as read.
+lab::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets,
+                              std::string* text = nullptr);
 
 /// A command-line flag's value as a TOML value, for commands that turn flags into the
 /// table an experiment file would hold (link apply, probe): integers and booleans as they

@@ -1,0 +1,197 @@
+// `wanlab run FILE`: the experiment end to end (lab/run/runner.h), then its report
+// (lab/report/report.h) and CI gates. Where the kernel lacks a qdisc the experiment needs
+// (sch_netem on many machines), the whole run moves into the micro-VM (lab/vm) with a one-line
+// notice: the VM runs this same binary with --no-vm, writing into the same results database
+// through a writable share, and the report is rendered here from that database.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "lab/capabilities.h"
+#include "lab/cli/command.h"
+#include "lab/cli/load.h"
+#include "lab/report/report.h"
+#include "lab/results/store.h"
+#include "lab/run/runner.h"
+#include "lab/session.h"
+#include "lab/signals.h"
+#include "netem/preflight.h"
+#ifdef WANLAB_HAVE_VM
+#include "lab/vm/vm.h"
+#endif
+
+namespace wanlab::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunArgs {
+    std::string file;
+    std::string out = "wanlab-results";
+    std::vector<std::string> sets;
+    bool vm = false, no_vm = false;
+    std::string format = "table";
+    std::string junit;
+    std::string run_id;
+    std::string pivot;
+    bool quiet = false;
+    bool restore = false;
+    // Set by the outer wanlab for the run inside the micro-VM.
+    std::string where;
+    bool inner = false;
+};
+
+std::string self_exe() {
+    std::error_code ec;
+    auto p = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) throw Error(fmt::format("finding the wanlab binary (/proc/self/exe): {}", ec.message()));
+    return p.string();
+}
+
+/// Prints the report of `data` and applies the CI gates; returns the exit status.
+int report_and_gate(const RunArgs& a, const lab::Experiment& exp, const results::RunData& data, int run_status) {
+    report::ReportOptions ro;
+    ro.format = report::parse_format(a.format);
+    ro.pivot = a.pivot;
+    std::fputs(report::render(data, exp.asserts, ro).c_str(), stdout);
+    std::fflush(stdout);
+    auto outcomes = report::evaluate(data, exp.asserts);
+    if (!a.junit.empty()) {
+        std::ofstream j(a.junit);
+        j << report::junit_xml(data, outcomes);
+        if (!j) throw Error(fmt::format("writing the JUnit report {}", a.junit));
+    }
+    if (run_status != 0) return run_status;
+    for (const auto& o : outcomes)
+        if (!o.passed) return 3;
+    return 0;
+}
+
+int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& text) {
+    lab::require_capabilities("wanlab run");
+    lab::SignalEvents signals;  // before any thread exists, so every thread blocks them
+    fs::create_directories(a.out);
+    results::Store store(fs::path(a.out) / "results.db");
+    run::Progress progress(a.quiet ? run::Progress::Mode::quiet : run::Progress::detect(stderr));
+    run::RunnerOptions ro;
+    ro.run_id = a.run_id;
+    ro.restore_stale = a.restore;
+    ro.where = a.where.empty() ? "host" : a.where;
+    auto outcome = run::run_experiment(exp, text, ro, store, progress, [&signals] { signals.check(); });
+    const auto& run = outcome.data.run;
+    if (run.status != "complete")
+        progress.line(fmt::format("run {} {}: {}; machine restored; {} measurement{} kept in {}", run.id, run.status,
+                                  run.error, outcome.data.measurements.size(),
+                                  outcome.data.measurements.size() == 1 ? "" : "s", store.path().string()));
+    if (a.inner) return outcome.exit_code;
+    int status = report_and_gate(a, exp, outcome.data, outcome.exit_code);
+    if (run.status == "failed") throw Error(run.error, outcome.exit_code);
+    return status;
+}
+
+#ifdef WANLAB_HAVE_VM
+int run_in_vm(const RunArgs& a, const lab::Experiment& exp) {
+    fs::create_directories(a.out);
+    fs::path out = fs::absolute(a.out);
+    std::string id = a.run_id.empty() ? lab::new_run_id() : a.run_id;
+    vm::VmOptions vo;
+    vo.out_dir = out;
+    vm::Vm machine(vo);
+    std::vector<std::string> argv{self_exe(), "run", fs::absolute(a.file).string(), "--no-vm", "--out", out.string(),
+                                  "--run", id, "--inner",
+                                  "--where", fmt::format("vm ({}, {} cpus)", vm::accel_name(machine.accel().accel),
+                                                         machine.cpus())};
+    for (const auto& s : a.sets) argv.insert(argv.end(), {"--set", s});
+    if (a.quiet) argv.push_back("--quiet");
+    auto r = machine.run(argv);
+    results::Store store(out / "results.db");
+    results::RunData data;
+    try {
+        data = store.load_run(id);
+    } catch (const InputError&) {
+        // The VM never got as far as recording the run: its own message said why.
+        if (r.interrupted) return r.exit_status;
+        throw Error(fmt::format("the run in the micro-VM ended (exit {}) before recording anything", r.exit_status));
+    }
+    if (data.run.status == "running") {  // the VM was killed mid-run: keep what it committed
+        data.run.status = r.interrupted ? "interrupted" : "failed";
+        data.run.error = r.interrupted ? "interrupted; the micro-VM was stopped"
+                                       : fmt::format("the micro-VM ended mid-run (exit {})", r.exit_status);
+        data.run.finished = run::utc_now();
+        store.finish_run(id, data.run.status, data.run.finished, data.run.error);
+    }
+    int status = r.exit_status;
+    if (r.timed_out || r.out_of_memory) status = status ? status : 1;
+    return report_and_gate(a, exp, data, status);
+}
+#endif
+
+int run(const RunArgs& a) {
+    if (a.vm && a.no_vm) throw InputError("--vm and --no-vm contradict each other; give one");
+    (void)report::parse_format(a.format);  // bad input fails before anything runs
+    std::string text;
+    auto exp = load_or_throw(a.file, a.sets, &text);
+    if (a.inner || a.no_vm) {
+        if (a.no_vm && !a.inner) {
+            lab::require_capabilities("wanlab run");
+            auto missing = lab::missing_qdiscs(exp);
+            if (!missing.empty())
+                throw Error(fmt::format("this kernel lacks {} (needed by {}); drop --no-vm to run in the micro-VM. {}",
+                                        fmt::join(missing, ", "), a.file, netem::advice_for(missing.front())),
+                            2);
+        }
+        return run_here(a, exp, text);
+    }
+#ifdef WANLAB_HAVE_VM
+    if (a.vm) return run_in_vm(a, exp);
+    lab::require_capabilities("wanlab run");
+    auto missing = lab::missing_qdiscs(exp);
+    if (!missing.empty()) {
+        std::fputs(fmt::format("wanlab: this kernel has no {}: running the experiment in the micro-VM "
+                               "(--no-vm refuses instead)\n",
+                               fmt::join(missing, ", "))
+                       .c_str(),
+                   stderr);
+        return run_in_vm(a, exp);
+    }
+#else
+    if (a.vm) throw InputError("this wanlab was built without the micro-VM (lab/vm)");
+#endif
+    return run_here(a, exp, text);
+}
+
+}  // namespace
+
+Runner setup_run(CLI::App& sub) {
+    auto a = std::make_shared<RunArgs>();
+    sub.add_option("FILE", a->file, "Experiment file (TOML)")->required();
+    sub.add_option("--out", a->out, "Folder for results.db (default: ./wanlab-results)");
+    sub.add_option("--set", a->sets, "Override a key (repeatable)")->type_name("KEY=VALUE");
+    sub.add_flag("--vm", a->vm, "Run inside the micro-VM even if this kernel has everything");
+    sub.add_flag("--no-vm", a->no_vm, "Never fall back to the micro-VM: refuse if this kernel lacks a qdisc");
+    sub.add_option("--format", a->format, "Report format: table, csv, json, markdown")
+        ->check(CLI::IsMember({"table", "csv", "json", "markdown"}));
+    sub.add_option("--junit", a->junit, "Also write the [[assert]] outcomes as JUnit XML");
+    sub.add_option("--pivot", a->pivot, "Metric of the sweep pivot (probe.metric)");
+    sub.add_option("--run", a->run_id, "Run id (default: random); namespaces are wanlab-RUN-*");
+    sub.add_flag("--quiet", a->quiet, "No progress on stderr");
+    sub.add_flag("--restore", a->restore, "Restore a stale journal left by a killed run first, instead of refusing");
+    sub.add_option("--where", a->where, "Environment note (set by wanlab itself for runs in the VM)")->group("");
+    sub.add_flag("--inner", a->inner, "Measure and record only (the run inside the micro-VM)")->group("");
+    sub.footer(
+        "Exit status: 0 complete and every [[assert]] passed, 1 failure, 2 bad input, 3 an assert failed,\n"
+        "130 interrupted (the machine is restored and the partial results kept).\n"
+        "Examples:\n"
+        "  wanlab run examples/buffer-sweep.toml\n"
+        "  wanlab run examples/buffer-sweep.toml --set run.duration=3s --set run.repeats=2 --junit report.xml\n"
+        "  wanlab results show latest --out wanlab-results");
+    return [a] { return run(*a); };
+}
+
+}  // namespace wanlab::cli

@@ -1,0 +1,100 @@
+// What a run produced, as one data model shared by the runner (which fills it), the results
+// store (which keeps it in SQLite) and the reports (which tabulate it).
+//
+// Contract: plain values, base units throughout (seconds, bit/s, bytes, fractions, counts),
+// times as ISO 8601 UTC text ("2026-11-30T04:12:09Z"). A measurement is one repeat of one
+// probe in one trial; a trial's repeats share its index. NaN means "not measured". No
+// behaviour here beyond small helpers; thread-safe.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace wanlab::results {
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/// Where and on what the run measured, so two runs can be compared honestly.
+struct Environment {
+    std::string hostname;
+    std::string kernel;          ///< uname -r of the kernel the lab ran on
+    std::string machine;         ///< uname -m
+    std::string wanlab_version;
+    std::string where;           ///< "host", or "vm (tcg, 2 cpus)" when run inside the micro-VM
+    /// Before the run: every sysctl the experiment touches plus the usual buffer/cc keys, as
+    /// read in the namespace wanlab started in ("net.ipv4.tcp_rmem" -> "4096\t131072\t6291456").
+    std::map<std::string, std::string> sysctls_before;
+};
+
+struct Run {
+    std::string id;            ///< run id, as in the journal and the namespace names
+    std::string experiment;    ///< the experiment's name
+    std::string file;          ///< path as given
+    std::string text;          ///< the experiment file's text, as read
+    std::vector<std::string> sets;  ///< --set arguments, in order
+    std::string baseline;      ///< variant every other one is compared with
+    std::string started, finished;  ///< ISO 8601 UTC; finished empty while running
+    /// "running", "complete", "interrupted" (Ctrl-C/SIGTERM: partial), "failed" (error: partial).
+    std::string status = "running";
+    std::string error;         ///< what went wrong, for interrupted or failed runs
+    std::size_t planned_trials = 0;
+    Environment env;
+};
+
+/// Whether the emulated path behaved as configured before a trial's probes ran.
+struct EmulationCheck {
+    bool checked = false;      ///< false: nothing to check (no delay, no rate) or not reached
+    bool held = true;          ///< measured within tolerance of configured
+    double rtt_configured = kNaN, rtt_measured = kNaN;    ///< seconds
+    double rate_configured = kNaN, rate_measured = kNaN;  ///< bit/s
+    std::string note;          ///< "rtt 40.3 ms for 40 ms configured", or what did not hold
+};
+
+struct Trial {
+    std::size_t index = 0;     ///< 1-based position in the plan
+    std::string id;            ///< stable id (hash of variant and sweep values)
+    std::string variant;
+    std::vector<std::pair<std::string, std::string>> sweep;  ///< swept path -> value as written
+    /// The configuration that matters to explanations: sum of both directions' delays (s),
+    /// the slowest direction's rate (bit/s, NaN: none), loss fraction client->server.
+    double link_rtt = kNaN, link_rate = kNaN, link_loss = kNaN;
+    /// Sysctls this trial set, "host:key" or "key" for global ones -> value as written to /proc/sys.
+    std::map<std::string, std::string> sysctls;
+    EmulationCheck check;
+    /// "pending", "done", "interrupted", "failed".
+    std::string status = "pending";
+    std::string error;
+};
+
+struct Measurement {
+    std::size_t trial = 0;     ///< Trial::index
+    std::string probe;         ///< probe name
+    std::string kind;          ///< probe kind ("throughput", "rtt", "rr", "http")
+    std::string tool;          ///< "builtin", "iperf3", ...
+    unsigned repeat = 0;       ///< 1-based
+    std::string started;       ///< ISO 8601 UTC
+    std::map<std::string, double> metrics;  ///< base units
+    std::map<std::string, std::vector<double>> samples;
+    std::vector<std::string> notes;
+    nlohmann::json connections = nlohmann::json::array();  ///< per connection, as probes report them
+};
+
+struct RunData {
+    Run run;
+    std::vector<Trial> trials;
+    std::vector<Measurement> measurements;
+
+    const Trial* trial(std::size_t index) const {
+        for (const auto& t : trials)
+            if (t.index == index) return &t;
+        return nullptr;
+    }
+};
+
+}  // namespace wanlab::results

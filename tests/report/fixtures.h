@@ -1,0 +1,102 @@
+// Runs built by hand for the report tests: no database, no kernel.
+//
+// buffer_sweep(): examples/buffer-sweep.toml measured: default-buffers and large-buffers at
+// link.rtt 20ms and 40ms on a 500 Mbit/s path, 3 repeats of probe "bulk" (throughput),
+// trial 3 (default-buffers @ 40ms) with an emulation check that did not hold.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lab/results/model.h"
+
+namespace wanlab::report::testing {
+
+inline results::Trial trial(std::size_t index, const std::string& id, const std::string& variant, const std::string& rtt) {
+    results::Trial t;
+    t.index = index;
+    t.id = id;
+    t.variant = variant;
+    t.status = "done";
+    if (!rtt.empty()) t.sweep = {{"link.rtt", rtt}};
+    t.link_rtt = rtt == "20ms" ? 0.020 : rtt == "40ms" ? 0.040 : results::kNaN;
+    t.link_rate = 500e6;
+    return t;
+}
+
+/// One repeat of the bulk throughput probe, with one upload connection as the probe reports it.
+inline results::Measurement bulk(std::size_t trial, unsigned repeat, double throughput, double rwnd_limited,
+                                 double rcvbuf_granted, double retransmits = 10) {
+    results::Measurement m;
+    m.trial = trial;
+    m.probe = "bulk";
+    m.kind = "throughput";
+    m.tool = "builtin";
+    m.repeat = repeat;
+    m.metrics = {{"throughput", throughput},       {"retransmits", retransmits},
+                 {"rwnd_limited", rwnd_limited},   {"sndbuf_limited", 0.01},
+                 {"rcvbuf_granted", rcvbuf_granted}, {"sndbuf_granted", 2626560},
+                 {"rtt", 0.0405}};
+    m.connections = nlohmann::json::array();
+    m.connections.push_back({{"direction", "upload"},
+                             {"congestion_control", "cubic"},
+                             {"values",
+                              {{"throughput", throughput},
+                               {"rtt", 0.0405},
+                               {"busy_time", 10.0},
+                               {"rwnd_limited_time", 10.0 * rwnd_limited},
+                               {"sndbuf_limited_time", 0.1},
+                               {"rwnd_limited", rwnd_limited},
+                               {"sndbuf_limited", 0.01},
+                               {"rcvbuf_granted", rcvbuf_granted},
+                               {"sndbuf_granted", 2626560}}}});
+    return m;
+}
+
+inline void default_buffers(results::Trial& t) {
+    t.sysctls = {{"net.core.rmem_max", "212992"},
+                 {"net.core.wmem_max", "212992"},
+                 {"net.ipv4.tcp_rmem", "4096\t131072\t6291456"},
+                 {"net.ipv4.tcp_wmem", "4096\t16384\t4194304"}};
+}
+
+inline void large_buffers(results::Trial& t) {
+    t.sysctls = {{"net.core.rmem_max", "67108864"},
+                 {"net.core.wmem_max", "67108864"},
+                 {"net.ipv4.tcp_rmem", "4096\t131072\t67108864"},
+                 {"net.ipv4.tcp_wmem", "4096\t16384\t67108864"}};
+}
+
+inline results::RunData buffer_sweep() {
+    results::RunData d;
+    d.run.id = "20261130T041209-ab12";
+    d.run.experiment = "buffer-sweep";
+    d.run.file = "examples/buffer-sweep.toml";
+    d.run.baseline = "default-buffers";
+    d.run.status = "complete";
+    d.run.started = "2026-11-30T04:12:09Z";
+    d.run.finished = "2026-11-30T04:16:02Z";
+    d.run.planned_trials = 4;
+    d.run.env = {"lab1", "6.1.0-18-amd64", "x86_64", "0.1.0", "host", {}};
+    d.trials = {trial(1, "aaaa0001", "default-buffers", "20ms"), trial(2, "aaaa0002", "large-buffers", "20ms"),
+                trial(3, "aaaa0003", "default-buffers", "40ms"), trial(4, "aaaa0004", "large-buffers", "40ms")};
+    default_buffers(d.trials[0]);
+    large_buffers(d.trials[1]);
+    default_buffers(d.trials[2]);
+    large_buffers(d.trials[3]);
+    d.trials[2].check.checked = true;
+    d.trials[2].check.held = false;
+    d.trials[2].check.note = "rtt 52.1 ms for 40 ms configured";
+    const double M = 1e6;
+    const double small = 425984, large = 33554432;  // 2 x rmem_max, as the kernel grants
+    std::vector<results::Measurement> ms{
+        bulk(1, 1, 170 * M, 0.80, small, 12), bulk(1, 2, 172 * M, 0.81, small, 10), bulk(1, 3, 168 * M, 0.79, small, 11),
+        bulk(2, 1, 300 * M, 0.05, large, 40), bulk(2, 2, 305 * M, 0.04, large, 42), bulk(2, 3, 298 * M, 0.06, large, 38),
+        bulk(3, 1, 85 * M, 0.92, small, 5),   bulk(3, 2, 84 * M, 0.93, small, 6),   bulk(3, 3, 86 * M, 0.91, small, 4),
+        bulk(4, 1, 250 * M, 0.05, large, 30), bulk(4, 2, 255 * M, 0.05, large, 31), bulk(4, 3, 245 * M, 0.05, large, 29),
+    };
+    d.measurements = ms;
+    return d;
+}
+
+}  // namespace wanlab::report::testing

@@ -1,0 +1,217 @@
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "lab/report/report.h"
+#include "tests/report/fixtures.h"
+
+using namespace wanlab;
+using namespace wanlab::report;
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::vector<lab::AssertSpec> one_gain() {
+    lab::AssertSpec a;
+    a.probe = "bulk";
+    a.metric = "throughput";
+    a.variant = "large-buffers";
+    a.min_gain = 0.2;
+    return {a};
+}
+
+std::string render_as(const results::RunData& d, Format f, std::vector<std::string> metrics = {}) {
+    ReportOptions o;
+    o.format = f;
+    o.metrics = std::move(metrics);
+    return render(d, one_gain(), o);
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) out.push_back(l);
+    return out;
+}
+
+bool has_line(const std::string& text, const std::string& line) {
+    auto ls = lines_of(text);
+    return std::find(ls.begin(), ls.end(), line) != ls.end();
+}
+
+}  // namespace
+
+TEST_CASE("report format names parse, and a wrong one lists the choices", "[report]") {
+    CHECK(parse_format("table") == Format::table);
+    CHECK(parse_format("markdown") == Format::markdown);
+    CHECK(parse_format("csv") == Format::csv);
+    CHECK(parse_format("json") == Format::json);
+    CHECK_THROWS_WITH(parse_format("xml"), "unknown report format `xml`: choose table, markdown, csv or json");
+    CHECK_THROWS_AS(parse_format("xml"), InputError);
+}
+
+TEST_CASE("report table has the header, the flagged trial, before/after rows, pivot, explanations and asserts",
+          "[report]") {
+    auto text = render_as(testing::buffer_sweep(), Format::table);
+    INFO(text);
+    CHECK(has_line(text, "Experiment buffer-sweep"));
+    CHECK(has_line(text, "  status: complete"));
+    CHECK(has_line(text, "  where: host, kernel 6.1.0-18-amd64 x86_64 on lab1, wanlab 0.1.0"));
+    CHECK(has_line(text, "  trials: 4 of 4 done"));
+    CHECK(has_line(text, "  ! trial 3 (aaaa0003) default-buffers @ link.rtt=40ms: emulation did not hold: "
+                         "rtt 52.1 ms for 40 ms configured"));
+    CHECK_THAT(text, Contains("coverage 75.0% at 3 repeats"));
+    // The before/after rows: baseline, variant, delta with its significance mark, verdict.
+    CHECK(has_line(text, "  link.rtt=20ms  bulk.throughput    170.00 Mbit/s [168.00, 172.00]  large-buffers  "
+                         "300.00 Mbit/s [298.00, 305.00]   +76.5% *  better"));
+    CHECK(has_line(text, "                 bulk.retransmits                      11 [10, 12]  large-buffers  "
+                         "                   40 [38, 42]  +263.6% *  worse"));
+    CHECK(has_line(text, "  link.rtt=40ms  bulk.throughput     85.00 Mbit/s [84.00, 86.00] !  large-buffers  "
+                         "250.00 Mbit/s [245.00, 255.00]  +194.1% *  better"));
+    CHECK_THAT(text, Contains("bulk.retransmits"));
+    CHECK_THAT(text, Contains("bulk.rwnd_limited"));
+    CHECK_THAT(text, !Contains("bulk.cwnd"));  // not a headline metric
+    CHECK_THAT(text, Contains("Pivot: bulk.throughput, median"));
+    CHECK_THAT(text, Contains("link.rtt \\ variant  default-buffers  large-buffers"));
+    CHECK_THAT(text, Contains("receive-window limited 92% of the time"));
+    CHECK_THAT(text, Contains("Asserts: 2 checks, 2 passed, 0 failed"));
+    CHECK_THAT(text, Contains("  PASS bulk.throughput large-buffers @ link.rtt=40ms: gain +194.1% (>= +20.0%)"));
+}
+
+TEST_CASE("report header says when results are partial", "[report]") {
+    auto d = testing::buffer_sweep();
+    d.run.status = "interrupted";
+    d.run.planned_trials = 6;
+    d.trials[3].status = "interrupted";
+    d.trials[3].error = "SIGINT during repeat 2";
+    auto text = render_as(d, Format::table);
+    CHECK(has_line(text, "  status: interrupted: partial results"));
+    CHECK(has_line(text, "  trials: 3 of 6 done"));
+    CHECK(has_line(text, "  x trial 4 (aaaa0004) large-buffers @ link.rtt=40ms: interrupted: SIGINT during repeat 2"));
+}
+
+TEST_CASE("report shows the metrics asked for, by probe.metric or metric", "[report]") {
+    auto text = render_as(testing::buffer_sweep(), Format::table, {"bulk.cwnd", "retransmits", "nonsense"});
+    CHECK_THAT(text, !Contains("bulk.throughput  "));
+    CHECK_THAT(text, Contains("bulk.retransmits"));
+    CHECK_THAT(text, Contains("metric nonsense: no probe in this run reports it"));
+    // cwnd is declared but this run did not measure it: no row of dashes.
+    CHECK_THAT(text, !Contains("bulk.cwnd"));
+}
+
+TEST_CASE("report markdown is pipe tables under headings", "[report]") {
+    auto text = render_as(testing::buffer_sweep(), Format::markdown);
+    INFO(text);
+    CHECK_THAT(text, Contains("# buffer-sweep\n"));
+    CHECK_THAT(text, Contains("## Before/after\n"));
+    CHECK_THAT(text, Contains("| point | metric | default-buffers (baseline) | variant | median [CI] | delta | verdict |\n"
+                              "| --- | --- | ---: | --- | ---: | ---: | --- |\n"));
+    CHECK_THAT(text, Contains("| link.rtt=20ms | bulk.throughput | 170.00 Mbit/s [168.00, 172.00] | large-buffers | "
+                              "300.00 Mbit/s [298.00, 305.00] | +76.5% \\* | better |"));
+}
+
+TEST_CASE("report json parses and carries base units", "[report]") {
+    auto j = nlohmann::json::parse(render_as(testing::buffer_sweep(), Format::json));
+    CHECK(j["run"]["id"] == "20261130T041209-ab12");
+    CHECK(j["run"]["partial"] == false);
+    CHECK(j["run"]["trials_flagged"].size() == 1);
+    CHECK(j["run"]["trials_flagged"][0]["trial"] == 3);
+    CHECK(j["environment"]["kernel"] == "6.1.0-18-amd64");
+    // 2 points x 3 headline metrics x 2 variants.
+    REQUIRE(j["cells"].size() == 12);
+    const auto& c = j["cells"][0];
+    CHECK(c["variant"] == "default-buffers");
+    CHECK(c["metric"] == "throughput");
+    CHECK(c["unit"] == "bit/s");
+    CHECK(c["median"] == 170e6);
+    CHECK(c["low"] == 168e6);
+    CHECK(c["confidence"].get<double>() == Approx(0.75));
+    CHECK(c["sweep"]["link.rtt"] == "20ms");
+    REQUIRE(j["comparisons"].size() == 6);
+    CHECK(j["comparisons"][0]["delta"].get<double>() == Approx(300.0 / 170 - 1));
+    CHECK(j["comparisons"][0]["significant"] == true);
+    CHECK(j["pivot"]["rows"] == "link.rtt");
+    CHECK(j["pivot"]["columns"] == "variant");
+    CHECK(j["pivot"]["groups"][0]["columns"] == nlohmann::json({"default-buffers", "large-buffers"}));
+    CHECK(j["pivot"]["groups"][0]["median"][1][0] == 85e6);
+    CHECK(j["explanations"].size() == 4);
+    REQUIRE(j["asserts"].size() == 2);
+    CHECK(j["asserts"][1]["check"] == "min_gain");
+    CHECK(j["asserts"][1]["passed"] == true);
+}
+
+TEST_CASE("report json writes unmeasured values as null", "[report]") {
+    auto d = testing::buffer_sweep();
+    d.measurements.resize(1);  // one repeat of trial 1: no interval, nothing to compare
+    auto j = nlohmann::json::parse(render_as(d, Format::json));
+    REQUIRE(j["cells"].size() >= 2);
+    CHECK(j["cells"][0]["low"].is_null());
+    CHECK(j["comparisons"][0]["p_value"].is_null());
+    CHECK(j["comparisons"][0]["median"].is_null());
+}
+
+TEST_CASE("report csv has one row per comparison in base units", "[report]") {
+    auto text = render_as(testing::buffer_sweep(), Format::csv);
+    auto lines = lines_of(text);
+    REQUIRE(lines.size() == 7);
+    CHECK(lines[0] ==
+          "run,point,link.rtt,probe,metric,unit,baseline,base_trial_id,base_n,base_median,base_low,base_high,"
+          "base_confidence,base_emulation_held,variant,trial_id,n,median,low,high,confidence,emulation_held,delta,"
+          "p_value,significant,better");
+    CHECK_THAT(lines[1], Contains("20261130T041209-ab12,link.rtt=20ms,20ms,bulk,throughput,bit/s,default-buffers,"
+                                  "aaaa0001,3,170000000,168000000,172000000,0.75,true,large-buffers,aaaa0002,3,"
+                                  "300000000,298000000,305000000,0.75,true,0.76470588"));
+    CHECK_THAT(lines[4], Contains(",aaaa0003,3,85000000,84000000,86000000,0.75,false,large-buffers,"));
+}
+
+TEST_CASE("report of a run without sweep or second variant has no pivot and no delta columns", "[report]") {
+    auto d = testing::buffer_sweep();
+    d.trials.resize(1);
+    d.trials[0].sweep.clear();
+    d.trials[0].check = {};
+    std::erase_if(d.measurements, [](const results::Measurement& m) { return m.trial != 1; });
+    auto text = render(d, {}, ReportOptions{});
+    INFO(text);
+    CHECK(has_line(text, "  metric                            default-buffers"));
+    CHECK(has_line(text, "  bulk.throughput    170.00 Mbit/s [168.00, 172.00]"));
+    CHECK_THAT(text, !Contains("Pivot"));
+    CHECK_THAT(text, !Contains("Asserts"));
+    CHECK_THAT(text, !Contains("delta"));
+}
+
+TEST_CASE("report pivots two swept paths with one table per variant", "[report]") {
+    auto d = testing::buffer_sweep();
+    // Sweep link.rtt x link.loss: add a loss value to every trial and a 1% copy of each.
+    std::size_t n = d.trials.size();
+    for (std::size_t i = 0; i < n; ++i) {
+        auto copy = d.trials[i];
+        d.trials[i].sweep.emplace_back("link.loss", "0%");
+        copy.sweep.emplace_back("link.loss", "1%");
+        copy.index += n;
+        copy.id = "cccc000" + std::to_string(copy.index);
+        d.trials.push_back(copy);
+    }
+    for (std::size_t i = 0, m = d.measurements.size(); i < m; ++i) {
+        auto copy = d.measurements[i];
+        copy.trial += n;
+        copy.metrics["throughput"] /= 2;
+        d.measurements.push_back(copy);
+    }
+    ReportOptions o;
+    o.format = Format::json;
+    auto j = nlohmann::json::parse(render(d, {}, o));
+    CHECK(j["pivot"]["rows"] == "link.rtt");
+    CHECK(j["pivot"]["columns"] == "link.loss");
+    REQUIRE(j["pivot"]["groups"].size() == 2);
+    CHECK(j["pivot"]["groups"][1]["group"] == "large-buffers");
+    CHECK(j["pivot"]["groups"][1]["columns"] == nlohmann::json({"0%", "1%"}));
+    CHECK(j["pivot"]["groups"][1]["median"][1][1] == 125e6);  // 40 ms, 1% loss
+    o.format = Format::table;
+    auto text = render(d, {}, o);
+    INFO(text);
+    CHECK(has_line(text, "  large-buffers"));
+    CHECK(has_line(text, "  link.rtt \\ link.loss             0%             1%"));
+}

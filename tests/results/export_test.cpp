@@ -1,0 +1,98 @@
+// JSON and CSV exports of a run.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "core/error.h"
+#include "lab/results/store.h"
+#include "tests/results/sample_run.h"
+
+using namespace wanlab::results;
+using nlohmann::json;
+using wanlab::results::testing::require_same;
+using wanlab::results::testing::sample_measurement;
+using wanlab::results::testing::sample_run;
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+}
+
+}  // namespace
+
+TEST_CASE("a run round-trips exactly through its json text", "[results]") {
+    RunData d = sample_run();
+    d.run.error = "line one\nline \"two\"";
+    RunData back = from_json(json::parse(to_json(d).dump()));
+    require_same(back, d);
+    CHECK(to_json(back) == to_json(d));
+}
+
+TEST_CASE("json writes NaN as null and keeps the sweep in plan order", "[results]") {
+    json j = to_json(sample_run());
+    CHECK(j["trials"][0]["link_loss"].is_null());
+    CHECK(j["trials"][0]["check"]["rate_measured"].is_null());
+    CHECK(j["trials"][0]["sweep"] == json::parse(R"([["link.delay","20ms"],["link.rate","100mbit"]])"));
+    CHECK(j["measurements"][0]["metrics"]["rtt"].is_null());
+    CHECK(j["measurements"][0]["samples"]["throughput"][2].is_null());
+    CHECK(j["run"]["env"]["sysctls_before"]["net.ipv4.tcp_rmem"] == "4096\t131072\t6291456");
+    CHECK(j.dump().find("NaN") == std::string::npos);
+}
+
+TEST_CASE("json missing a field is refused naming the field", "[results]") {
+    json j = to_json(sample_run());
+    j["trials"][1].erase("variant");
+    CHECK_THROWS_WITH(from_json(j), Catch::StartsWith("reading a run's results from JSON: ") &&
+                                        Catch::Contains("'variant'"));
+}
+
+TEST_CASE("csv has one row per metric with sweep columns and quotes names with commas and quotes",
+          "[results]") {
+    RunData d = sample_run();
+    d.measurements.resize(1);
+    d.measurements.push_back(sample_measurement(2, 1));
+    d.measurements.back().metrics["mystery"] = 1.5;
+    auto lines = lines_of(to_csv(d));
+    REQUIRE(lines.size() == 8);
+    CHECK(lines[0] == "run,trial,trial_id,variant,link.delay,link.rate,probe,kind,tool,repeat,metric,value,unit");
+    CHECK(lines[1] == "20261130-041209-bulk,1,t1-default,default,20ms,100mbit,bulk,throughput,builtin,1,"
+                      "retransmits,12,count");
+    CHECK(lines[2] == "20261130-041209-bulk,1,t1-default,default,20ms,100mbit,bulk,throughput,builtin,1,rtt,,s");
+    CHECK(lines[3] == "20261130-041209-bulk,1,t1-default,default,20ms,100mbit,bulk,throughput,builtin,1,"
+                      "throughput,94371840.33333333,bit/s");
+    CHECK(lines[4] == "20261130-041209-bulk,2,\"t2-big, \"\"buffers\"\"\",\"big, \"\"buffers\"\"\",40ms,100mbit,"
+                      "bulk,throughput,builtin,1,mystery,1.5,");
+}
+
+TEST_CASE("csv values read back as the same doubles", "[results]") {
+    RunData d = sample_run();
+    d.measurements.resize(1);
+    d.measurements[0].metrics = {{"a", 0.1}, {"b", 1.0 / 3.0}, {"c", 1e-300}, {"d", 123456789.123456789}};
+    auto lines = lines_of(to_csv(d));
+    REQUIRE(lines.size() == 5);
+    auto it = d.measurements[0].metrics.begin();
+    for (std::size_t i = 1; i < lines.size(); ++i, ++it) {
+        std::string line = lines[i];
+        std::string value = line.substr(0, line.rfind(','));
+        value = value.substr(value.rfind(',') + 1);
+        INFO(line);
+        CHECK(std::stod(value) == it->second);
+    }
+}
+
+TEST_CASE("csv fills sweep columns a trial lacks with empty fields", "[results]") {
+    RunData d = sample_run();
+    d.trials[1].sweep = {{"link.rate", "10mbit"}, {"probe.bulk.streams", "4"}};
+    d.measurements = {sample_measurement(2, 1)};
+    d.measurements[0].metrics = {{"throughput", 1e7}};
+    auto lines = lines_of(to_csv(d));
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0] == "run,trial,trial_id,variant,link.delay,link.rate,probe.bulk.streams,probe,kind,tool,repeat,"
+                      "metric,value,unit");
+    CHECK(lines[1] == "20261130-041209-bulk,2,\"t2-big, \"\"buffers\"\"\",\"big, \"\"buffers\"\"\",,10mbit,4,"
+                      "bulk,throughput,builtin,1,throughput,10000000,bit/s");
+}

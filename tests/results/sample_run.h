@@ -1,0 +1,182 @@
+// A run that exercises every field of the results model (NaN, odd text, sweeps, samples,
+// connections), a field-by-field comparison that treats NaN as equal to NaN, and a temporary
+// directory; shared by the store and export tests.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+#include "lab/results/model.h"
+
+namespace wanlab::results::testing {
+
+/// mkdtemp under /tmp; removed with everything in it on destruction.
+struct TempDir {
+    std::filesystem::path path;
+    TempDir() {
+        std::string t = (std::filesystem::temp_directory_path() / "wanlab-results-XXXXXX").string();
+        path = ::mkdtemp(t.data());
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+};
+
+inline Run sample_run_header(const std::string& id = "20261130-041209-bulk",
+                             const std::string& started = "2026-11-30T04:12:09Z") {
+    Run r;
+    r.id = id;
+    r.experiment = "bulk, \"buffers\"";
+    r.file = "examples/bulk.toml";
+    r.text = "[run]\nduration = \"10s\"\n# ünïcode, 'quotes' and \"double\" quotes\n";
+    r.sets = {"link.delay=40ms", "variant.big.sysctl.net.ipv4.tcp_rmem=4096 131072 67108864"};
+    r.baseline = "default";
+    r.started = started;
+    r.planned_trials = 2;
+    r.env.hostname = "lab-1";
+    r.env.kernel = "6.1.0-27-amd64";
+    r.env.machine = "x86_64";
+    r.env.wanlab_version = "0.1.0";
+    r.env.where = "vm (tcg, 2 cpus)";
+    r.env.sysctls_before = {{"net.ipv4.tcp_rmem", "4096\t131072\t6291456"}, {"net.core.rmem_max", "212992"}};
+    return r;
+}
+
+inline Trial sample_trial(std::size_t index, const std::string& variant, const std::string& delay) {
+    Trial t;
+    t.index = index;
+    t.id = "t" + std::to_string(index) + "-" + variant;
+    t.variant = variant;
+    t.sweep = {{"link.delay", delay}, {"link.rate", "100mbit"}};
+    t.link_rtt = 0.08;
+    t.link_rate = 1e8;
+    t.link_loss = kNaN;
+    t.sysctls = {{"client:net.ipv4.tcp_rmem", "4096 131072 67108864"}, {"net.core.rmem_max", "67108864"}};
+    t.check.checked = true;
+    t.check.held = false;
+    t.check.rtt_configured = 0.08;
+    t.check.rtt_measured = 0.0803;
+    t.check.rate_configured = 1e8;
+    t.check.rate_measured = kNaN;
+    t.check.note = "rate not measured";
+    t.status = "done";
+    return t;
+}
+
+inline Measurement sample_measurement(std::size_t trial, unsigned repeat) {
+    Measurement m;
+    m.trial = trial;
+    m.probe = "bulk";
+    m.kind = "throughput";
+    m.tool = "builtin";
+    m.repeat = repeat;
+    m.started = "2026-11-30T04:12:" + std::to_string(10 + repeat) + "Z";
+    m.metrics = {{"throughput", 94371840.0 + repeat / 3.0}, {"retransmits", 12}, {"rtt", kNaN}};
+    m.samples = {{"throughput", {0.1, 1.0 / 3.0, kNaN, 9.5e7}}, {"cwnd", {10, 20, 40}}};
+    m.notes = {"rcvbuf: asked 64MiB, granted 416KiB, clamped by net.core.rmem_max"};
+    m.connections = nlohmann::json::array({{{"id", 1}, {"bytes", 117964800}, {"cc", "cubic"}}});
+    return m;
+}
+
+/// A complete run: two trials, three measurements.
+inline RunData sample_run() {
+    RunData d;
+    d.run = sample_run_header();
+    d.run.status = "complete";
+    d.run.finished = "2026-11-30T04:13:00Z";
+    d.trials = {sample_trial(1, "default", "20ms"), sample_trial(2, "big, \"buffers\"", "40ms")};
+    d.measurements = {sample_measurement(1, 1), sample_measurement(1, 2), sample_measurement(2, 1)};
+    return d;
+}
+
+inline bool same_number(double a, double b) {
+    return (std::isnan(a) && std::isnan(b)) || a == b;
+}
+
+inline bool same_numbers(const std::vector<double>& a, const std::vector<double>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (!same_number(a[i], b[i])) return false;
+    return true;
+}
+
+inline void require_same(const Run& a, const Run& b) {
+    CHECK(a.id == b.id);
+    CHECK(a.experiment == b.experiment);
+    CHECK(a.file == b.file);
+    CHECK(a.text == b.text);
+    CHECK(a.sets == b.sets);
+    CHECK(a.baseline == b.baseline);
+    CHECK(a.started == b.started);
+    CHECK(a.finished == b.finished);
+    CHECK(a.status == b.status);
+    CHECK(a.error == b.error);
+    CHECK(a.planned_trials == b.planned_trials);
+    CHECK(a.env.hostname == b.env.hostname);
+    CHECK(a.env.kernel == b.env.kernel);
+    CHECK(a.env.machine == b.env.machine);
+    CHECK(a.env.wanlab_version == b.env.wanlab_version);
+    CHECK(a.env.where == b.env.where);
+    CHECK(a.env.sysctls_before == b.env.sysctls_before);
+}
+
+inline void require_same(const Trial& a, const Trial& b) {
+    CHECK(a.index == b.index);
+    CHECK(a.id == b.id);
+    CHECK(a.variant == b.variant);
+    CHECK(a.sweep == b.sweep);
+    CHECK(same_number(a.link_rtt, b.link_rtt));
+    CHECK(same_number(a.link_rate, b.link_rate));
+    CHECK(same_number(a.link_loss, b.link_loss));
+    CHECK(a.sysctls == b.sysctls);
+    CHECK(a.check.checked == b.check.checked);
+    CHECK(a.check.held == b.check.held);
+    CHECK(same_number(a.check.rtt_configured, b.check.rtt_configured));
+    CHECK(same_number(a.check.rtt_measured, b.check.rtt_measured));
+    CHECK(same_number(a.check.rate_configured, b.check.rate_configured));
+    CHECK(same_number(a.check.rate_measured, b.check.rate_measured));
+    CHECK(a.check.note == b.check.note);
+    CHECK(a.status == b.status);
+    CHECK(a.error == b.error);
+}
+
+inline void require_same(const Measurement& a, const Measurement& b) {
+    CHECK(a.trial == b.trial);
+    CHECK(a.probe == b.probe);
+    CHECK(a.kind == b.kind);
+    CHECK(a.tool == b.tool);
+    CHECK(a.repeat == b.repeat);
+    CHECK(a.started == b.started);
+    REQUIRE(a.metrics.size() == b.metrics.size());
+    for (const auto& [name, value] : a.metrics) {
+        INFO("metric " << name);
+        REQUIRE(b.metrics.count(name) == 1);
+        CHECK(same_number(value, b.metrics.at(name)));
+    }
+    REQUIRE(a.samples.size() == b.samples.size());
+    for (const auto& [name, values] : a.samples) {
+        INFO("samples " << name);
+        REQUIRE(b.samples.count(name) == 1);
+        CHECK(same_numbers(values, b.samples.at(name)));
+    }
+    CHECK(a.notes == b.notes);
+    CHECK(a.connections == b.connections);
+}
+
+inline void require_same(const RunData& a, const RunData& b) {
+    require_same(a.run, b.run);
+    REQUIRE(a.trials.size() == b.trials.size());
+    for (std::size_t i = 0; i < a.trials.size(); ++i) require_same(a.trials[i], b.trials[i]);
+    REQUIRE(a.measurements.size() == b.measurements.size());
+    for (std::size_t i = 0; i < a.measurements.size(); ++i) require_same(a.measurements[i], b.measurements[i]);
+}
+
+}  // namespace wanlab::results::testing

@@ -1,0 +1,237 @@
+// The results store on real SQLite files in a temporary directory.
+#include <catch2/catch.hpp>
+
+#include <sqlite3.h>
+
+#include "core/error.h"
+#include "lab/results/store.h"
+#include "tests/results/sample_run.h"
+
+using namespace wanlab::results;
+using wanlab::results::testing::TempDir;
+using wanlab::results::testing::require_same;
+using wanlab::results::testing::sample_run;
+using wanlab::results::testing::sample_run_header;
+
+namespace {
+
+void store_whole(Store& store, const RunData& d) {
+    Run started = d.run;
+    started.status = "running";
+    started.finished.clear();
+    store.begin_run(started);
+    for (const auto& t : d.trials) store.put_trial(d.run.id, t);
+    for (const auto& m : d.measurements) store.add_measurement(d.run.id, m);
+    store.finish_run(d.run.id, d.run.status, d.run.finished, d.run.error);
+}
+
+/// Runs raw SQL on the file, as a user's `sqlite3` would.
+void sql(const std::filesystem::path& db, const std::string& statements) {
+    sqlite3* h = nullptr;
+    REQUIRE(sqlite3_open(db.c_str(), &h) == SQLITE_OK);
+    int rc = sqlite3_exec(h, statements.c_str(), nullptr, nullptr, nullptr);
+    INFO(sqlite3_errmsg(h));
+    sqlite3_close(h);
+    REQUIRE(rc == SQLITE_OK);
+}
+
+/// The first column of the first row of a query, as text.
+std::string query(const std::filesystem::path& db, const std::string& select) {
+    sqlite3* h = nullptr;
+    REQUIRE(sqlite3_open(db.c_str(), &h) == SQLITE_OK);
+    sqlite3_stmt* s = nullptr;
+    std::string out;
+    if (sqlite3_prepare_v2(h, select.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW &&
+        sqlite3_column_text(s, 0) != nullptr)
+        out = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    sqlite3_close(h);
+    return out;
+}
+
+std::string message_of(Store& store, const std::string& id) {
+    try {
+        store.load_run(id);
+    } catch (const wanlab::InputError& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("a complete run round-trips through the results database field by field", "[results]") {
+    TempDir dir;
+    RunData d = sample_run();
+    {
+        Store store(dir.path / "results.db");
+        store_whole(store, d);
+    }
+    Store store(dir.path / "results.db");
+    require_same(store.load_run(d.run.id), d);
+}
+
+TEST_CASE("the results database can be queried with plain sql, one row per metric and NaN as null",
+          "[results]") {
+    TempDir dir;
+    const auto db = dir.path / "results.db";
+    {
+        Store store(db);
+        store_whole(store, sample_run());
+    }
+    CHECK(query(db, "PRAGMA user_version") == "1");
+    CHECK(query(db, "PRAGMA journal_mode") == "delete");
+    CHECK(query(db, "SELECT count(*) FROM metrics") == "9");
+    CHECK(query(db, "SELECT count(*) FROM metrics WHERE value IS NULL AND name = 'rtt'") == "3");
+    CHECK(query(db, "SELECT value FROM metrics WHERE name = 'retransmits' LIMIT 1") == "12.0");
+    CHECK(query(db, "SELECT group_concat(value, ' ') FROM (SELECT value FROM samples WHERE name = 'cwnd' "
+                    "AND measurement_id = 1 ORDER BY seq)") == "10.0 20.0 40.0");
+    CHECK(query(db, "SELECT count(*) FROM metric_values WHERE variant = 'big, \"buffers\"'") == "3");
+    CHECK(query(db, "SELECT json_extract(env, '$.where') FROM runs") == "vm (tcg, 2 cpus)");
+}
+
+TEST_CASE("an interrupted run keeps the measurements committed before it stopped", "[results]") {
+    TempDir dir;
+    RunData d = sample_run();
+    Store store(dir.path / "results.db");
+    store.begin_run(sample_run_header());  // status "running", not finished
+    store.put_trial(d.run.id, d.trials[0]);
+    store.add_measurement(d.run.id, d.measurements[0]);
+
+    RunData partial = Store(dir.path / "results.db").load_run(d.run.id);
+    CHECK(partial.run.status == "running");
+    CHECK(partial.run.finished.empty());
+    CHECK(partial.measurements.size() == 1);
+
+    store.finish_run(d.run.id, "interrupted", "2026-11-30T04:12:30Z", "interrupted by SIGINT");
+    RunData after = store.load_run(d.run.id);
+    CHECK(after.run.status == "interrupted");
+    CHECK(after.run.finished == "2026-11-30T04:12:30Z");
+    CHECK(after.run.error == "interrupted by SIGINT");
+    REQUIRE(after.trials.size() == 1);
+    REQUIRE(after.measurements.size() == 1);
+    require_same(after.measurements[0], d.measurements[0]);
+}
+
+TEST_CASE("putting a trial again replaces it", "[results]") {
+    TempDir dir;
+    RunData d = sample_run();
+    Store store(dir.path / "results.db");
+    store.begin_run(d.run);
+    Trial planned = d.trials[0];
+    planned.status = "pending";
+    planned.check = {};
+    store.put_trial(d.run.id, planned);
+    store.put_trial(d.run.id, d.trials[0]);
+
+    RunData loaded = store.load_run(d.run.id);
+    REQUIRE(loaded.trials.size() == 1);
+    require_same(loaded.trials[0], d.trials[0]);
+}
+
+TEST_CASE("writes for a run that was never begun or a duplicate run id are refused", "[results]") {
+    TempDir dir;
+    Store store(dir.path / "results.db");
+    store.begin_run(sample_run_header("r1"));
+    CHECK_THROWS_WITH(store.begin_run(sample_run_header("r1")),
+                      Catch::Contains("recording run `r1`") && Catch::Contains("UNIQUE constraint failed"));
+    CHECK_THROWS_WITH(store.add_measurement("r2", testing::sample_measurement(1, 1)),
+                      Catch::Contains("results database " + (dir.path / "results.db").string()) &&
+                          Catch::Contains("FOREIGN KEY constraint failed"));
+    CHECK_THROWS_WITH(store.finish_run("r2", "complete", "2026-11-30T05:00:00Z"),
+                      Catch::EndsWith("finishing run `r2`: no such run"));
+}
+
+TEST_CASE("runs are listed newest first without their trials or measurements", "[results]") {
+    TempDir dir;
+    Store store(dir.path / "results.db");
+    store.begin_run(sample_run_header("b", "2026-11-30T05:00:00Z"));
+    store.begin_run(sample_run_header("c", "2026-11-30T04:00:00Z"));
+    store.begin_run(sample_run_header("a", "2026-11-30T05:00:00Z"));  // same second, added later
+    std::vector<Run> runs = store.list_runs();
+    REQUIRE(runs.size() == 3);
+    CHECK(runs[0].id == "a");
+    CHECK(runs[1].id == "b");
+    CHECK(runs[2].id == "c");
+    CHECK(runs[0].env.where == "vm (tcg, 2 cpus)");
+}
+
+TEST_CASE("a run is found by its id, a unique prefix of it, or latest", "[results]") {
+    TempDir dir;
+    Store store(dir.path / "results.db");
+    store.begin_run(sample_run_header("20261130-041209-bulk", "2026-11-30T04:12:09Z"));
+    store.begin_run(sample_run_header("20261130-051500-bulk", "2026-11-30T05:15:00Z"));
+    store.begin_run(sample_run_header("r1", "2026-11-29T00:00:00Z"));
+    store.begin_run(sample_run_header("r10", "2026-11-28T00:00:00Z"));
+
+    CHECK(store.load_run("20261130-041209-bulk").run.id == "20261130-041209-bulk");
+    CHECK(store.load_run("20261130-05").run.id == "20261130-051500-bulk");
+    CHECK(store.load_run("latest").run.id == "20261130-051500-bulk");
+    CHECK(store.load_run("r1").run.id == "r1");  // exact beats the longer r10
+    CHECK(store.load_run("r10").run.id == "r10");
+}
+
+TEST_CASE("an ambiguous prefix lists the runs it matches, newest first", "[results]") {
+    TempDir dir;
+    const auto db = dir.path / "results.db";
+    Store store(db);
+    for (int i = 1; i <= 7; ++i)
+        store.begin_run(sample_run_header("run-" + std::to_string(i), "2026-11-30T04:00:0" + std::to_string(i) + "Z"));
+    CHECK(message_of(store, "run-") == "run `run-` is ambiguous in results database " + db.string() +
+                                           ": it matches run-7, run-6, run-5, run-4, run-3 (and 2 more); "
+                                           "see `wanlab results list`");
+}
+
+TEST_CASE("a missing run names the newest runs, or says the database holds none", "[results]") {
+    TempDir dir;
+    const auto db = dir.path / "results.db";
+    Store store(db);
+    CHECK(message_of(store, "latest") ==
+          "no run `latest` in results database " + db.string() + " (it holds no runs); see `wanlab results list`");
+    store.begin_run(sample_run_header("a", "2026-11-30T04:00:00Z"));
+    store.begin_run(sample_run_header("b", "2026-11-30T05:00:00Z"));
+    CHECK(message_of(store, "zzz") == "no run `zzz` in results database " + db.string() +
+                                          "; newest runs: b, a; see `wanlab results list`");
+    CHECK_THROWS_AS(store.load_run("zzz"), wanlab::InputError);
+}
+
+TEST_CASE("a database written by a newer wanlab is refused with the version to use", "[results]") {
+    TempDir dir;
+    const auto db = dir.path / "results.db";
+    { Store store(db); }
+    sql(db, "PRAGMA user_version = 2; UPDATE meta SET value = '0.3.0' WHERE key = 'written_by';");
+    CHECK_THROWS_WITH(Store(db), Catch::StartsWith("results database " + db.string() +
+                                                   " has schema version 2 (written by wanlab 0.3.0); wanlab ") &&
+                                     Catch::EndsWith(" reads up to version 1: open it with wanlab 0.3.0 or newer"));
+
+    const auto bare = dir.path / "bare.db";
+    sql(bare, "PRAGMA user_version = 7;");
+    CHECK_THROWS_WITH(Store(bare), Catch::EndsWith("open it with a newer wanlab"));
+}
+
+TEST_CASE("a file that is not a database is refused with its path", "[results]") {
+    TempDir dir;
+    const auto db = dir.path / "results.db";
+    {
+        std::FILE* f = std::fopen(db.c_str(), "w");
+        std::fputs("not sqlite, just text long enough to fill a header of one hundred bytes .................\n", f);
+        std::fclose(f);
+    }
+    CHECK_THROWS_WITH(Store(db), Catch::StartsWith("results database " + db.string() + ": ") &&
+                                     Catch::Contains("file is not a database"));
+    CHECK_THROWS_WITH(Store(dir.path / "missing" / "results.db"), Catch::Contains("unable to open database file"));
+}
+
+TEST_CASE("a second store on the same file sees what the first committed", "[results]") {
+    TempDir dir;
+    RunData d = sample_run();
+    Store first(dir.path / "results.db");
+    Store second(dir.path / "results.db");
+    first.begin_run(d.run);
+    REQUIRE(second.list_runs().size() == 1);
+    second.put_trial(d.run.id, d.trials[0]);
+    second.add_measurement(d.run.id, d.measurements[0]);
+    RunData seen = first.load_run("latest");
+    CHECK(seen.trials.size() == 1);
+    CHECK(seen.measurements.size() == 1);
+}

@@ -1,0 +1,133 @@
+// The runner's pure parts: what a trial is expected to show, when the emulation holds, how
+// long a trial is planned to take, how progress is written.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "lab/run/check.h"
+#include "lab/run/progress.h"
+#include "lab/run/runner.h"
+#include "tests/lab/load_helper.h"
+
+using namespace wanlab;
+
+namespace {
+
+lab::Experiment loaded(const std::string& text) {
+    auto l = wanlab::testing::load(text);
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    return *l.exp;
+}
+
+lab::Trial first_trial(const std::string& text) { return loaded(text).trials.front(); }
+
+std::string written(const std::function<void(run::Progress&)>& fn, run::Progress::Mode mode) {
+    std::FILE* f = std::tmpfile();
+    {
+        run::Progress p(mode, f);
+        fn(p);
+    }
+    std::rewind(f);
+    std::string out;
+    char buf[256];
+    while (std::size_t n = std::fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+    std::fclose(f);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("the expected RTT is both directions' delays and each direction keeps its rate", "[run]") {
+    auto t = first_trial("[link]\nrtt = \"40ms\"\njitter = \"2ms\"\nrate = \"100mbit\"\n[link.down]\nrate = \"20mbit\"\n");
+    auto e = run::expected_of(t);
+    CHECK(e.rtt == Approx(0.040));
+    CHECK(e.jitter == Approx(0.004));
+    CHECK(e.rate_up == Approx(100e6));
+    CHECK(e.rate_down == Approx(20e6));
+}
+
+TEST_CASE("an RTT holds from 5% below to 5% above plus jitter plus 5 ms", "[run]") {
+    run::Expected e;
+    e.rtt = 0.040;
+    CHECK(run::rtt_holds(e, 0.040));
+    CHECK(run::rtt_holds(e, 0.0378));
+    CHECK_FALSE(run::rtt_holds(e, 0.0370));
+    CHECK(run::rtt_holds(e, 0.046));
+    CHECK_FALSE(run::rtt_holds(e, 0.0475));
+    e.jitter = 0.010;
+    CHECK(run::rtt_holds(e, 0.056));
+}
+
+TEST_CASE("a rate holds from 85% to 105% of configured", "[run]") {
+    CHECK(run::rate_holds(100e6, 96e6));
+    CHECK(run::rate_holds(100e6, 85e6));
+    CHECK_FALSE(run::rate_holds(100e6, 84e6));
+    CHECK_FALSE(run::rate_holds(100e6, 106e6));
+}
+
+TEST_CASE("a trial record carries the configuration explanations need", "[run]") {
+    auto t = first_trial(
+        "[link]\nrtt = \"40ms\"\nrate = \"100mbit\"\nloss = \"1%\"\n[link.down]\nrate = \"50mbit\"\n"
+        "[sysctl]\n\"net.core.rmem_max\" = 1048576\n\"net.ipv4.tcp_rmem\" = [4096, 131072, 2097152]\n");
+    auto r = run::trial_record(t);
+    CHECK(r.link_rtt == Approx(0.040));
+    CHECK(r.link_rate == Approx(50e6));  // the slower direction
+    CHECK(r.link_loss == Approx(0.01));
+    CHECK(r.sysctls.at("net.core.rmem_max") == "1048576");
+    CHECK(r.sysctls.at("client:net.ipv4.tcp_rmem") == "4096 131072 2097152");
+    CHECK(r.sysctls.at("server:net.ipv4.tcp_rmem") == "4096 131072 2097152");
+    CHECK(r.status == "pending");
+}
+
+TEST_CASE("a trial is planned as check, warm-up, and repeats of duration plus cooldown", "[run]") {
+    auto exp = loaded(
+        "[[probe]]\nkind = \"throughput\"\nduration = \"5s\"\n"
+        "[[probe]]\nkind = \"rtt\"\ncount = 10\ninterval = \"100ms\"\n"
+        "[run]\nrepeats = 3\nwarmup = \"2s\"\ncooldown = \"1s\"\n");
+    // check 2 + throughput (2 + 3 x (5 + 1)) + rtt without warm-up (3 x (1 + 1))
+    CHECK(run::planned_seconds(exp.trials.front(), exp.run) == Approx(2 + 20 + 6));
+}
+
+TEST_CASE("progress in a log is one plain line per step, with elapsed time and ETA", "[run]") {
+    auto out = written(
+        [](run::Progress& p) {
+            p.plan(std::chrono::seconds(100));
+            p.status("[1/2] default: bulk repeat 1/3", std::chrono::seconds(0));
+            p.line("run r1 interrupted");
+        },
+        run::Progress::Mode::lines);
+    CHECK(out == "wanlab: [1/2] default: bulk repeat 1/3 | 0s elapsed, ETA 1m40s\nwanlab: run r1 interrupted\n");
+}
+
+TEST_CASE("progress on a terminal rewrites one line and clears it before a lasting line", "[run]") {
+    auto out = written(
+        [](run::Progress& p) {
+            p.status("a", std::chrono::seconds(0));
+            p.status("b", std::chrono::seconds(0));
+            p.line("done");
+        },
+        run::Progress::Mode::terminal);
+    CHECK(out.find("\r\x1b[Ka |") == 0);
+    CHECK(out.find("\r\x1b[Kb |") != std::string::npos);
+    std::string last = "\r\x1b[Kwanlab: done\n";
+    CHECK(out.substr(out.size() - last.size()) == last);
+}
+
+TEST_CASE("quiet progress writes nothing", "[run]") {
+    auto out = written(
+        [](run::Progress& p) {
+            p.status("a", std::chrono::seconds(0));
+            p.line("b");
+        },
+        run::Progress::Mode::quiet);
+    CHECK(out.empty());
+}
+
+TEST_CASE("clock times read as h/m/s", "[run]") {
+    CHECK(run::Progress::clock(12.4) == "12s");
+    CHECK(run::Progress::clock(245) == "4m05s");
+    CHECK(run::Progress::clock(3720) == "1h02m");
+    CHECK(run::Progress::clock(-1) == "?");
+}

@@ -1,0 +1,80 @@
+#!/bin/sh
+# Inside the micro-VM (real netem), as root: `wanlab run` end to end. Writes one TAP-like line
+# per check to OUT/results ("ok N - ..." / "not ok N - ..."). Usage: run_checks.sh WANLAB SRC OUT
+wanlab=$1 src=$2 out=$3
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $*" >>"$out/results"; }
+notok() { n=$((n + 1)); echo "not ok $n - $*" >>"$out/results"; }
+check() { desc=$1; shift; if "$@"; then ok "$desc"; else notok "$desc"; fi; }
+q() { sqlite3 -batch -noheader "$1" "$2"; }
+
+# The machine as wanlab must give it back.
+state() {
+    { ip netns list; ip -o link show | sed 's/^[0-9]*: //' | cut -d' ' -f1-2; tc qdisc show
+      for k in net.core.rmem_max net.core.wmem_max net.ipv4.tcp_rmem net.ipv4.tcp_wmem; do sysctl -n $k; done
+      ls /run/wanlab/*.journal 2>/dev/null; } | sort
+}
+state >"$out/state.before"
+same_state() { state | diff "$out/state.before" - >"$out/diff.$1"; }
+
+# 1. The main example, short: larger buffers raise throughput on the long path.
+db=$out/main/results.db
+"$wanlab" run "$src/examples/buffer-sweep.toml" --no-vm --out "$out/main" --run main1 \
+    --set run.duration=3s --set run.repeats=2 --set run.warmup=1s --set run.cooldown=0s \
+    >"$out/main.stdout" 2>"$out/main.stderr"
+rc=$?
+check "main example exits 0 (its min_gain assert passes) [rc=$rc]" [ "$rc" = 0 ]
+check "main example: 6 trials done" [ "$(q "$db" "select count(*) from trials where run_id='main1' and status='done'")" = 6 ]
+check "main example: every trial's emulation held" \
+    [ "$(q "$db" "select count(*) from trials where run_id='main1' and json_extract(emulation_check,'\$.held')=1 and json_extract(emulation_check,'\$.checked')=1")" = 6 ]
+for rtt in 40ms 80ms 160ms; do
+    ratio=$(q "$db" "select (select avg(value) from metric_values v join trials t on t.run_id=v.run_id and t.idx=v.trial
+                             where v.run_id='main1' and v.metric='throughput' and v.variant='large-buffers' and t.sweep like '%$rtt%')
+                          / (select avg(value) from metric_values v join trials t on t.run_id=v.run_id and t.idx=v.trial
+                             where v.run_id='main1' and v.metric='throughput' and v.variant='default-buffers' and t.sweep like '%$rtt%')")
+    check "main example at $rtt: large buffers move >= 1.2x the default's throughput [ratio=$ratio]" \
+        awk -v r="$ratio" 'BEGIN { exit !(r + 0 >= 1.2) }'
+done
+check "main example's report has the before/after table" grep -q "large-buffers" "$out/main.stdout"
+check "main example restored the machine" same_state main
+
+# 2. CI gates: a passing and a failing assert give exit 3 and a JUnit report saying so.
+"$wanlab" run "$src/tests/vm/run/asserts.toml" --no-vm --out "$out/asserts" --quiet --junit "$out/junit.xml" \
+    >"$out/asserts.stdout" 2>"$out/asserts.stderr"
+rc=$?
+check "a failed assert makes the exit status 3 [rc=$rc]" [ "$rc" = 3 ]
+check "the report prints PASS and FAIL with measured values" sh -c "grep -q PASS '$out/asserts.stdout' && grep -q FAIL '$out/asserts.stdout'"
+check "the JUnit report has 2 tests and 1 failure" sh -c "grep -q 'tests=\"2\"' '$out/junit.xml' && grep -q 'failures=\"1\"' '$out/junit.xml'"
+
+# 3. kill -9 mid-run, then `wanlab restore`: the machine is as before.
+wait_for_measurement() {  # db run: until the run has a measurement (at most 60 s)
+    i=0
+    while [ $i -lt 600 ]; do
+        [ "$(q "$1" "select count(*) from measurements where run_id='$2'" 2>/dev/null)" -ge 1 ] 2>/dev/null && return 0
+        sleep 0.1; i=$((i + 1))
+    done
+    return 1
+}
+"$wanlab" run "$src/tests/vm/run/long.toml" --no-vm --out "$out/kill" --run kill1 --quiet >/dev/null 2>"$out/kill.stderr" &
+pid=$!
+check "the long run records a measurement" wait_for_measurement "$out/kill/results.db" kill1
+check "mid-run, the run's sysctl is in force" [ "$(sysctl -n net.core.rmem_max)" = 1234567 ]
+kill -9 $pid; wait $pid 2>/dev/null
+check "after kill -9 the journal is left for restore" sh -c "ls /run/wanlab/kill1.journal >/dev/null"
+"$wanlab" restore >"$out/restore.out" 2>&1
+rc=$?
+check "wanlab restore exits 0 [rc=$rc]" [ "$rc" = 0 ]
+check "after kill -9 + restore: namespaces, links, qdiscs, sysctls as before" same_state kill
+
+# 4. Ctrl-C mid-run: exit 130, machine restored, partial results kept.
+"$wanlab" run "$src/tests/vm/run/long.toml" --no-vm --out "$out/int" --run int1 >"$out/int.stdout" 2>"$out/int.stderr" &
+pid=$!
+wait_for_measurement "$out/int/results.db" int1
+kill -INT $pid; wait $pid
+rc=$?
+check "SIGINT mid-run exits 130 [rc=$rc]" [ "$rc" = 130 ]
+check "the interrupted run is recorded as interrupted" [ "$(q "$out/int/results.db" "select status from runs where id='int1'")" = interrupted ]
+check "its measurements are kept" [ "$(q "$out/int/results.db" "select count(*) from measurements where run_id='int1'")" -ge 1 ]
+check "the partial report is printed" grep -q "interrupted" "$out/int.stdout"
+check "after SIGINT: machine as before" same_state int
+exit 0
