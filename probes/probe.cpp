@@ -33,6 +33,7 @@ constexpr Implementation kImplementations[] = {
     {"rtt", "builtin", &run_rtt},
     {"rtt", "ping", &run_ping},
     {"rr", "builtin", &run_rr},
+    {"http", "builtin", &run_http},
 };
 
 const OptionValue& option(const ProbeSpec& spec, const std::string& name) {

@@ -78,9 +78,12 @@ std::int64_t option_int(const ProbeSpec& spec, const std::string& name);  ///< i
 bool option_bool(const ProbeSpec& spec, const std::string& name);
 std::string option_string(const ProbeSpec& spec, const std::string& name);
 
-// The built-in probes (probes/throughput.cpp, rtt.cpp, rr.cpp).
+// The built-in probes (probes/throughput.cpp, rtt.cpp, rr.cpp, http.cpp).
 ProbeResult run_throughput(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 ProbeResult run_rtt(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
+/// http: the built-in server in where.server (none when the `url` option is set) and the load
+/// generator in where.client.
+ProbeResult run_http(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 
 }  // namespace wanlab::probes

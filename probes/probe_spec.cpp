@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/units.h"
+#include "probes/http.h"
 
 namespace wanlab::probes {
 namespace {
@@ -92,18 +94,23 @@ const std::vector<ProbeKind> kKinds{
          {"errors", Unit::count, false, "connections that failed or timed out mid-transaction"},
      }},
     {"http",
-     "HTTP/1.1 keep-alive load: requests/s and latency percentiles",
+     "HTTP/1.1 keep-alive load (wrk-like): requests/s and latency percentiles",
      common({
-         {"connections", OptionType::integer, "10", "open connections", 1, 100'000},
-         {"threads", OptionType::integer, "1", "load generator threads", 1, 256},
-         {"rate", OptionType::integer, "0", "requests per second in total; 0 = closed loop", 0, kBig},
-         {"timeout", OptionType::duration, "\"2s\"", "a request slower than this counts as an error"},
+         {"connections", OptionType::integer, "10", "open keep-alive connections, one request in flight on each", 1,
+          100'000},
+         {"threads", OptionType::integer, "1", "load generator threads (epoll loops)", 1, 256},
+         {"rate", OptionType::integer, "0",
+          "requests per second in total, latency from each intended send time; 0 = closed loop", 0, kBig},
+         {"timeout", OptionType::duration, "\"2s\"", "a request unanswered this long counts as an error"},
          {"response_size", OptionType::size, "1024", "body bytes of the built-in server's answer"},
+         {"server_threads", OptionType::integer, "1", "built-in server threads (epoll loops)", 1, 256},
          {"server_nodelay", OptionType::boolean, "true", "TCP_NODELAY on the built-in server"},
-         {"server_quickack", OptionType::boolean, "false", "TCP_QUICKACK on the built-in server"},
-         {"server_split_write", OptionType::boolean, "false", "headers and body in separate writes"},
-         {"client_quickack", OptionType::boolean, "false", "TCP_QUICKACK on the load generator"},
-         {"url", OptionType::string, "\"\"", "a server to load instead of the built-in one"},
+         {"server_quickack", OptionType::boolean, "false", "TCP_QUICKACK on the built-in server after each read"},
+         {"server_split_write", OptionType::boolean, "false", "the built-in server writes headers and body separately"},
+         {"client_nodelay", OptionType::boolean, "true", "TCP_NODELAY on the load generator"},
+         {"client_quickack", OptionType::boolean, "false", "TCP_QUICKACK on the load generator after each read"},
+         {"url", OptionType::string, "\"\"",
+          "http://ADDRESS[:PORT][/PATH] to load instead of the built-in server"},
          {"tool", OptionType::choice, "\"builtin\"", "builtin or wrk", 0, 0, {"builtin", "wrk"}},
      }),
      {
@@ -114,7 +121,11 @@ const std::vector<ProbeKind> kKinds{
          {"latency_p99", Unit::seconds, false, "99th percentile"},
          {"latency_p999", Unit::seconds, false, "99.9th percentile"},
          {"latency_max", Unit::seconds, false, "slowest request"},
-         {"errors", Unit::count, false, "timeouts, resets and non-2xx answers"},
+         {"errors", Unit::count, false, "timeouts, non-2xx answers, refused, reset or malformed"},
+         {"timeouts", Unit::count, false, "requests unanswered within `timeout`"},
+         {"non_2xx", Unit::count, false, "answers with a status outside 200-299"},
+         {"requests", Unit::count, true, "completed requests (any status)"},
+         {"throughput", Unit::bits_per_second, true, "response bytes (headers and body) received"},
      }},
 };
 
@@ -165,6 +176,29 @@ OptionValue default_of(const OptionSpec& o, std::chrono::nanoseconds run_duratio
     }
     if (o.type == OptionType::boolean) return d == "true";
     return static_cast<std::int64_t>(std::stoll(std::string(d)));
+}
+
+std::int64_t int_of(const ProbeSpec& spec, const char* option) {
+    auto v = std::get_if<std::int64_t>(&spec.options.at(option));
+    return v ? *v : 0;
+}
+
+// The http kind's checks across and within options.
+void check_http(const ProbeSpec& spec, const Reader& r, Diagnostics& diag) {
+    if (auto url = std::get_if<std::string>(&spec.options.at("url")); url && !url->empty()) {
+        try {
+            http::parse_url(*url);
+        } catch (const InputError& e) {
+            diag.error(r.value_at("url"), e.what());
+        }
+    }
+    if (int_of(spec, "threads") > int_of(spec, "connections"))
+        diag.error(r.value_at("threads"),
+                   fmt::format("`threads` ({}) is more than `connections` ({}): each thread needs a connection",
+                               int_of(spec, "threads"), int_of(spec, "connections")));
+    if (int_of(spec, "timeout") <= 0) diag.error(r.value_at("timeout"), "`timeout` must be above zero");
+    if (int_of(spec, "response_size") > 64 * 1024 * 1024)
+        diag.error(r.value_at("response_size"), "`response_size` must be at most 64MiB");
 }
 
 }  // namespace
@@ -222,6 +256,7 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
     }
     if (auto d = std::get_if<std::int64_t>(&spec.options["duration"]); d && *d <= 0)
         diag.error(r.value_at("duration"), "`duration` must be above zero");
+    if (spec.kind == "http") check_http(spec, r, diag);
     r.finish();
     return spec;
 }
