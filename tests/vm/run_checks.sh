@@ -38,6 +38,14 @@ done
 check "main example's report has the before/after table" grep -q "large-buffers" "$out/main.stdout"
 check "main example restored the machine" same_state main
 
+# The stored run reads back: list, report as JSON, every measurement as CSV, a comparison.
+check "results list names the run" sh -c "'$wanlab' results list --out '$out/main' | grep -q '^main1 .*complete'"
+check "results show --format json is JSON with the report's sections" \
+    sh -c "'$wanlab' results show main1 --out '$out/main' --format json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(not {\"cells\",\"pivot\",\"asserts\"} <= d.keys())'"
+check "results show --export csv has one row per (measurement, metric)" \
+    [ "$("$wanlab" results show main1 --out "$out/main" --export csv | grep -Ec ',throughput,[-0-9.e+]+,bit/s$')" = "$(q "$db" "select count(*) from metric_values where run_id='main1' and metric='throughput'")" ]
+check "compare of a run with itself shows zero deltas" sh -c "'$wanlab' compare main1 main1 --out '$out/main' | grep -q '+0.0%'"
+
 # 2. CI gates: a passing and a failing assert give exit 3 and a JUnit report saying so.
 "$wanlab" run "$src/tests/vm/run/asserts.toml" --no-vm --out "$out/asserts" --quiet --junit "$out/junit.xml" \
     >"$out/asserts.stdout" 2>"$out/asserts.stderr"

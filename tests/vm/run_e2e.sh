@@ -22,6 +22,6 @@ echo "--- vm stderr"; tail -20 "$work/stderr"
 [[ -s $work/out/results ]] || fail "no results from inside the VM"
 grep -q '^not ok' "$work/out/results" && fail "$(grep '^not ok' "$work/out/results")"
 n=$(grep -c '^ok' "$work/out/results")
-[[ $n -ge 20 ]] || fail "only $n checks passed; expected 20"
+[[ $n -ge 26 ]] || fail "only $n checks passed; expected 26"
 echo "PASS: $n checks of wanlab run inside the VM"
 rm -rf "$work"
