@@ -1,19 +1,12 @@
+// iperf3, ping and hping3: their parsers and how each is started. See docs/probes.md.
 #include "probes/external.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -141,97 +134,43 @@ ProbeResult parse_ping(const std::string& text) {
     return r;
 }
 
-std::string find_tool(const std::string& tool, const std::string& debian_package) {
-    const char* path = std::getenv("PATH");
-    std::istringstream dirs(path ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
-    std::string dir;
-    while (std::getline(dirs, dir, ':')) {
-        auto full = std::filesystem::path(dir.empty() ? "." : dir) / tool;
-        if (::access(full.c_str(), X_OK) == 0) return full.string();
-    }
-    throw Error(fmt::format("{} is not installed (on Debian: apt-get install {})", tool, debian_package));
-}
-
-ToolProcess::ToolProcess(const std::string& netns, std::vector<std::string> argv) {
-    Fd ns;
-    if (!netns.empty()) {
-        ns = Fd(::open(netns.c_str(), O_RDONLY | O_CLOEXEC));
-        if (!ns) throw_errno("opening network namespace " + netns);
-    }
-    int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) throw_errno("pipe");
-    if (::pipe2(err, O_CLOEXEC) != 0) {
-        ::close(out[0]), ::close(out[1]);
-        throw_errno("pipe");
-    }
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {  // child: async-signal-safe calls only
-        ::setpgid(0, 0);
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        sigset_t none;
-        sigemptyset(&none);
-        ::sigprocmask(SIG_SETMASK, &none, nullptr);
-        if (ns && ::setns(ns.get(), CLONE_NEWNET) != 0) ::_exit(126);
-        ::dup2(out[1], 1);
-        ::dup2(err[1], 2);
-        ::execv(args[0], args.data());
-        ::_exit(127);
-    }
-    int e = errno;
-    ::close(out[1]), ::close(err[1]);
-    out_ = out[0], err_ = err[0];
-    if (pid_ < 0) {
-        errno = e;
-        throw_errno("fork");
-    }
-}
-
-ToolProcess::~ToolProcess() {
-    if (pid_ > 0) {
-        ::kill(-pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-    if (err_ >= 0) ::close(err_);
-}
-
-ToolOutput ToolProcess::collect(std::chrono::milliseconds timeout, const Tick& tick, bool terminate_first) {
-    ToolOutput r;
-    if (terminate_first && pid_ > 0) ::kill(-pid_, SIGTERM);
-    auto deadline = Clock::now() + timeout;
-    char buf[65536];
-    while (out_ >= 0 || err_ >= 0) {
-        if (Clock::now() >= deadline) {
-            r.timed_out = !terminate_first;
-            ::kill(-pid_, SIGKILL);
-            deadline = Clock::now() + 2s;  // the pipes close once the group is dead
+ProbeResult parse_hping3(const std::string& text) {
+    // Replies go to stdout, "len=44 ip=... flags=SA seq=0 win=64240 rtt=0.2 ms"; the statistics
+    // to stderr. Duplicates start with "DUP!" and are not samples.
+    static const std::regex kReply(R"(^len=\d+ .*flags=(\w+) .*rtt=([\d.]+) ms)");
+    static const std::regex kCounts(R"((\d+) packets transmitted, (\d+) packets received)");
+    static const std::regex kSummary(R"(round-trip min/avg/max = ([\d.]+)/([\d.]+)/([\d.]+) ms)");
+    ProbeResult r;
+    r.kind = "rtt";
+    r.tool = "hping3";
+    std::smatch m;
+    std::istringstream in(text);
+    std::string line;
+    auto& rtts = r.samples["rtt"];
+    std::size_t resets = 0;
+    while (std::getline(in, line))
+        if (std::regex_search(line, m, kReply)) {
+            rtts.push_back(std::stod(m[2]) / 1e3);
+            resets += m[1].str().find('R') != std::string::npos;
         }
-        pollfd p[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
-        ::poll(p, 2, 100);
-        if (tick) tick();
-        for (int i = 0; i < 2; ++i) {
-            int& fd = i == 0 ? out_ : err_;
-            if (fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            ssize_t n = ::read(fd, buf, sizeof buf);
-            if (n > 0) {
-                (i == 0 ? out_text_ : err_text_).append(buf, static_cast<std::size_t>(n));
-            } else if (n == 0 || errno != EINTR) {
-                ::close(fd);
-                fd = -1;
-            }
-        }
+    if (!std::regex_search(text, m, kCounts))
+        throw Error("hping3 output has no \"N packets transmitted, M packets received\" line");
+    double sent = std::stod(m[1]), received = std::stod(m[2]);
+    // With nothing received hping3 still prints "0.0/0.0/0.0": no figures then.
+    if (received > 0 && std::regex_search(text, m, kSummary)) {
+        r.metrics["rtt_min"] = std::stod(m[1]) / 1e3;
+        r.metrics["rtt_avg"] = std::stod(m[2]) / 1e3;
+        r.metrics["rtt_max"] = std::stod(m[3]) / 1e3;
+    } else if (received > 0) {
+        throw Error("hping3 output has replies but no \"round-trip min/avg/max\" line");
     }
-    ::waitpid(pid_, &r.status, 0);
-    pid_ = -1;
-    r.out = out_text_, r.err = err_text_;
+    if (!rtts.empty()) r.metrics["rtt_mdev"] = stats::mdev(rtts);
+    rtt_metrics(r, sent, received);
+    r.notes.push_back("hping3: rtt in 0.1 ms steps, timed in user space; rtt_mdev and percentiles from its rtt= lines");
+    if (resets > 0)
+        r.notes.push_back(fmt::format("hping3: {} answers were RST (nothing listening on that port)", resets));
     return r;
 }
-
-ToolOutput ToolProcess::wait(std::chrono::milliseconds timeout, const Tick& tick) { return collect(timeout, tick, false); }
-ToolOutput ToolProcess::stop(std::chrono::milliseconds grace) { return collect(grace, {}, true); }
 
 ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
     std::string exe = find_tool("iperf3", "iperf3");
@@ -262,6 +201,9 @@ ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick
     auto out = client.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 15s, tick);
     server.stop(2s);
     if (out.timed_out) throw Error("iperf3 -c did not finish in time (killed)");
+    // With -J, iperf3 reports its own errors inside the JSON; anything else is a crash.
+    if (!exited_ok(out) && out.out.find('{') == std::string::npos)
+        throw Error(fmt::format("iperf3 -c {}: {}", describe_status(out.status), tail_lines(out.err)));
     auto r = parse_iperf3_json(out.out);
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     return r;
@@ -282,9 +224,39 @@ ProbeResult run_ping(const ProbeSpec& spec, const Endpoints& where, const Tick& 
     auto out = ping.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 5s, tick);
     if (out.timed_out) throw Error("ping did not finish in time (killed)");
     if (out.out.find("packets transmitted") == std::string::npos)
-        throw Error(fmt::format("ping failed: {}", out.err.empty() ? out.out : out.err));
+        throw Error(fmt::format("ping {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
     auto r = parse_ping(out.out);
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
+    return r;
+}
+
+ProbeResult run_hping3(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
+    if (option_string(spec, "method") != "tcp")
+        throw InputError("rtt probe: tool \"hping3\" measures the TCP handshake (hping3 -S) only; set method = \"tcp\"");
+    std::string exe = find_tool("hping3", "hping3");
+    auto interval = std::chrono::nanoseconds(option_int(spec, "interval"));
+    auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
+    // As the built-in probe: `count` probes, but none sent after `duration`.
+    auto count = option_int(spec, "count");
+    if (interval.count() > 0) count = std::min<std::int64_t>(count, (duration.count() + interval.count() - 1) / interval.count());
+    count = std::max<std::int64_t>(count, 1);
+    auto interval_us = std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::microseconds>(interval).count());
+    // The built-in tcp rtt server's socket: the kernel answers each SYN, and the client's kernel
+    // (which has no socket for hping3's SYN) resets the half-open connection.
+    Fd listener = listen_tcp(where.server.netns, where.server.address, where.server.port);
+    std::uint16_t port = local_port(listener.get());
+    std::vector<std::string> argv{exe, "-S", "-n", "-p", std::to_string(port), "-c", std::to_string(count),
+                                  "-i", fmt::format("u{}", interval_us), where.server.address};
+    ToolProcess hping(where.client.netns, argv);
+    auto bound = std::chrono::duration_cast<std::chrono::milliseconds>(interval * count) + 10s;
+    auto out = hping.wait(bound, tick);
+    if (out.timed_out) throw Error("hping3 did not finish in time (killed)");
+    if (out.err.find("packets transmitted") == std::string::npos)
+        throw Error(fmt::format("hping3 {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
+    auto r = parse_hping3(out.out + out.err);
+    r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
+    if (count < option_int(spec, "count"))
+        r.notes.push_back(fmt::format("sent {} of {} probes: `duration` ends the probe first", count, option_int(spec, "count")));
     return r;
 }
 

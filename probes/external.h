@@ -1,18 +1,19 @@
-// External probes: iperf3 and ping, started inside the right namespace, their output parsed
-// into the same metrics as the built-in probes.
+// External probes: iperf3, ping, wrk and hping3, started inside the right namespace (see
+// ToolProcess), their output parsed into the same metrics as the built-in probes.
 //
 // Contract: the parsers are pure and take the tool's whole output as text, so tests feed
 // them recorded fixtures; they throw wanlab::Error naming the tool when the output is not
-// what that tool prints. The runners fork/exec the tool (see ToolProcess) in the endpoint's
-// namespace, bounded by the probe's duration plus a grace period, and throw wanlab::Error
-// naming the Debian package when the tool is not installed. Thread-safe.
+// what that tool prints. The runners start the server side the way the built-in probe of
+// the same kind does (or the tool's own server) in the server's namespace, the tool in the
+// client's, bounded by the probe's duration plus a grace period; a missing tool throws
+// wanlab::Error naming the Debian package, a failed one its exit status and the tail of its
+// stderr, and options the tool cannot honour throw wanlab::InputError. Thread-safe.
 #pragma once
 
-#include <chrono>
 #include <string>
-#include <vector>
 
 #include "probes/probe.h"
+#include "probes/tool_process.h"
 
 namespace wanlab::probes {
 
@@ -21,41 +22,19 @@ namespace wanlab::probes {
 ProbeResult parse_iperf3_json(const std::string& text);
 /// `ping -c N ...` output (iputils) -> rtt metrics; samples from the "time=" lines.
 ProbeResult parse_ping(const std::string& text);
+/// `hping3 -S ...` stdout followed by its stderr (where hping3 prints the statistics) ->
+/// rtt metrics; samples from the "rtt=X ms" lines (hping3 prints 0.1 ms steps).
+ProbeResult parse_hping3(const std::string& text);
+/// `wrk --latency ...` text output (wrk 4.x, no Lua script) -> http metrics: requests/s,
+/// requests, mean/max latency, p50/p90/p99 (p75 in a note), errors, timeouts, non_2xx
+/// (wrk's "Non-2xx or 3xx": status >= 400), throughput.
+ProbeResult parse_wrk(const std::string& text);
 
 ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 ProbeResult run_ping(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
-
-/// The full path of `tool` on PATH; throws "TOOL is not installed (apt-get install PACKAGE)".
-std::string find_tool(const std::string& tool, const std::string& debian_package);
-
-struct ToolOutput {
-    int status = -1;  ///< wait status
-    std::string out, err;
-    bool timed_out = false;
-};
-
-/// ToolProcess: one external tool running in a network namespace, its stdout and stderr
-/// captured. Creates: the child (setns in the child before exec, own process group,
-/// PR_SET_PDEATHSIG=SIGKILL). Undoes: SIGKILL to its process group and a blocking reap, if
-/// it is still there. The destructor never throws. Not thread-safe.
-class ToolProcess {
-public:
-    ToolProcess(const std::string& netns, std::vector<std::string> argv);
-    ~ToolProcess();
-    ToolProcess(const ToolProcess&) = delete;
-    ToolProcess& operator=(const ToolProcess&) = delete;
-
-    /// Reads its output until it exits or `timeout` passes (then kills it), calling `tick`
-    /// every 100 ms.
-    ToolOutput wait(std::chrono::milliseconds timeout, const Tick& tick);
-    /// SIGTERM now, SIGKILL after `grace`; returns what it printed.
-    ToolOutput stop(std::chrono::milliseconds grace);
-
-private:
-    ToolOutput collect(std::chrono::milliseconds timeout, const Tick& tick, bool terminate_first);
-    pid_t pid_ = -1;
-    int out_ = -1, err_ = -1;
-    std::string out_text_, err_text_;
-};
+/// hping3 -S against a listening socket of the built-in tcp rtt server (method tcp only).
+ProbeResult run_hping3(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
+/// wrk against the built-in http server (or `url`), whole seconds, closed loop only.
+ProbeResult run_wrk(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 
 }  // namespace wanlab::probes

@@ -32,8 +32,10 @@ constexpr Implementation kImplementations[] = {
     {"throughput", "iperf3", &run_iperf3},
     {"rtt", "builtin", &run_rtt},
     {"rtt", "ping", &run_ping},
+    {"rtt", "hping3", &run_hping3},
     {"rr", "builtin", &run_rr},
     {"http", "builtin", &run_http},
+    {"http", "wrk", &run_wrk},
 };
 
 const OptionValue& option(const ProbeSpec& spec, const std::string& name) {

@@ -1,0 +1,74 @@
+// External tools as child processes: finding them, starting them inside a network namespace
+// through Boost.Process, and collecting what they print.
+//
+// Contract: find_tool() names the Debian package when a tool is missing. A ToolProcess
+// starts the tool with its stdout and stderr on close-on-exec pipes, reads both at once
+// (a tool that fills one pipe while the other is read never blocks), bounds the run by a
+// deadline, and always leaves its process killed and reaped, never a zombie. Only this
+// header's .cpp includes Boost.Process. Errors throw wanlab::Error naming the tool and what
+// was attempted. A ToolProcess is used by one thread at a time; different ones may run
+// concurrently.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "probes/probe.h"
+
+namespace wanlab::probes {
+
+/// The full path of `tool` on PATH (or in /usr/sbin, /sbin: hping3 lives there and a
+/// non-root PATH lacks them); throws "TOOL is not installed (on Debian: apt-get install
+/// PACKAGE)".
+std::string find_tool(const std::string& tool, const std::string& debian_package);
+
+/// What a tool left behind once it was reaped.
+struct ToolOutput {
+    int status = -1;         ///< waitpid() status; -1 if it could not be read
+    std::string out, err;    ///< everything it printed (each capped at 64 MiB)
+    bool timed_out = false;  ///< killed because the deadline of wait() passed
+};
+
+/// True when the tool exited by itself with status 0.
+bool exited_ok(const ToolOutput& o);
+/// "exited with status 1" / "killed by signal 9 (Killed)".
+std::string describe_status(int status);
+/// The last `lines` non-empty lines of `text`, joined by "; " (a tool's error, for a message).
+std::string tail_lines(const std::string& text, std::size_t lines = 5);
+
+/// ToolProcess: a spawned probe process, one external tool running in a network namespace
+/// with its stdout and stderr captured.
+/// Creates: the child, through Boost.Process, in its own process group; in the child before
+/// exec: setns() into the namespace (fd opened by the parent before the fork), an empty
+/// signal mask, SIGKILL when wanlab's thread dies (PR_SET_PDEATHSIG).
+/// Undoes: SIGKILL to its process group and a blocking reap, unless wait() or stop() already
+/// reaped it. The destructor never throws.
+class ToolProcess {
+public:
+    /// argv[0] is the tool's full path (find_tool); `netns` is "/run/netns/NAME" or "" for
+    /// wanlab's own namespace. Throws if the namespace cannot be opened or the tool not started.
+    ToolProcess(const std::string& netns, std::vector<std::string> argv);
+    ~ToolProcess();
+    ToolProcess(ToolProcess&&) noexcept;
+    ToolProcess(const ToolProcess&) = delete;
+    ToolProcess& operator=(const ToolProcess&) = delete;
+    ToolProcess& operator=(ToolProcess&&) = delete;
+
+    /// Reads its output until it exits, calling `tick` at least every 100 ms (it may throw;
+    /// the destructor then kills and reaps). Past `timeout` it is killed (timed_out = true).
+    ToolOutput wait(std::chrono::milliseconds timeout, const Tick& tick);
+    /// SIGTERM to its group now, SIGKILL after `grace`; returns what it printed.
+    ToolOutput stop(std::chrono::milliseconds grace);
+    pid_t pid() const;
+
+private:
+    struct Running;  // tool_process.cpp: the Boost.Process child, its group and pipes
+    ToolOutput collect(std::chrono::milliseconds timeout, const Tick& tick, bool terminate_first);
+    std::unique_ptr<Running> run_;
+};
+
+}  // namespace wanlab::probes
