@@ -3,10 +3,48 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
 
 namespace wanlab::lab {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+std::string trim(const std::string& s) {
+    auto b = s.find_first_not_of(" \t\r");
+    if (b == std::string::npos) return "";
+    return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+std::string first_comment_line(const std::string& text) {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+        auto t = trim(line);
+        if (t.starts_with('#') && !trim(t.substr(1)).empty()) return trim(t.substr(1));
+    }
+    return "";
+}
+
+}  // namespace
+
+ProfileSummary summarize_profile(const std::string& text) {
+    ProfileSummary s;
+    try {
+        auto doc = toml::parse(text);
+        s.description = doc["description"].value_or(std::string());
+        s.source = doc["source"].value_or(std::string());
+    } catch (const toml::parse_error& e) {
+        s.error = fmt::format("invalid TOML at line {}: {}", e.source().begin.line, e.description());
+        return s;
+    }
+    if (s.description.empty()) s.description = first_comment_line(text);
+    return s;
+}
 
 ProfileLibrary ProfileLibrary::standard() {
     std::vector<std::string> dirs;
@@ -41,6 +79,30 @@ std::vector<std::string> ProfileLibrary::names(const std::string& kind) const {
         }
     }
     std::sort(out.begin(), out.end());
+    return out;
+}
+
+std::vector<ProfileEntry> ProfileLibrary::list(const std::string& kind) const {
+    std::vector<ProfileEntry> out;
+    for (const auto& name : names(kind)) {
+        ProfileEntry e{kind, name, "", "", {}, {}};
+        for (const auto& d : dirs_) {
+            fs::path p = fs::path(d) / kind / (name + ".toml");
+            std::error_code ec;
+            if (!fs::is_regular_file(p, ec) || p.string() == e.path) continue;
+            if (e.path.empty()) {
+                e.path = p.string();
+                e.dir = d;
+            } else if (std::find(e.shadowed.begin(), e.shadowed.end(), p.string()) == e.shadowed.end()) {
+                e.shadowed.push_back(p.string());
+            }
+        }
+        std::ifstream in(e.path);
+        std::stringstream text;
+        text << in.rdbuf();
+        e.summary = in ? summarize_profile(text.str()) : ProfileSummary{"", "", "cannot read " + e.path};
+        out.push_back(std::move(e));
+    }
     return out;
 }
 

@@ -42,6 +42,7 @@ Runner setup_lab(CLI::App& sub);      // lab/cli/cmd_lab.cpp
 Runner setup_restore(CLI::App& sub);  // lab/cli/cmd_restore.cpp
 Runner setup_vm(CLI::App& sub);  // lab/cli/cmd_vm.cpp, built when lab/vm exists
 Runner setup_probe(CLI::App& sub);  // lab/cli/cmd_probe.cpp
+Runner setup_profiles(CLI::App& sub);  // lab/cli/cmd_profiles.cpp
 Runner setup_run(CLI::App& sub);      // lab/cli/cmd_run.cpp
 Runner setup_results(CLI::App& sub);  // lab/cli/cmd_results.cpp
 Runner setup_compare(CLI::App& sub);  // lab/cli/cmd_results.cpp

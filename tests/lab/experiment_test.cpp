@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
 
 #include "lab/plan.h"
@@ -410,4 +413,49 @@ kind = "throughput"
     CHECK(t["commands"][0] ==
           "ip netns exec wanlab-RUN-router tc qdisc replace dev wl-rs root handle 1: netem limit 1000 delay 20ms loss "
           "random 1% rate 100mbit");
+}
+
+TEST_CASE("every shipped profile loads cleanly and names its description and source", "[experiment][profile]") {
+    wanlab::lab::ProfileLibrary lib({WANLAB_TEST_PROFILES});
+    const std::map<std::string, std::set<std::string>> promised = {
+        {"link",
+         {"lan", "datacenter", "metro", "transcontinental", "transatlantic", "transpacific", "satellite-geo",
+          "satellite-leo", "lte", "5g", "3g", "dsl", "cable", "lossy-wifi"}},
+        {"tuning", {"linux-default", "high-bdp", "low-latency"}}};
+    for (const auto& [kind, names] : promised) {
+        std::set<std::string> found;
+        for (const auto& e : lib.list(kind)) {
+            INFO(kind << " profile " << e.name << " (" << e.path << ")");
+            found.insert(e.name);
+            CHECK(e.summary.error.empty());
+            CHECK_FALSE(e.summary.description.empty());
+            CHECK_FALSE(e.summary.source.empty());
+            auto l = load("[" + std::string(kind == "link" ? "link" : "sysctl") + "]\nprofile = \"" + e.name + "\"\n");
+            CHECK(l.exp);
+            CHECK(l.messages == "");
+        }
+        for (const auto& name : names) CHECK(found.count(name) == 1);
+    }
+}
+
+TEST_CASE("a profile in the user's folder hides the shipped one and may describe itself in a comment",
+          "[experiment][profile]") {
+    auto dir = std::filesystem::temp_directory_path() / "wanlab-profiles-test";
+    std::filesystem::create_directories(dir / "link");
+    std::ofstream(dir / "link" / "transatlantic.toml") << "# My own transatlantic\n\n[link]\nrtt = \"80ms\"\n";
+    wanlab::lab::ProfileLibrary lib({dir.string(), WANLAB_TEST_PROFILES});
+    auto entries = lib.list("link");
+    auto it = std::find_if(entries.begin(), entries.end(), [](const auto& e) { return e.name == "transatlantic"; });
+    REQUIRE(it != entries.end());
+    CHECK(it->path == (dir / "link" / "transatlantic.toml").string());
+    CHECK(it->shadowed == std::vector<std::string>{std::string(WANLAB_TEST_PROFILES) + "/link/transatlantic.toml"});
+    CHECK(it->summary.description == "My own transatlantic");
+    CHECK(it->summary.source.empty());
+    wanlab::config::Documents docs;
+    wanlab::Diagnostics diag;
+    auto exp = wanlab::lab::load_experiment("exp.toml", "[link]\nprofile = \"transatlantic\"\n", {}, lib, docs, diag);
+    REQUIRE(exp);
+    CHECK(exp->trials[0].link.up.netem.delay == 40ms);
+    std::filesystem::remove_all(dir);
+    CHECK(wanlab::lab::summarize_profile("description = [").error.find("invalid TOML at line 1") == 0);
 }

@@ -1,0 +1,120 @@
+#!/bin/sh
+# Inside the micro-VM (real netem), as root: every runnable example of examples/ with short
+# durations, and its headline effect checked for direction and rough size, not exact numbers
+# (the emulated CPU is slower than real hardware). Writes one TAP-like line per check to
+# OUT/results and the measured headline numbers to OUT/headlines.
+# Usage: examples_checks.sh WANLAB SRC OUT
+wanlab=$1 src=$2 out=$3
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $*" >>"$out/results"; }
+notok() { n=$((n + 1)); echo "not ok $n - $*" >>"$out/results"; }
+check() { desc=$1; shift; if "$@"; then ok "$desc"; else notok "$desc"; fi; }
+q() { sqlite3 -batch -noheader "$1" "$2"; }
+# awk-evaluated comparison: holds 'expression' name=value...
+holds() { expr=$1; shift; awk "$@" "BEGIN { exit !($expr) }" </dev/null; }
+
+# m DB VARIANT PROBE METRIC [SWEEP-LIKE]: mean over the repeats, in base units.
+m() {
+    q "$1" "select avg(v.value) from metric_values v join trials t on t.run_id = v.run_id and t.idx = v.trial
+            where v.variant = '$2' and v.probe = '$3' and v.metric = '$4' and t.sweep like '%${5:-}%'"
+}
+# ms SECONDS: milliseconds with one decimal, for messages.
+ms() { awk -v s="$1" 'BEGIN { printf "%.1f", s * 1000 }'; }
+mbit() { awk -v s="$1" 'BEGIN { printf "%.1f", s / 1e6 }'; }
+headline() { echo "$*" >>"$out/headlines"; }
+all_done() { [ "${1:-0}" -ge 1 ] && [ "$2" = "$1" ]; }  # all_done TOTAL DONE
+
+short="--set run.duration=2s --set run.repeats=2 --set run.warmup=0s --set run.cooldown=0s"
+
+# run NAME [--set ...]: runs examples/NAME.toml; its exit status is the assert gate.
+run() {
+    name=$1; shift
+    # shellcheck disable=SC2086
+    "$wanlab" run "$src/examples/$name.toml" --no-vm --out "$out/$name" --run "$name" --quiet $short "$@" \
+        >"$out/$name.stdout" 2>"$out/$name.stderr"
+    rc=$?
+    check "$name runs and its asserts pass [rc=$rc]" [ "$rc" = 0 ]
+    db=$out/$name/results.db
+    total=$(q "$db" "select count(*) from trials")
+    done_trials=$(q "$db" "select count(*) from trials where status = 'done'")
+    check "$name: every trial done [$done_trials of $total]" all_done "$total" "$done_trials"
+    # The delay must be in place (the effects below depend on it). The bounds are looser than
+    # the emulation check's own: on a busy host the emulated CPU adds up to ~15 ms to a
+    # handshake; rates are checked through each example's own throughput below.
+    check "$name: every trial's RTT within 95% and 110% + 15 ms of its configuration" \
+        [ "$(q "$db" "select count(*) from trials where json_extract(emulation_check, '\$.checked') = 0 or
+                      (json_extract(emulation_check, '\$.rtt_measured') between
+                       0.95 * json_extract(emulation_check, '\$.rtt_configured') - 0.0002 and
+                       1.1 * json_extract(emulation_check, '\$.rtt_configured') + 0.015)")" = "$total" ]
+    q "$db" "select '$name trial ' || idx || ' ' || variant || ': ' || json_extract(emulation_check, '\$.note') from trials" >>"$out/headlines"
+}
+
+# delayed-ack: the ~40 ms stall with Nagle + split write, gone with either cure.
+run delayed-ack
+db=$out/delayed-ack/results.db
+stall=$(m "$db" nagle-split-write single latency_p50)
+nodelay=$(m "$db" server-nodelay single latency_p50)
+quickack=$(m "$db" client-quickack single latency_p50)
+headline "delayed-ack single p50: nagle-split-write $(ms "$stall") ms, server-nodelay $(ms "$nodelay") ms, client-quickack $(ms "$quickack") ms"
+check "delayed-ack: Nagle + split write stalls 30-60 ms per transaction [$(ms "$stall") ms]" \
+    holds 'x >= 0.030 && x <= 0.060' -v x="$stall"
+check "delayed-ack: TCP_NODELAY on the server takes it under 15 ms [$(ms "$nodelay") ms]" holds 'x < 0.015' -v x="$nodelay"
+check "delayed-ack: TCP_QUICKACK on the client takes it under 15 ms [$(ms "$quickack") ms]" holds 'x < 0.015' -v x="$quickack"
+lstall=$(m "$db" nagle-split-write loaded latency_p50)
+lnodelay=$(m "$db" server-nodelay loaded latency_p50)
+rstall=$(m "$db" nagle-split-write loaded requests_per_second)
+rnodelay=$(m "$db" server-nodelay loaded requests_per_second)
+headline "delayed-ack 100 connections: p50 $(ms "$lnodelay") -> $(ms "$lstall") ms, requests/s $rnodelay -> $rstall (server-nodelay -> nagle-split-write)"
+check "delayed-ack, 100 connections: the stall holds p50 >= 30 ms [$(ms "$lstall") ms]" holds 'x >= 0.030' -v x="$lstall"
+# The emulated CPU serves ~1,000-1,500 requests/s, below the stall's own cap of
+# 100 / 40 ms = 2,500/s, so under load the cure gains tens of percent here, not 5x.
+check "delayed-ack, 100 connections: Nagle keeps requests/s under 100 / 40 ms [$rstall]" holds 'x <= 2700' -v x="$rstall"
+check "delayed-ack, 100 connections: server-nodelay serves >= 1.2x the requests/s [$rnodelay vs $rstall]" \
+    holds 'a >= 1.2 * b' -v a="$rnodelay" -v b="$rstall"
+
+# cc-compare at 1% loss only (the largest effect): bbr keeps the rate, cubic and reno do not.
+run cc-compare --set 'sweep."link.up.loss"=["1%"]' --set run.duration=4s
+db=$out/cc-compare/results.db
+cubic=$(m "$db" cubic bulk throughput)
+bbr=$(m "$db" bbr bulk throughput)
+reno=$(m "$db" reno bulk throughput)
+headline "cc-compare at 1% loss, 100 ms, 50 Mbit/s: cubic $(mbit "$cubic"), bbr $(mbit "$bbr"), reno $(mbit "$reno") Mbit/s"
+check "cc-compare: the sweep shrank to one loss rate (3 trials)" [ "$(q "$db" "select count(*) from trials")" = 3 ]
+check "cc-compare at 1% loss: bbr carries >= 3x cubic [$(mbit "$bbr") vs $(mbit "$cubic") Mbit/s]" \
+    holds 'a >= 3 * b' -v a="$bbr" -v b="$cubic"
+check "cc-compare at 1% loss: bbr carries >= 3x reno [$(mbit "$bbr") vs $(mbit "$reno") Mbit/s]" \
+    holds 'a >= 3 * b' -v a="$bbr" -v b="$reno"
+check "cc-compare at 1% loss: cubic stays under 15 Mbit/s [$(mbit "$cubic")]" holds 'x < 15e6' -v x="$cubic"
+
+# bufferbloat: the loaded flows' own RTT through a deep FIFO vs fq_codel.
+run bufferbloat --set run.duration=4s --set probe.idle.duration=1s
+db=$out/bufferbloat/results.db
+fifo=$(m "$db" deep-fifo load rtt)
+codel=$(m "$db" fq-codel load rtt)
+idle_fifo=$(m "$db" deep-fifo idle rtt_p50)
+tfifo=$(m "$db" deep-fifo load throughput)
+tcodel=$(m "$db" fq-codel load throughput)
+headline "bufferbloat at 20 Mbit/s, 20 ms: RTT under load deep-fifo $(ms "$fifo") ms vs fq-codel $(ms "$codel") ms (idle $(ms "$idle_fifo") ms); throughput $(mbit "$tfifo") vs $(mbit "$tcodel") Mbit/s"
+check "bufferbloat: the deep FIFO adds >= 50 ms under load [$(ms "$fifo") ms, idle $(ms "$idle_fifo") ms]" \
+    holds 'a >= b + 0.050' -v a="$fifo" -v b="$idle_fifo"
+check "bufferbloat: fq_codel keeps the loaded RTT under half the FIFO's [$(ms "$codel") vs $(ms "$fifo") ms]" \
+    holds 'a <= 0.5 * b' -v a="$codel" -v b="$fifo"
+# The tbf below fq_codel delivers less than its rate in the VM (coarse timers: docs/netem.md).
+check "bufferbloat: both queues carry most of the 20 Mbit/s (>= 10) [$(mbit "$tfifo"), $(mbit "$tcodel")]" \
+    holds 'a >= 10e6 && b >= 10e6' -v a="$tfifo" -v b="$tcodel"
+
+# wan-repro through the transatlantic profile only: latency ~ one RTT, requests/s ~ 20 / RTT.
+run wan-repro --set 'sweep."link.profile"=["transatlantic"]' --set run.duration=3s
+db=$out/wan-repro/results.db
+p50=$(m "$db" default web latency_p50)
+rps=$(m "$db" default web requests_per_second)
+headline "wan-repro transatlantic (72 ms): http p50 $(ms "$p50") ms, $rps requests/s on 20 connections"
+# One round trip per request (two would be >= 144 ms); the emulated CPU adds ~10-20 ms.
+check "wan-repro: p50 is one transatlantic round trip, 70-110 ms [$(ms "$p50") ms]" holds 'x >= 0.070 && x <= 0.110' -v x="$p50"
+check "wan-repro: requests/s is connections / latency within 25% [$rps]" \
+    holds 'r >= 0.75 * 20 / p && r <= 1.25 * 20 / p' -v r="$rps" -v p="$p50"
+
+# host-mode is documented, not run: it must still validate.
+check "host-mode validates" "$wanlab" validate -q "$src/examples/host-mode.toml"
+check "no run left a namespace behind" [ -z "$(ip netns list)" ]
+exit 0
