@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #include "lab/cli/load.h"
 #include "lab/experiment.h"
 #include "lab/plan.h"
+#include "lab/ssh_guard.h"
 #include "netem/device.h"
 #include "netem/kernel.h"
 #include "netem/readback.h"
@@ -49,6 +51,8 @@ struct Options {
     std::uint32_t mtu = 1500;
     bool dry_run = false;
     bool json = false;
+    bool force = false;
+    unsigned auto_restore_s = 0;
 };
 
 std::string netns_path(const Options& o) { return o.netns.empty() ? std::string() : "/run/netns/" + o.netns; }
@@ -81,8 +85,40 @@ void write_file_synced(const fs::path& path, const std::string& text) {
     if (!ok) throw Error(fmt::format("writing {}: {}", path.string(), std::strerror(saved)));
 }
 
+/// A watchdog that runs `wanlab link clear` for this device after `seconds`, whatever happens
+/// to this process or the SSH session that started it (its own session, stdio on /dev/null).
+/// Returns its pid.
+pid_t arm_auto_restore(const Options& o, unsigned seconds) {
+    std::error_code ec;
+    std::string self = fs::read_symlink("/proc/self/exe", ec).string();
+    if (ec) throw Error(fmt::format("finding the wanlab binary for --auto-restore: {}", ec.message()));
+    std::vector<std::string> args{self, "link", "clear", "--dev", o.dev};
+    if (!o.netns.empty()) args.insert(args.end(), {"--netns", o.netns});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = ::fork();
+    if (pid < 0) throw Error(fmt::format("starting the --auto-restore watchdog: {}", std::strerror(errno)));
+    if (pid == 0) {  // only async-signal-safe calls from here to exec
+        ::setsid();
+        int null = ::open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            ::dup2(null, 0);
+            ::dup2(null, 1);
+            ::dup2(null, 2);
+        }
+        timespec t{static_cast<time_t>(seconds), 0};
+        while (::nanosleep(&t, &t) != 0 && errno == EINTR) {
+        }
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+    }
+    return pid;
+}
+
 int apply(const Options& o) {
     auto d = resolve(o);
+    if (!o.dry_run) lab::refuse_if_ssh(netns_path(o), o.dev, "", 0, o.force);
     if (o.dry_run) {
         for (const auto& line : netem::tc_commands(d, o.dev, o.netns.empty() ? "" : "ip netns exec " + o.netns + " ", o.mtu))
             std::puts(line.c_str());
@@ -118,6 +154,11 @@ int apply(const Options& o) {
     device->release();  // stays applied until `wanlab link clear`
     std::printf("%s: %s (saved the previous qdiscs; `wanlab link clear --dev %s` restores them)\n", o.dev.c_str(),
                 lab::direction_summary(d).c_str(), o.dev.c_str());
+    if (o.auto_restore_s > 0) {
+        pid_t pid = arm_auto_restore(o, o.auto_restore_s);
+        std::printf("%s: auto-restore in %u s by watchdog pid %d (`kill %d` keeps the conditions)\n", o.dev.c_str(),
+                    o.auto_restore_s, pid, pid);
+    }
     return 0;
 }
 
@@ -193,6 +234,11 @@ Runner setup_link(CLI::App& sub) {
     a->add_option("--profile", o->profile, "A link profile to start from (profiles/link/NAME.toml)");
     a->add_option("--mtu", o->mtu, "MTU the netem limit is sized for (bytes)");
     a->add_flag("--dry-run", o->dry_run, "Print the equivalent tc commands and change nothing");
+    a->add_flag("--force", o->force, "Impair the device even if it carries an SSH session");
+    a->add_option("--auto-restore", o->auto_restore_s,
+                  "Undo the change after SECONDS, even if wanlab or your session is gone (a detached watchdog)")
+        ->type_name("SECONDS")
+        ->check(CLI::Range(1u, 86400u));
     a->final_callback([action] { *action = "apply"; });
     CLI::App* s = sub.add_subcommand("show", "Show the device's qdiscs as the kernel reports them");
     common(s);

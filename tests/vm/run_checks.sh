@@ -85,4 +85,22 @@ check "the interrupted run is recorded as interrupted" [ "$(q "$out/int/results.
 check "its measurements are kept" [ "$(q "$out/int/results.db" "select count(*) from measurements where run_id='int1'")" -ge 1 ]
 check "the partial report is printed" grep -q "interrupted" "$out/int.stdout"
 check "after SIGINT: machine as before" same_state int
+
+# 5. wanlab link on an interface: the SSH guard refuses to cut off a session, and
+#    --auto-restore gives the device back by itself.
+ip netns add wl-guard && ip -n wl-guard link add g0 type veth peer name g1 &&
+    ip -n wl-guard addr add 198.18.7.1/30 dev g0 && ip -n wl-guard link set g0 up
+SSH_CONNECTION="198.18.7.2 50000 198.18.7.1 22" ip netns exec wl-guard "$wanlab" link apply --dev g0 --delay 10ms \
+    >/dev/null 2>"$out/guard.stderr"
+rc=$?
+check "link apply refuses the interface that carries an SSH session [rc=$rc]" \
+    sh -c "[ $rc = 2 ] && grep -q 'carries the SSH session from 198.18.7.2' '$out/guard.stderr'"
+check "the refused device is untouched" sh -c "! ip netns exec wl-guard tc qdisc show dev g0 | grep -q netem"
+"$wanlab" link apply --netns wl-guard --dev g0 --delay 10ms --auto-restore 2 >"$out/auto.stdout" 2>&1
+check "link apply --auto-restore applies netem and arms the watchdog" \
+    sh -c "ip netns exec wl-guard tc qdisc show dev g0 | grep -q 'netem.*delay 10ms' && grep -q 'auto-restore in 2 s' '$out/auto.stdout'"
+sleep 4
+check "after --auto-restore's delay the device has its default qdisc back" \
+    sh -c "! ip netns exec wl-guard tc qdisc show dev g0 | grep -q netem"
+ip netns del wl-guard
 exit 0

@@ -14,7 +14,7 @@ command -v sqlite3 >/dev/null || fail "'sqlite3' is not installed (run scripts/s
 rc=$?
 echo "--- results"; cat "$work/out/results" 2>/dev/null
 echo "--- main example report"; cat "$work/out/main.stdout" 2>/dev/null
-for f in main.stderr asserts.stdout kill.stderr restore.out int.stdout int.stderr diff.main diff.kill diff.int; do
+for f in main.stderr guard.stderr auto.stdout asserts.stdout kill.stderr restore.out int.stdout int.stderr diff.main diff.kill diff.int; do
     [[ -s $work/out/$f ]] && { echo "--- $f"; tail -40 "$work/out/$f"; }
 done
 echo "--- vm stderr"; tail -20 "$work/stderr"
@@ -22,6 +22,6 @@ echo "--- vm stderr"; tail -20 "$work/stderr"
 [[ -s $work/out/results ]] || fail "no results from inside the VM"
 grep -q '^not ok' "$work/out/results" && fail "$(grep '^not ok' "$work/out/results")"
 n=$(grep -c '^ok' "$work/out/results")
-[[ $n -ge 26 ]] || fail "only $n checks passed; expected 26"
+[[ $n -ge 29 ]] || fail "only $n checks passed; expected 29"
 echo "PASS: $n checks of wanlab run inside the VM"
 rm -rf "$work"
