@@ -14,11 +14,17 @@
 // - Without an error handler, a child that fails between fork and exec makes Boost throw
 //   and forget its pid: a zombie. With bp::error, Boost calls on_error instead, where
 //   EnterNamespace reaps it; the child first writes what it attempted to its stderr pipe.
+// - executor::set_error() from on_exec_setup writes the error code and the message length in
+//   two write()s that the parent reads as one 8-byte record: under load the parent reads
+//   half of it and builds a string of garbage length. The namespace is checked in the parent
+//   instead, and a child that still fails exits 127 without it.
 #include "probes/tool_process.h"
 
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,7 +70,7 @@ public:
     explicit EnterNamespace(int netns_fd) : netns_fd_(netns_fd) {}
 
     template <class Executor>
-    void on_exec_setup(Executor& e) const {
+    void on_exec_setup(Executor&) const {
         // wanlab blocks SIGINT/SIGTERM for its signalfd, and exec keeps the mask: unblock, so
         // stop() can terminate the tool.
         sigset_t none;
@@ -72,10 +78,12 @@ public:
         ::sigprocmask(SIG_SETMASK, &none, nullptr);
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (netns_fd_ >= 0 && ::setns(netns_fd_, CLONE_NEWNET) != 0) {
-            int error = errno;
-            say("setns into the network namespace");
-            e.set_error(std::error_code(error, std::system_category()), "setns");
-            ::_exit(127);  // set_error only reports through Boost's pipe; it would still exec
+            // Not e.set_error(): in 1.74 it writes the error code and the message length with
+            // two write()s that the parent reads as one, so under load the parent can read a
+            // garbage length (a length_error). The parent checked the fd is a network
+            // namespace, so this is rare (EPERM); the tool's status 127 and this stderr say it.
+            say("setns into the network namespace failed");
+            ::_exit(127);
         }
     }
 
@@ -228,6 +236,12 @@ ToolProcess::ToolProcess(const std::string& netns, std::vector<std::string> argv
     if (!netns.empty()) {
         ns = Fd(::open(netns.c_str(), O_RDONLY | O_CLOEXEC));
         if (!ns) throw_errno("opening network namespace " + netns + " for " + argv[0]);
+        // Checked here rather than failing in the child: a file that is not a network
+        // namespace gets an ordinary error before anything is spawned.
+        if (::ioctl(ns.get(), NS_GET_NSTYPE) != CLONE_NEWNET) {
+            errno = EINVAL;
+            throw_errno(fmt::format("starting {} in {}: setns into the network namespace", argv[0], netns));
+        }
     }
     run_ = std::make_unique<Running>();
     Running& r = *run_;

@@ -296,7 +296,7 @@ TEST_CASE("a tuning profile fills [sysctl]", "[experiment][profile]") {
     CHECK(cc->value == "bbr");
 }
 
-TEST_CASE("sysctls apply to the endpoints; host tables override; global keys are one value", "[experiment][sysctl]") {
+TEST_CASE("sysctls apply to the endpoints, host tables override, and global keys are one value", "[experiment][sysctl]") {
     auto l = load(R"(
 [sysctl]
 "net.ipv4.tcp_congestion_control" = "cubic"
@@ -319,7 +319,7 @@ net.core.wmem_max = "8M"
                               "lab): it cannot be 2000 here and 1000 at line 2") != std::string::npos);
 }
 
-TEST_CASE("limit auto holds rate x (delay + jitter) with headroom; a small explicit limit warns", "[experiment][limit]") {
+TEST_CASE("limit auto holds rate x (delay + jitter) with headroom, and a small explicit limit warns", "[experiment][limit]") {
     auto l = load("[link]\ndelay = \"100ms\"\nrate = \"1gbit\"\n");
     REQUIRE(l.exp);
     // 1 Gbit/s x 100 ms = 12.5 MB = 8334 packets of 1500 bytes; x1.5 = 12500.

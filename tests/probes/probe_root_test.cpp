@@ -260,7 +260,7 @@ TEST_CASE("http over a bare veth completes requests without errors", "[.root][ro
 // the body; Nagle holds the body until the headers are acknowledged, and the client (in
 // delayed-ACK mode) acknowledges them only when its 40 ms timer fires. Measured on the host:
 // p50 44 ms stalled, tens of microseconds cured (see docs/probes.md).
-TEST_CASE("http split writes with Nagle on stall for the delayed ACK; TCP_NODELAY or quick-ack cures it",
+TEST_CASE("http split writes with Nagle on stall for the delayed ACK, and TCP_NODELAY or quick-ack cures it",
           "[.root][root][probes][http]") {
     if (skip_unless_root()) return;
     double unstalled = software_cpu() ? 0.020 : 0.010;
