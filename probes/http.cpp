@@ -314,17 +314,11 @@ void LoadTally::merge(const LoadTally& o) {
 
 }  // namespace http
 
-// --- the probe ----------------------------------------------------------------------------
-
-namespace {
-
-constexpr std::int64_t kMaxResponse = 64 * 1024 * 1024;
-constexpr std::size_t kMaxSamples = 4'000'000;  // raw latencies kept; the histogram sees all
-
-http::ServerOptions server_options(const ProbeSpec& spec) {
+http::ServerOptions http::server_options(const ProbeSpec& spec) {
+    constexpr std::int64_t kMaxResponse = 64 * 1024 * 1024;
     auto size = option_int(spec, "response_size");
     if (size < 0 || size > kMaxResponse) throw InputError("http probe: `response_size` must be 0 to 64MiB");
-    http::ServerOptions s;
+    ServerOptions s;
     s.response_size = static_cast<std::size_t>(size);
     s.nodelay = option_bool(spec, "server_nodelay");
     s.quickack = option_bool(spec, "server_quickack");
@@ -332,6 +326,12 @@ http::ServerOptions server_options(const ProbeSpec& spec) {
     s.threads = static_cast<int>(option_int(spec, "server_threads"));
     return s;
 }
+
+// --- the probe ----------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::size_t kMaxSamples = 4'000'000;  // raw latencies kept; the histogram sees all
 
 http::LoadOptions load_options(const ProbeSpec& spec) {
     http::LoadOptions o;
@@ -400,7 +400,7 @@ ProbeResult run_http(const ProbeSpec& spec, const Endpoints& where, const Tick& 
     std::optional<http::HttpServer> server;
     if (url.empty()) {
         if (where.server.address.empty()) throw InputError("http probe: the built-in server needs an address");
-        options = server_options(spec);
+        options = http::server_options(spec);
         server.emplace(where.server, *options);
         load.url = http::Url{where.server.address, server->port(), "/"};
     } else {

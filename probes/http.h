@@ -130,6 +130,10 @@ struct ServerOptions {
     int threads = 1;
 };
 
+/// The built-in server's options from an http probe's spec (response_size checked: 0 to
+/// 64 MiB); the built-in load generator and wrk serve from the same server.
+ServerOptions server_options(const ProbeSpec& spec);
+
 /// The response headers for a body of `body_bytes` ("HTTP/1.1 200 OK ... Content-Length").
 std::string response_headers(std::size_t body_bytes);
 

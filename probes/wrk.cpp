@@ -62,19 +62,6 @@ void check_wrk_options(const ProbeSpec& spec) {
                                      connections, threads));
 }
 
-/// The built-in server's options, as run_http() reads them.
-http::ServerOptions builtin_server(const ProbeSpec& spec) {
-    http::ServerOptions s;
-    auto size = option_int(spec, "response_size");
-    if (size < 0 || size > 64 * 1024 * 1024) throw InputError("http probe: `response_size` must be 0 to 64MiB");
-    s.response_size = static_cast<std::size_t>(size);
-    s.nodelay = option_bool(spec, "server_nodelay");
-    s.quickack = option_bool(spec, "server_quickack");
-    s.split_write = option_bool(spec, "server_split_write");
-    s.threads = static_cast<int>(option_int(spec, "server_threads"));
-    return s;
-}
-
 struct WrkErrors {
     double connect = 0, read = 0, write = 0, timeout = 0, status = 0;
 };
@@ -157,7 +144,7 @@ ProbeResult run_wrk(const ProbeSpec& spec, const Endpoints& where, const Tick& t
     std::optional<http::HttpServer> server;
     if (url.empty()) {
         if (where.server.address.empty()) throw InputError("http probe: the built-in server needs an address");
-        options = builtin_server(spec);
+        options = http::server_options(spec);
         server.emplace(where.server, *options);
         url = fmt::format("http://{}:{}/", where.server.address, server->port());
     } else {
