@@ -98,6 +98,10 @@ json sysctl_entry(const std::string& ns, const std::string& key, const std::stri
     return {{"op", "sysctl"}, {"ns", ns}, {"key", key}, {"old", old}};
 }
 
+json qdisc_entry(const std::string& ns, const std::string& dev, const std::string& snapshot) {
+    return {{"op", "qdisc"}, {"ns", ns}, {"dev", dev}, {"snapshot", snapshot}};
+}
+
 bool JournalFile::live() const {
     if (pid <= 0) return false;
     return process_start_time(pid) == start_time && start_time != 0;
@@ -147,7 +151,7 @@ std::vector<std::string> replay(const JournalFile& journal, const Undo& undo) {
             else if (op == "sysctl" && undo.sysctl)
                 undo.sysctl(text_of(e, "ns"), text_of(e, "key"), text_of(e, "old"));
             else if (op == "qdisc" && undo.qdisc)
-                undo.qdisc(e);
+                undo.qdisc(text_of(e, "ns"), text_of(e, "dev"), text_of(e, "snapshot"));
             else
                 failures.push_back(fmt::format("no way to undo journal entry {}", e.dump()));
         } catch (const std::exception& ex) {

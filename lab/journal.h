@@ -11,7 +11,7 @@
 //   {"op":"netns","name":"wanlab-r1-client"}
 //   {"op":"link","ns":"wanlab-r1-router","name":"wl-rc"}
 //   {"op":"sysctl","ns":"","key":"net.core.rmem_max","old":"212992"}
-//   {"op":"qdisc", ...}   (netem/'s entries; replayed by the handler given to replay())
+//   {"op":"qdisc","ns":"wanlab-r1-router","dev":"wl-rs","snapshot":"device wl-rs\nqdisc 2400..."}
 // Replay undoes entries newest first. Journal removes its file on destruction, after the
 // run's resources (declared after it) have been undone, unless keep() was called because an
 // undo failed. Not thread-safe.
@@ -56,6 +56,9 @@ private:
 nlohmann::json netns_entry(const std::string& name);
 nlohmann::json link_entry(const std::string& ns, const std::string& name);
 nlohmann::json sysctl_entry(const std::string& ns, const std::string& key, const std::string& old);
+/// Before the first change to `dev`'s qdiscs: its tree as netem::DeviceQdiscs::serialize()
+/// writes it (the kernel's own messages in hex), which restore replays.
+nlohmann::json qdisc_entry(const std::string& ns, const std::string& dev, const std::string& snapshot);
 
 /// A journal as read back from disk.
 struct JournalFile {
@@ -81,7 +84,7 @@ struct Undo {
     std::function<void(const std::string& name)> netns;
     std::function<void(const std::string& ns, const std::string& name)> link;
     std::function<void(const std::string& ns, const std::string& key, const std::string& old)> sysctl;
-    std::function<void(const nlohmann::json& entry)> qdisc;
+    std::function<void(const std::string& ns, const std::string& dev, const std::string& snapshot)> qdisc;
 };
 
 /// Undoes the entries newest first; returns one message per entry that could not be undone

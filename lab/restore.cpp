@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "lab/link.h"
 #include "lab/netns.h"
+#include "netem/device.h"
+#include "netem/kernel.h"
 
 namespace wanlab::lab {
 
@@ -33,6 +35,15 @@ Undo machine_undo(sysctl::ProcSys& proc, const Log& log) {
         if (proc.read(ns, key) == old) return;
         proc.write(ns, key, old);
         say(fmt::format("restored {} = \"{}\" {}", key, old, sysctl::where(ns)));
+    };
+    u.qdisc = [say](const std::string& ns, const std::string& dev, const std::string& snapshot) {
+        if (!ns.empty() && !NetNamespace::exists(ns)) return;  // went with its namespace
+        if (!RouteSocket(ns).has(dev)) return;                  // went with its device
+        netem::NetlinkKernel kernel(ns.empty() ? "" : "/run/netns/" + ns);
+        auto device = netem::DeviceQdiscs::from_serialized(kernel, dev, snapshot);
+        device.restore();
+        device.release();
+        say(fmt::format("restored the qdiscs of {} {}", dev, sysctl::where(ns)));
     };
     return u;
 }

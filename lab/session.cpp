@@ -108,9 +108,14 @@ void LabSession::apply_trial(const Trial& trial) {
     if (options_.progress) options_.progress("sysctls");
 
     if (!router_) {
-        router_.emplace("/run/netns/" + topology_->ns("router"));
+        const std::string ns = topology_->ns("router");
+        router_.emplace("/run/netns/" + ns);
         up_.emplace(*router_, "wl-rs");
         down_.emplace(*router_, "wl-rc");
+        // Written before the first qdisc change, so `wanlab restore` can put the trees back
+        // even if the namespace outlives a killed run.
+        journal_->record(qdisc_entry(ns, "wl-rs", up_->serialize()));
+        journal_->record(qdisc_entry(ns, "wl-rc", down_->serialize()));
     }
     auto psched = netem::Psched::from_proc();
     auto put = [&](netem::DeviceQdiscs& dev, const netem::Direction& d) {

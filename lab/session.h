@@ -6,9 +6,10 @@
 // separate labs proceed together), the Topology; then, per apply_trial(), the trial's
 // sysctls (global ones on the host, per-host ones in each namespace) and its link
 // conditions on the router's two egress devices. Undoes: everything in reverse by member
-// destruction order, and finally removes the journal. Qdiscs need no journal entry of their
-// own: they live on devices inside the router namespace, which the journal's netns entry
-// deletes. A SIGKILL leaves the journal for `wanlab restore`. Not thread-safe.
+// destruction order, and finally removes the journal. The router devices' qdisc trees are
+// journaled (snapshot) before their first change like everything else, although deleting
+// the router namespace, which restore does next, takes them along. A SIGKILL leaves the
+// journal for `wanlab restore`. Not thread-safe.
 #pragma once
 
 #include <filesystem>

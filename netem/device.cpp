@@ -128,11 +128,27 @@ void DeviceQdiscs::apply(const Direction& d, std::uint32_t mtu, const Psched& ps
     // delete-then-add). The same kind keeps its handle.
     TreeLayout effective = layout;
     constexpr std::uint32_t kAlternate = 0x00040000;
+    auto ours = [](const TcObject* q, std::uint32_t handle) {
+        return q && (q->handle == handle || q->handle == handle + kAlternate);
+    };
+    // The bottleneck queue wanlab put below the shaper last time, if any.
+    const TcObject* old_queue = nullptr;
+    if (old_shaper && ours(child_of(current, old_shaper->handle | 1), layout.queue))
+        old_queue = child_of(current, old_shaper->handle | 1);
     if (old_shaper && kind) {
         bool at_primary = old_shaper->handle == layout.shaper;
         bool same_kind = old_shaper->kind == kind;
-        if (same_kind != at_primary) {
-            effective.shaper = layout.shaper + kAlternate;
+        // Back to the shaper's own queue ("none") after one of ours: a fresh shaper comes
+        // with its default queue, and deleting ours would leave tbf with a noop queue.
+        bool fresh = same_kind && old_queue && d.queue == Queue::none;
+        if ((same_kind && !fresh) != at_primary) effective.shaper = layout.shaper + kAlternate;
+        if (same_kind && !fresh && old_queue && d.queue != Queue::none) {
+            // The same rule for the queue: same kind, same handle (a change); another kind
+            // is grafted at the other handle, which replaces the old one in one step.
+            bool same_queue = old_queue->kind == to_string(d.queue);
+            effective.queue = (old_queue->handle == layout.queue) == same_queue ? layout.queue
+                                                                                : layout.queue + kAlternate;
+        } else if (effective.shaper != layout.shaper) {
             effective.queue = layout.queue + kAlternate;
         }
     }

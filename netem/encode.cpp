@@ -213,11 +213,19 @@ Request queue_request(const Direction& d, int ifindex, const std::string& dev, c
         case Queue::fq_codel:
             if (limit) check(rtnl_qdisc_fq_codel_set_limit(q.get(), limit), "fq_codel limit");
             break;
-        default: break;  // cake: no libnl module; sent with its kind and kernel defaults
+        default: break;  // cake: no libnl module; its options are added below
     }
     nl_msg* raw = nullptr;
     check(rtnl_qdisc_build_add_request(q.get(), kCreateOrReplace, &raw), to_string(d.queue));
     Msg m(raw);
+    if (d.queue == Queue::cake && d.queue_limit) {
+        // As tc's `cake memlimit BYTES`: TCA_OPTIONS holding TCA_CAKE_MEMORY (u32). cake's
+        // own shaper stays off (no TCA_CAKE_BASE_RATE64): the rate is the shaper's above it.
+        nlattr* opts = nla_nest_start(m.get(), TCA_OPTIONS);
+        if (!opts || nla_put_u32(m.get(), TCA_CAKE_MEMORY, queue_size(d)) < 0)
+            throw Error("encoding cake options: message too large");
+        nla_nest_end(m.get(), opts);
+    }
     return to_request(fmt::format("replace {} {:x}: on {}", to_string(d.queue), layout.queue >> 16, dev), m.get());
 }
 

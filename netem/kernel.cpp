@@ -277,6 +277,23 @@ void RecordingKernel::send(const Request& r) {
             it = list.end();
         }
         o.message[4] = static_cast<std::uint8_t>(h.nlmsg_type);  // what a dump would echo
+        if (h.nlmsg_type == RTM_NEWQDISC && it != list.end() && it->handle == o.handle && it->kind != o.kind)
+            // The kernel changes a qdisc in place only with options of its own kind.
+            throw Error(fmt::format("{}: Invalid qdisc name", r.what));
+        if (h.nlmsg_type == RTM_NEWQDISC && it != list.end() && it->handle != o.handle) {
+            // Grafting another qdisc at a parent destroys the old one with everything below it.
+            std::vector<std::uint32_t> gone{it->handle & 0xffff0000u};
+            for (std::size_t i = 0; i < gone.size(); ++i) {
+                auto major = gone[i];
+                std::erase_if(classes[o.ifindex], [&](const TcObject& c) { return (c.handle & 0xffff0000u) == major; });
+                for (const auto& q : list)
+                    if ((q.parent & 0xffff0000u) == major && q.parent != TC_H_ROOT) gone.push_back(q.handle & 0xffff0000u);
+            }
+            std::erase_if(list, [&](const TcObject& q) {
+                return &q != &*it && std::find(gone.begin(), gone.end(), q.handle & 0xffff0000u) != gone.end();
+            });
+            it = std::find_if(list.begin(), list.end(), same);
+        }
         if (it != list.end())
             *it = o;
         else

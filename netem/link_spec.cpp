@@ -283,6 +283,11 @@ bool Direction::impaired() const {
            n.reorder > 0 || n.corrupt > 0 || rate_bps || n.slot || queue != Queue::none;
 }
 
+std::uint32_t queue_size(const Direction& d) {
+    std::uint64_t n = d.queue == Queue::cake ? d.queue_limit * kCakeBytesPerPacket : d.queue_limit;
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(n, UINT32_MAX));
+}
+
 const char* to_string(Shaper s) {
     switch (s) {
         case Shaper::tbf: return "tbf";
@@ -379,6 +384,13 @@ void validate_direction(const Direction& d, const char* dir, Diagnostics& diag) 
                                "separate queue to replace",
                                to_string(d.queue)));
     (void)dir;
+    }
+    if (d.queue == Queue::cake && d.queue_limit > UINT32_MAX / kCakeBytesPerPacket) {
+        auto it = d.at.find("qdisc_limit");
+        diag.error(it != d.at.end() ? it->second : Location{},
+                   fmt::format("`qdisc_limit` = {} is too large for cake: its memlimit (packets x {} bytes) is a "
+                               "32-bit byte count, so at most {} packets",
+                               d.queue_limit, kCakeBytesPerPacket, UINT32_MAX / kCakeBytesPerPacket));
     }
 }
 }  // namespace

@@ -82,6 +82,14 @@ struct Direction {
     bool impaired() const;  ///< anything other than a pass-through
 };
 
+/// cake sizes its queue in bytes of memory: a packet limit becomes this many bytes a packet.
+inline constexpr std::uint64_t kCakeBytesPerPacket = 1514;
+
+/// The size the bottleneck queue is given, in the kernel's unit: the limit for pfifo/bfifo
+/// and fq_codel, queue_limit x kCakeBytesPerPacket (`memlimit`) for cake; 0 when the kernel's
+/// default applies. Saturates at UINT32_MAX.
+std::uint32_t queue_size(const Direction& d);
+
 /// Both directions: `up` is client -> server, `down` is server -> client.
 struct LinkSpec {
     Direction up;

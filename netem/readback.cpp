@@ -202,6 +202,15 @@ std::uint32_t decode_fifo_limit(const std::vector<std::uint8_t>& options) {
     return q.limit;
 }
 
+std::uint32_t decode_queue_size(const std::string& kind, const std::vector<std::uint8_t>& options) {
+    if (kind == "pfifo" || kind == "bfifo") return decode_fifo_limit(options);
+    Attrs a = parse_attrs(options.data(), options.size());
+    std::uint32_t v = 0;
+    if (kind == "fq_codel") read(a, TCA_FQ_CODEL_LIMIT, v);
+    if (kind == "cake") read(a, TCA_CAKE_MEMORY, v);
+    return v;
+}
+
 std::vector<Mismatch> verify_tree(QdiscKernel& kernel, int ifindex, const Direction& d, const Psched& psched,
                                   const TreeLayout& layout) {
     std::vector<Mismatch> out;
@@ -236,9 +245,8 @@ std::vector<Mismatch> verify_tree(QdiscKernel& kernel, int ifindex, const Direct
         const TcObject* q = find(layout.queue);
         if (!q || q->kind != to_string(d.queue))
             out.push_back({"qdisc", to_string(d.queue), q ? q->kind : "none"});
-        else if ((d.queue == Queue::pfifo || d.queue == Queue::bfifo) && d.queue_limit &&
-                 decode_fifo_limit(q->options) != d.queue_limit)
-            out.push_back({"qdisc_limit", std::to_string(d.queue_limit), std::to_string(decode_fifo_limit(q->options))});
+        else if (auto want = queue_size(d); want && decode_queue_size(q->kind, q->options) != want)
+            out.push_back({"qdisc_limit", std::to_string(want), std::to_string(decode_queue_size(q->kind, q->options))});
     }
     return out;
 }

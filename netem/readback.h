@@ -34,6 +34,8 @@ std::uint64_t decode_tbf_rate(const std::vector<std::uint8_t>& options);
 std::uint64_t decode_htb_class_rate(const std::vector<std::uint8_t>& options);
 /// The limit of a dumped pfifo/bfifo (packets or bytes).
 std::uint32_t decode_fifo_limit(const std::vector<std::uint8_t>& options);
+/// The size a dumped fq_codel (limit, packets) or cake (memlimit, bytes) was given; 0 if absent.
+std::uint32_t decode_queue_size(const std::string& kind, const std::vector<std::uint8_t>& options);
 
 /// Dumps `dev` and checks that it holds exactly the tree tree_requests() builds for `d`.
 /// Returns the mismatches (empty: the kernel holds what was asked).

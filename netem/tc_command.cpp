@@ -57,7 +57,7 @@ std::string queue_arguments(const Direction& d) {
     std::string out = to_string(d.queue);
     if (d.queue_limit == 0) return out;
     if (d.queue == Queue::bfifo) return out + fmt::format(" limit {}", d.queue_limit);
-    if (d.queue == Queue::cake) return out + fmt::format(" memlimit {}", d.queue_limit * 1514);
+    if (d.queue == Queue::cake) return out + fmt::format(" memlimit {}", queue_size(d));
     return out + fmt::format(" limit {}", d.queue_limit);
 }
 

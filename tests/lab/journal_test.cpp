@@ -100,6 +100,24 @@ TEST_CASE("replay reports entries it cannot undo and still undoes the rest") {
     CHECK(log == std::vector<std::string>{"netns a"});
 }
 
+TEST_CASE("a qdisc entry carries the device's snapshot to the undo function") {
+    TempDir dir;
+    {
+        Journal j(dir.path, "r6");
+        j.record(link_entry("wanlab-r6-router", "wl-rs"));
+        j.record(qdisc_entry("wanlab-r6-router", "wl-rs", "device wl-rs\nqdisc 2400\n"));
+        j.keep();
+    }
+    std::vector<std::string> log;
+    Undo u = recording(log);
+    u.qdisc = [&log](const std::string& ns, const std::string& dev, const std::string& snapshot) {
+        log.push_back("qdisc " + ns + " " + dev + " " + snapshot);
+    };
+    CHECK(replay(read_journal(dir.path / "r6.journal"), u).empty());
+    CHECK(log == std::vector<std::string>{"qdisc wanlab-r6-router wl-rs device wl-rs\nqdisc 2400\n",
+                                          "link wanlab-r6-router wl-rs"});
+}
+
 TEST_CASE("find_journals lists only journal files") {
     TempDir dir;
     std::ofstream(dir.path / "lock");

@@ -177,3 +177,46 @@ TEST_CASE("a shaper of another kind is grafted at the other handle, and a droppe
     REQUIRE(k.sent.size() == 2);
     CHECK(k.sent[1].what == "remove htb below netem on wl-rs");
 }
+
+TEST_CASE("a queue of another kind is grafted at the other handle, and none brings a fresh shaper",
+          "[netem][device]") {
+    RecordingKernel k;
+    DeviceQdiscs dev(k, "wl-rs");
+    const std::string base = "delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"htb\"\n";
+    dev.apply(up_of(base + "qdisc = \"pfifo\"\nqdisc_limit = 100\n"), 1500, Psched{});
+    k.sent.clear();
+    // The kernel refuses a pfifo changed into fq_codel at its own handle ("Invalid qdisc name").
+    dev.apply(up_of(base + "qdisc = \"fq_codel\"\n"), 1500, Psched{});
+    REQUIRE(k.sent.size() == 3);
+    CHECK(k.sent[1].what == "replace htb class 2:1 on wl-rs");
+    CHECK(k.sent[2].what == "replace fq_codel 7: on wl-rs");
+    CHECK(find(k.qdiscs[7], 0x00030000) == nullptr);  // the pfifo went with the graft
+    k.sent.clear();
+    dev.apply(up_of(base + "qdisc = \"fq_codel\"\n"), 1500, Psched{});
+    CHECK(k.sent.back().what == "replace fq_codel 7: on wl-rs");  // the same kind stays
+    k.sent.clear();
+    dev.apply(up_of(base + "qdisc = \"pfifo\"\nqdisc_limit = 50\n"), 1500, Psched{});
+    CHECK(k.sent.back().what == "replace pfifo 3: on wl-rs");
+    CHECK(decode_fifo_limit(find(k.qdiscs[7], 0x00030000)->options) == 50);
+    k.sent.clear();
+    // Back to the shaper's own queue: a new htb at the other handle, with no queue of ours.
+    dev.apply(up_of(base), 1500, Psched{});
+    REQUIRE(k.sent.size() == 3);
+    CHECK(k.sent[1].what == "replace htb 6: on wl-rs");
+    CHECK(k.sent[2].what == "replace htb class 6:1 on wl-rs");
+    CHECK(find(k.qdiscs[7], 0x00030000) == nullptr);
+    CHECK(find(k.qdiscs[7], 0x00020000) == nullptr);
+    k.sent.clear();
+    // A queue again, below the shaper where it now is.
+    dev.apply(up_of(base + "qdisc = \"bfifo\"\nqdisc_limit = 30000\n"), 1500, Psched{});
+    CHECK(k.sent.back().what == "replace bfifo 7: on wl-rs");
+}
+
+TEST_CASE("the recording kernel refuses a kind change in place, as the kernel does", "[netem][device]") {
+    RecordingKernel k;
+    DeviceQdiscs dev(k, "wl-rs");
+    dev.apply(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"pfifo\"\n"), 1500, Psched{});
+    auto requests = tree_requests(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"fq_codel\"\n"),
+                                  7, "wl-rs", 1500, Psched{});
+    CHECK_THROWS_WITH(dev.apply_requests(requests), Catch::Contains("Invalid qdisc name"));
+}

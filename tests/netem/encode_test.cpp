@@ -12,6 +12,8 @@
 
 #include "core/error.h"
 #include "netem/encode.h"
+#include "netem/kernel.h"
+#include "netem/readback.h"
 #include "tests/lab/load_helper.h"
 
 using namespace wanlab::netem;
@@ -185,4 +187,35 @@ TEST_CASE("a tree with a tbf shaper and a pfifo queue is three create-or-replace
     CHECK(tbf.tcm_handle == 0x20000u);
     CHECK(fifo.tcm_parent == 0x20001u);
     CHECK(fifo.tcm_handle == 0x30000u);
+}
+
+TEST_CASE("a cake queue carries its memlimit as iproute2 sends it, fq_codel its limit", "[netem][encode]") {
+    auto requests = tree_requests(
+        wanlab::testing::up_of("rate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"cake\"\nqdisc_limit = 100\n"), 7, "wl-rs",
+        1500, Psched{});
+    REQUIRE(requests.size() == 3);
+    TcObject cake = parse_tc_message(requests[2].bytes);
+    CHECK(cake.kind == "cake");
+    // `tc qdisc add ... cake memlimit 151400` (iproute2 6.1, recorded with strace): TCA_OPTIONS
+    // holding TCA_CAKE_MEMORY = 151400 and nothing else (no bandwidth: the shaper above limits).
+    CHECK(cake.options == std::vector<std::uint8_t>{0x08, 0x00, 0x0a, 0x00, 0x68, 0x4f, 0x02, 0x00});
+    CHECK(decode_queue_size("cake", cake.options) == 151400);
+
+    auto fq = tree_requests(
+        wanlab::testing::up_of("rate = \"100mbit\"\nshaper = \"htb\"\nqdisc = \"fq_codel\"\nqdisc_limit = 2048\n"), 7,
+        "wl-rs", 1500, Psched{});
+    TcObject codel = parse_tc_message(fq.back().bytes);
+    CHECK(codel.kind == "fq_codel");
+    CHECK(decode_queue_size("fq_codel", codel.options) == 2048);
+    // Without a limit, cake is sent with no options at all: the kernel's defaults.
+    auto plain = tree_requests(wanlab::testing::up_of("rate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"cake\"\n"), 7,
+                               "wl-rs", 1500, Psched{});
+    CHECK(parse_tc_message(plain.back().bytes).options.empty());
+}
+
+TEST_CASE("a cake queue limit whose memlimit would not fit 32 bits is refused at its key", "[netem][encode]") {
+    auto l = wanlab::testing::load("[link]\nrate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"cake\"\nqdisc_limit = 3000000\n");
+    CHECK_FALSE(l.exp);
+    CHECK_THAT(l.messages, Catch::Contains("too large for cake") && Catch::Contains("at most 2836834 packets") &&
+                               Catch::Contains(":5:"));
 }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <cstdio>
 #include <memory>
@@ -443,4 +444,115 @@ TEST_CASE("a small receive buffer on a 20 ms path makes the sender receive-windo
     // limit it reports, not the send buffer.
     CHECK(r.metrics.at("rwnd_limited") > 0.1);
     CHECK(r.metrics.at("rwnd_limited") > r.metrics.at("sndbuf_limited"));
+}
+
+namespace {
+struct Field {
+    const char* pointer;  // into the qdisc's JSON object from `tc -j qdisc show`
+    double value;
+};
+struct FeatureCase {
+    const char* toml;
+    const char* kind;  // the qdisc that holds the fields
+    std::vector<Field> fields;
+};
+
+// Every netem feature and every shaper/queue choice, as iproute2 6.1's `tc -j` prints it
+// (times in seconds, probabilities as fractions, netem's rate in bytes/s). Distribution
+// tables are not printed by tc; netem/readback.cpp checks them (the table's presence).
+const std::vector<FeatureCase>& feature_cases() {
+    static const std::vector<FeatureCase> cases = {
+        {"delay = \"20ms\"\njitter = \"2ms\"\ncorrelation = \"25%\"\ndistribution = \"pareto\"\nlimit = 5000\n", "netem",
+         {{"/options/limit", 5000}, {"/options/delay/delay", 0.020}, {"/options/delay/jitter", 0.002},
+          {"/options/delay/correlation", 0.25}}},
+        {"delay = \"20ms\"\njitter = \"3ms\"\ndistribution = \"normal\"\n", "netem",
+         {{"/options/delay/delay", 0.020}, {"/options/delay/jitter", 0.003}, {"/options/delay/correlation", 0}}},
+        {"delay = \"20ms\"\njitter = \"3ms\"\ndistribution = \"paretonormal\"\n", "netem",
+         {{"/options/delay/jitter", 0.003}}},
+        {"delay = \"10s\"\n", "netem", {{"/options/delay/delay", 10}}},
+        {"loss = \"1%\"\nloss_correlation = \"10%\"\n", "netem",
+         {{"/options/loss-random/loss", 0.01}, {"/options/loss-random/correlation", 0.10}, {"/options/ecn", 0}}},
+        {"loss = { model = \"gemodel\", p = \"1%\", r = \"10%\", 1-h = \"70%\", 1-k = \"0.1%\" }\n", "netem",
+         {{"/options/loss-gemodel/p", 0.01}, {"/options/loss-gemodel/r", 0.10}, {"/options/loss-gemodel/1-h", 0.70},
+          {"/options/loss-gemodel/1-k", 0.001}}},
+        {"loss = { model = \"state\", p13 = \"1%\", p31 = \"90%\", p32 = \"5%\", p23 = \"8%\", p14 = \"0.1%\" }\n", "netem",
+         {{"/options/loss-state/p13", 0.01}, {"/options/loss-state/p31", 0.90}, {"/options/loss-state/p32", 0.05},
+          {"/options/loss-state/p23", 0.08}, {"/options/loss-state/p14", 0.001}}},
+        {"loss = \"2%\"\necn = true\n", "netem", {{"/options/loss-random/loss", 0.02}, {"/options/ecn", 1}}},
+        {"duplicate = \"2%\"\nduplicate_correlation = \"5%\"\n", "netem",
+         {{"/options/duplicate/duplicate", 0.02}, {"/options/duplicate/correlation", 0.05}}},
+        {"delay = \"10ms\"\nreorder = \"10%\"\nreorder_correlation = \"20%\"\ngap = 3\n", "netem",
+         {{"/options/reorder/reorder", 0.10}, {"/options/reorder/correlation", 0.20}, {"/options/gap", 3}}},
+        {"corrupt = \"0.5%\"\ncorrupt_correlation = \"3%\"\n", "netem",
+         {{"/options/corrupt/corrupt", 0.005}, {"/options/corrupt/correlation", 0.03}}},
+        {"rate = \"10mbit\"\npacket_overhead = 20\ncell_size = 64\ncell_overhead = -4\n", "netem",
+         {{"/options/rate/rate", 1'250'000}, {"/options/rate/packetoverhead", 20}, {"/options/rate/cellsize", 64},
+          {"/options/rate/celloverhead", -4}}},
+        {"slot = { min_delay = \"1ms\", max_delay = \"5ms\", packets = 10, bytes = 6000 }\n", "netem",
+         {{"/options/slot/min-delay", 0.001}, {"/options/slot/max-delay", 0.005}, {"/options/slot/packets", 10},
+          {"/options/slot/bytes", 6000}}},
+        // tc prints a distributed slot's delay under the key "distribution".
+        {"slot = { distribution = \"normal\", delay = \"2ms\", jitter = \"1ms\" }\n", "netem",
+         {{"/options/slot/distribution", 0.002}, {"/options/slot/jitter", 0.001}}},
+        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"tbf\"\nqdisc = \"pfifo\"\nqdisc_limit = 100\n", "tbf",
+         {{"/options/rate", 1'250'000}}},
+        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"tbf\"\nqdisc = \"pfifo\"\nqdisc_limit = 100\n", "pfifo",
+         {{"/options/limit", 100}}},
+        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"tbf\"\nqdisc = \"bfifo\"\nqdisc_limit = 30000\n", "bfifo",
+         {{"/options/limit", 30000}}},
+        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"htb\"\nqdisc = \"fq_codel\"\nqdisc_limit = 2048\n", "fq_codel",
+         {{"/options/limit", 2048}}},
+        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"htb\"\nqdisc = \"cake\"\nqdisc_limit = 100\n", "cake",
+         {{"/options/memlimit", 151'400}}},
+    };
+    return cases;
+}
+
+double number_at(const nlohmann::json& q, const char* pointer) {
+    const auto& v = q.at(nlohmann::json::json_pointer(pointer));
+    return v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.get<double>();
+}
+}  // namespace
+
+TEST_CASE("every link feature applied through netlink is what tc -j qdisc show reports", "[root][netem][tc]") {
+    if (!netem_or_skip()) return;
+    ScratchNetns ns;
+    const std::string before = ns.qdiscs("a0");
+    NetlinkKernel k(ns.path());
+    {
+        DeviceQdiscs dev(k, "a0");
+        // One device, case after case: each apply is a replace of the previous case's tree,
+        // so a field left over from an earlier case would show here too.
+        for (const auto& c : feature_cases()) {
+            INFO("[link]\n" << c.toml);
+            REQUIRE_NOTHROW(dev.apply(up_of(c.toml), 1500, Psched::from_proc()));
+            auto shown = nlohmann::json::parse(ns.qdiscs("a0"));
+            INFO("tc -j qdisc show: " << shown.dump());
+            const nlohmann::json* q = nullptr;
+            for (const auto& x : shown)
+                if (x["kind"] == c.kind) q = &x;
+            REQUIRE(q);
+            for (const auto& f : c.fields) {
+                INFO(f.pointer);
+                CHECK(number_at(*q, f.pointer) == Approx(f.value).margin(1e-6));
+            }
+            // What the case does not ask for is absent, not left from the case before.
+            if (std::string(c.kind) == "netem") {
+                std::string opts = (*q)["options"].dump();
+                if (!std::strstr(c.toml, "loss")) CHECK(opts.find("loss") == std::string::npos);
+                if (!std::strstr(c.toml, "duplicate")) CHECK(opts.find("duplicate") == std::string::npos);
+                if (!std::strstr(c.toml, "reorder")) CHECK(opts.find("reorder") == std::string::npos);
+                if (!std::strstr(c.toml, "corrupt")) CHECK(opts.find("corrupt") == std::string::npos);
+                if (!std::strstr(c.toml, "rate")) CHECK(opts.find("\"rate\"") == std::string::npos);
+                if (!std::strstr(c.toml, "slot")) CHECK(opts.find("slot") == std::string::npos);
+            }
+        }
+        // htb's rate is on its class, which tc prints as text only.
+        dev.apply(up_of("delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"htb\"\n"), 1500, Psched::from_proc());
+        std::string classes = run(fmt::format("tc -n {} class show dev a0", ns.name));
+        INFO(classes);
+        CHECK(classes.find("class htb") != std::string::npos);
+        CHECK(classes.find("rate 10Mbit ceil 10Mbit") != std::string::npos);
+    }
+    CHECK(ns.qdiscs("a0") == before);
 }

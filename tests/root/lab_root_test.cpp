@@ -9,6 +9,9 @@
 
 #include "core/error.h"
 #include "lab/link.h"
+#include "lab/restore.h"
+#include "netem/device.h"
+#include "netem/kernel.h"
 #include "lab/session.h"
 #include "sysctl/proc_sys.h"
 #include "tests/lab/load_helper.h"
@@ -104,7 +107,8 @@ TEST_CASE("a lab routes pings from client to server across the router and gives 
         CHECK(*proc.read("wanlab-rt1-client", "net.ipv4.tcp_congestion_control") == "reno");
 
         auto entries = lab::read_journal(journal).entries;
-        CHECK(entries.size() == 11);  // 3 netns, 2 links, ip_forward, 2 global + 3 per-host sysctls
+        CHECK(entries.size() == 13);  // 3 netns, 2 links, ip_forward, 2 global + 3 per-host sysctls, 2 qdisc trees
+        CHECK(entries.back().value("op", "") == "qdisc");
     }
     CHECK_FALSE(std::filesystem::exists(journal));
     CHECK(capture() == before);
@@ -156,4 +160,41 @@ TEST_CASE("an error half-way through a run undoes what was done and removes the 
     CHECK_THROWS_WITH(lab::LabSession(trial_of(file), options, proc), "injected failure after links");
     CHECK(capture() == before);
     CHECK_FALSE(std::filesystem::exists(dir.path / "rt4.journal"));
+}
+
+TEST_CASE("a journaled qdisc tree is put back exactly by restore, and skipped once its device is gone", "[root]") {
+    if (skip_unless_root()) return;
+    Cleanup cleanup("rq1");
+    const std::string ns = "wanlab-rq1-router";
+    sh(fmt::format("ip netns add {} && ip -n {} link add wl-rs type veth peer name wl-rc && ip -n {} link set wl-rs up",
+                   ns, ns, ns));
+    // A tree of the user's own that wanlab must give back: tbf with a bfifo below it.
+    sh(fmt::format("tc -n {} qdisc add dev wl-rs root handle 5: tbf rate 10mbit burst 32kb latency 50ms", ns));
+    sh(fmt::format("tc -n {} qdisc add dev wl-rs parent 5:1 handle 6: bfifo limit 30000", ns));
+    auto before = sh(fmt::format("tc -n {} -j qdisc show dev wl-rs", ns));
+    std::string snapshot;
+    {
+        netem::NetlinkKernel kernel("/run/netns/" + ns);
+        netem::DeviceQdiscs device(kernel, "wl-rs");
+        snapshot = device.serialize();
+        device.release();
+    }
+    // What a killed run leaves: another tree in its place.
+    sh(fmt::format("tc -n {} qdisc replace dev wl-rs root handle 1: htb default 1", ns));
+    REQUIRE(sh(fmt::format("tc -n {} -j qdisc show dev wl-rs", ns)) != before);
+    sysctl::RealProcSys proc;
+    std::vector<std::string> said;
+    auto undo = lab::machine_undo(proc, [&said](const std::string& s) { said.push_back(s); });
+    undo.qdisc(ns, "wl-rs", snapshot);
+    CHECK(sh(fmt::format("tc -n {} -j qdisc show dev wl-rs", ns)) == before);
+    REQUIRE(said.size() == 1);
+    CHECK(said[0] == "restored the qdiscs of wl-rs in namespace " + ns);
+    // Idempotent, and a device or namespace that went away is nothing to undo.
+    undo.qdisc(ns, "wl-rs", snapshot);
+    CHECK(sh(fmt::format("tc -n {} -j qdisc show dev wl-rs", ns)) == before);
+    sh(fmt::format("ip -n {} link del wl-rs", ns));
+    CHECK_NOTHROW(undo.qdisc(ns, "wl-rs", snapshot));
+    sh(fmt::format("ip netns del {}", ns));
+    CHECK_NOTHROW(undo.qdisc(ns, "wl-rs", snapshot));
+    CHECK(said.size() == 2);
 }
