@@ -1,6 +1,7 @@
 #include "netem/host.h"
 
 #include <arpa/inet.h>
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <linux/if_ether.h>
@@ -100,12 +101,12 @@ std::string ifb_name(const std::string& dev) {
 }
 
 Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent, const Filter& f, std::uint32_t classid,
-                      int redirect_ifindex) {
+                      int redirect_ifindex, std::uint16_t prio) {
     std::unique_ptr<rtnl_cls, void (*)(rtnl_cls*)> cls(rtnl_cls_alloc(), rtnl_cls_put);
     rtnl_tc_set_ifindex(TC_CAST(cls.get()), ifindex);
     rtnl_tc_set_parent(TC_CAST(cls.get()), parent);
     check(rtnl_tc_set_kind(TC_CAST(cls.get()), "u32"), "u32 filter");
-    rtnl_cls_set_prio(cls.get(), 1);
+    rtnl_cls_set_prio(cls.get(), prio);
     Prefix p = f.prefix.empty() ? Prefix{} : parse_prefix(f.prefix);
     bool v6 = p.family == AF_INET6;
     rtnl_cls_set_protocol(cls.get(), v6 ? ETH_P_IPV6 : ETH_P_IP);
@@ -147,6 +148,18 @@ Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent,
     return take(what, m);
 }
 
+Request delete_filters(int ifindex, const std::string& dev, std::uint32_t parent, std::uint16_t prio, bool v6) {
+    std::unique_ptr<rtnl_cls, void (*)(rtnl_cls*)> cls(rtnl_cls_alloc(), rtnl_cls_put);
+    rtnl_tc_set_ifindex(TC_CAST(cls.get()), ifindex);
+    rtnl_tc_set_parent(TC_CAST(cls.get()), parent);
+    check(rtnl_tc_set_kind(TC_CAST(cls.get()), "u32"), "u32 filter");
+    rtnl_cls_set_prio(cls.get(), prio);
+    rtnl_cls_set_protocol(cls.get(), v6 ? ETH_P_IPV6 : ETH_P_IP);
+    nl_msg* m = nullptr;
+    check(rtnl_cls_build_delete_request(cls.get(), 0, &m), "u32 filter");
+    return take(fmt::format("delete filter priority {} on {}", prio, dev), m);
+}
+
 HostImpairment::HostImpairment(QdiscKernel& kernel, std::string dev, Filter target, std::uint64_t line_rate_bps)
     : kernel_(kernel),
       dev_(std::move(dev)),
@@ -175,16 +188,36 @@ void HostImpairment::build_egress_root() {
 void HostImpairment::build_ingress() {
     ifb_ = ifb_name(dev_);
     int ifb_index = kernel_.create_ifb(ifb_);
-    TcObject ingress;
-    ingress.kind = "ingress";
-    ingress.ifindex = ifindex_;
-    ingress.parent = TC_H_INGRESS;
-    ingress.handle = 0xffff0000;
-    ingress_ = true;  // before sending: restore() removes it even if the filter fails
-    kernel_.send(replay_request(ingress, false, dev_));
+    // The user's own ingress or clsact qdisc stays, with its filters; ours joins them.
+    const TcObject* existing = nullptr;
+    auto qdiscs = kernel_.dump(ifindex_, false);
+    for (const auto& q : qdiscs)
+        if (q.parent == TC_H_INGRESS) existing = &q;
+    std::uint32_t parent = 0xffff0000;
+    std::uint16_t prio = 1;
+    if (existing) {
+        if (existing->kind != "ingress" && existing->kind != "clsact")
+            throw Error(fmt::format("{} has an ingress qdisc of kind {}, which wanlab cannot add a filter to; remove "
+                                    "it or impair only the upload direction",
+                                    dev_, existing->kind));
+        if (existing->kind == "clsact") parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS);
+        std::vector<std::uint16_t> used;
+        for (const auto& f : kernel_.dump_filters(ifindex_, parent)) used.push_back(static_cast<std::uint16_t>(f.info >> 16));
+        while (std::find(used.begin(), used.end(), prio) != used.end()) ++prio;
+    } else {
+        TcObject ingress;
+        ingress.kind = "ingress";
+        ingress.ifindex = ifindex_;
+        ingress.parent = TC_H_INGRESS;
+        ingress.handle = 0xffff0000;
+        ingress_ = true;  // before sending: restore() removes it even if the filter fails
+        kernel_.send(replay_request(ingress, false, dev_));
+    }
     Filter from_target = target_;
     from_target.match_source = true;
-    kernel_.send(target_filter(ifindex_, dev_, 0xffff0000, from_target, 0, ifb_index));
+    filter_parent_ = parent;  // before sending, as above
+    filter_prio_ = prio;
+    kernel_.send(target_filter(ifindex_, dev_, parent, from_target, 0, ifb_index, prio));
     ifb_qdiscs_.emplace(kernel_, ifb_);
 }
 
@@ -224,7 +257,11 @@ void HostImpairment::restore() {
             kernel_.send(r);
         });
         ingress_ = false;
+    } else if (filter_parent_) {
+        bool v6 = !target_.prefix.empty() && parse_prefix(target_.prefix).family == AF_INET6;
+        attempt([&] { kernel_.send(delete_filters(ifindex_, dev_, filter_parent_, filter_prio_, v6)); });
     }
+    filter_parent_ = 0;
     if (!ifb_.empty()) attempt([&] { kernel_.delete_link(ifb_); });
     ifb_.clear();
     if (!failures.empty()) throw Error(failures);

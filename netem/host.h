@@ -10,9 +10,13 @@
 //     missing from some kernels, this project's among them.)
 //   ingress ("down", from the target): an ifb device wlifb-<dev>, an ingress qdisc on the
 //     interface with a u32 filter redirecting the target's packets to the ifb (mirred), and
-//     the netem tree on the ifb's root.
+//     the netem tree on the ifb's root. When the interface already has an ingress (or
+//     clsact) qdisc, the user's, it is kept with its filters: wanlab adds its filter at the
+//     lowest priority number none of them uses (so it sees the target's packets first unless
+//     one of the user's filters is at priority 1), and takes only that priority away.
 // Undoes, in restore() and the destructor (never throws): the interface's root tree back to
-// its snapshot, the ingress qdisc removed, the ifb deleted. Not thread-safe.
+// its snapshot, the ingress qdisc removed (or, if it was the user's, wanlab's filter), the
+// ifb deleted. Not thread-safe.
 #pragma once
 
 #include <optional>
@@ -27,7 +31,10 @@ namespace wanlab::netem {
 /// The u32 filter that selects the target's traffic: to it (egress) or from it (ingress,
 /// Filter::match_source). Either classifies into `classid` or redirects to `redirect_ifindex`.
 Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent, const Filter& f,
-                      std::uint32_t classid, int redirect_ifindex);
+                      std::uint32_t classid, int redirect_ifindex, std::uint16_t prio = 1);
+
+/// Deletes the filters at `prio` below `parent` (all of them: the kernel deletes by priority).
+Request delete_filters(int ifindex, const std::string& dev, std::uint32_t parent, std::uint16_t prio, bool v6);
 
 /// The name of the ifb device wanlab makes for `dev` (at most 15 characters).
 std::string ifb_name(const std::string& dev);
@@ -54,7 +61,9 @@ private:
     int ifindex_;
     std::optional<DeviceQdiscs> egress_;
     bool egress_root_ = false;
-    bool ingress_ = false;
+    bool ingress_ = false;              ///< wanlab created the ingress qdisc
+    std::uint32_t filter_parent_ = 0;   ///< where wanlab's ingress filter sits, 0 if none
+    std::uint16_t filter_prio_ = 0;
     std::string ifb_;
     std::optional<DeviceQdiscs> ifb_qdiscs_;
 };

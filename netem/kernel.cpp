@@ -94,6 +94,7 @@ TcObject parse_tc_message(const std::vector<std::uint8_t>& message) {
     o.ifindex = t.tcm_ifindex;
     o.handle = t.tcm_handle;
     o.parent = t.tcm_parent;
+    o.info = t.tcm_info;
     std::size_t off = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(tcmsg));
     std::uint32_t len;
     std::memcpy(&len, message.data(), sizeof len);
@@ -173,15 +174,23 @@ void NetlinkKernel::send(const Request& r) {
 }
 
 std::vector<TcObject> NetlinkKernel::dump(int ifindex, bool classes) {
+    return dump_messages(classes ? RTM_GETTCLASS : RTM_GETQDISC, ifindex, 0, classes ? "classes" : "qdiscs");
+}
+
+std::vector<TcObject> NetlinkKernel::dump_filters(int ifindex, std::uint32_t parent) {
+    return dump_messages(RTM_GETTFILTER, ifindex, parent, "filters");
+}
+
+std::vector<TcObject> NetlinkKernel::dump_messages(int type, int ifindex, std::uint32_t parent, const char* what) {
     tcmsg t{};
     t.tcm_family = AF_UNSPEC;
     t.tcm_ifindex = ifindex;
-    int type = classes ? RTM_GETTCLASS : RTM_GETQDISC;
+    t.tcm_parent = parent;
     std::vector<std::vector<std::uint8_t>> messages;
     nl_socket_modify_cb(sock_, NL_CB_VALID, NL_CB_CUSTOM, collect, &messages);
     int err = nl_send_simple(sock_, type, NLM_F_DUMP, &t, sizeof t);
     if (err >= 0) err = nl_recvmsgs_default(sock_);
-    if (err < 0) throw Error(fmt::format("reading the {} of device {}: {}", classes ? "classes" : "qdiscs", ifindex, nl_geterror(err)));
+    if (err < 0) throw Error(fmt::format("reading the {} of device {}: {}", what, ifindex, nl_geterror(err)));
     std::vector<TcObject> out;
     for (const auto& m : messages) {
         auto o = parse_tc_message(m);
@@ -249,8 +258,14 @@ void RecordingKernel::send(const Request& r) {
     nlmsghdr h;
     std::memcpy(&h, r.bytes.data(), sizeof h);
     TcObject o = parse_tc_message(r.bytes);
-    if (h.nlmsg_type == RTM_NEWTFILTER || h.nlmsg_type == RTM_DELTFILTER) {
+    if (h.nlmsg_type == RTM_NEWTFILTER) {
         filters[o.ifindex].push_back(o);
+        return;
+    }
+    if (h.nlmsg_type == RTM_DELTFILTER) {  // by parent and priority, as the kernel deletes a whole priority
+        std::erase_if(filters[o.ifindex], [&](const TcObject& f) {
+            return f.parent == o.parent && (f.info >> 16) == (o.info >> 16);
+        });
         return;
     }
     auto& list = h.nlmsg_type == RTM_NEWTCLASS || h.nlmsg_type == RTM_DELTCLASS ? classes[o.ifindex] : qdiscs[o.ifindex];
@@ -301,6 +316,13 @@ void RecordingKernel::send(const Request& r) {
     } else if (it != list.end()) {
         list.erase(it);
     }
+}
+
+std::vector<TcObject> RecordingKernel::dump_filters(int ifindex, std::uint32_t parent) {
+    std::vector<TcObject> out;
+    for (const auto& f : filters[ifindex])
+        if (f.parent == parent) out.push_back(f);
+    return out;
 }
 
 std::vector<TcObject> RecordingKernel::dump(int ifindex, bool want_classes) {

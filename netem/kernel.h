@@ -29,6 +29,7 @@ struct TcObject {
     int ifindex = 0;
     std::uint32_t handle = 0;
     std::uint32_t parent = 0;
+    std::uint32_t info = 0;  ///< tcm_info: for a filter, priority << 16 | protocol (network order)
     std::vector<std::uint8_t> options;  ///< TCA_OPTIONS payload
     std::vector<std::uint8_t> message;  ///< the whole message, to replay it on restore
 };
@@ -45,6 +46,8 @@ public:
     virtual void send(const Request& r) = 0;
     /// Every qdisc (classes = false) or class (true) of the device, in kernel order.
     virtual std::vector<TcObject> dump(int ifindex, bool classes) = 0;
+    /// Every filter attached at `parent` of the device (such as the ingress hook ffff:).
+    virtual std::vector<TcObject> dump_filters(int ifindex, std::uint32_t parent) = 0;
     /// Creates an ifb device `name`, up; returns its ifindex. Deletes a link by name.
     virtual int create_ifb(const std::string& name) = 0;
     virtual void delete_link(const std::string& name) = 0;
@@ -61,10 +64,12 @@ public:
     int ifindex(const std::string& dev) override;
     void send(const Request& r) override;
     std::vector<TcObject> dump(int ifindex, bool classes) override;
+    std::vector<TcObject> dump_filters(int ifindex, std::uint32_t parent) override;
     int create_ifb(const std::string& name) override;
     void delete_link(const std::string& name) override;
 
 private:
+    std::vector<TcObject> dump_messages(int type, int ifindex, std::uint32_t parent, const char* what);
     nl_sock* sock_ = nullptr;
 };
 
@@ -84,6 +89,7 @@ public:
     int ifindex(const std::string& dev) override;
     void send(const Request& r) override;
     std::vector<TcObject> dump(int ifindex, bool classes) override;
+    std::vector<TcObject> dump_filters(int ifindex, std::uint32_t parent) override;
     int create_ifb(const std::string& name) override;
     void delete_link(const std::string& name) override;
     std::vector<std::string> link_log;  ///< "add ifb NAME", "delete NAME"

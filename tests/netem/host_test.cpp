@@ -53,3 +53,34 @@ TEST_CASE("the ifb name fits the kernel's 15 characters", "[netem][host]") {
     CHECK(ifb_name("a-very-long-interface-name").size() <= 15);
     CHECK(ifb_name("a-very-long-interface-name") != ifb_name("a-very-long-interface-nam2"));
 }
+
+TEST_CASE("a user's ingress qdisc and filters are kept: wanlab adds its filter at a free priority and removes only that",
+          "[netem][host]") {
+    RecordingKernel k;
+    // The user's: an ingress qdisc with a u32 filter at priority 1.
+    TcObject ingress;
+    ingress.kind = "ingress";
+    ingress.ifindex = 2;
+    ingress.parent = 0xfffffff1;  // TC_H_INGRESS
+    ingress.handle = 0xffff0000;
+    k.send(replay_request(ingress, false, "eth0"));
+    k.send(target_filter(2, "eth0", 0xffff0000, Filter{"198.18.9.0/24", 0, true}, 0, 100, 1));
+    k.sent.clear();
+    auto link = link_of("[link.down]\ndelay = \"20ms\"\n");
+    {
+        HostImpairment h(k, "eth0", Filter{"198.18.0.2", 0, false}, 10'000'000'000);
+        h.apply(link.up, link.down, 1500, Psched{});
+        std::vector<std::string> what;
+        for (const auto& r : k.sent) what.push_back(r.what);
+        CHECK(what == std::vector<std::string>{"add ingress redirect filter on eth0", "replace netem 1: on wlifb-eth0"});
+        REQUIRE(k.filters[2].size() == 2);
+        CHECK((k.filters[2][1].info >> 16) == 2);  // the next free priority
+    }
+    CHECK(k.sent.back().what == "delete filter priority 2 on eth0");
+    REQUIRE(k.filters[2].size() == 1);
+    CHECK((k.filters[2][0].info >> 16) == 1);  // the user's filter
+    bool kept = false;
+    for (const auto& q : k.qdiscs[2]) kept = kept || q.kind == "ingress";
+    CHECK(kept);
+    CHECK(k.link_log.back() == "delete wlifb-eth0");
+}

@@ -353,6 +353,35 @@ TEST_CASE("host mode delays only the target's traffic and leaves the interface a
     CHECK(run(fmt::format("ip -n {} -br link", p.left)) == links_before);
 }
 
+TEST_CASE("host mode keeps a user's own ingress qdisc and filters and gives them back exactly", "[root][netem][physical]") {
+    if (!netem_or_skip()) return;
+    Pair p;
+    // The user's: an ingress qdisc with a u32 filter at priority 1 (classifies, drops nothing).
+    run(fmt::format("tc -n {} qdisc add dev a0 ingress && tc -n {} filter add dev a0 parent ffff: prio 1 protocol ip "
+                    "u32 match ip src 198.18.0.77/32 flowid 1:1",
+                    p.left, p.left));
+    auto before = run(fmt::format("tc -n {} -j qdisc show", p.left));
+    auto filters_before = run(fmt::format("tc -n {} filter show dev a0 ingress", p.left));
+    REQUIRE(filters_before.find("pref 1") != std::string::npos);
+    auto plain = ping(p, 10, "0.05");
+    {
+        NetlinkKernel k(fmt::format("/run/netns/{}", p.left));
+        HostImpairment host(k, "a0", Filter{"198.18.0.2/32", 0, false}, 10'000'000'000);
+        host.apply(Direction{}, up_of("delay = \"20ms\"\n"), 1500, Psched::from_proc());
+        auto shown = run(fmt::format("tc -n {} filter show dev a0 ingress", p.left));
+        INFO(shown);
+        CHECK(shown.find("pref 1") != std::string::npos);  // the user's, still there
+        CHECK(shown.find("pref 2") != std::string::npos);  // wanlab's, next to it
+        auto target = ping(p, 10, "0.05");
+        INFO("target avg " << target.avg_ms << " ms, bare " << plain.avg_ms << " ms");
+        CHECK(target.received == 10);
+        CHECK(target.min_ms >= 20.0);  // the answers come back through the ifb's netem
+        CHECK(target.avg_ms - plain.avg_ms <= 23.0);
+    }
+    CHECK(run(fmt::format("tc -n {} -j qdisc show", p.left)) == before);
+    CHECK(run(fmt::format("tc -n {} filter show dev a0 ingress", p.left)) == filters_before);
+}
+
 // ---- Probes through netem (issue 6): run in the micro-VM with the rest of this file.
 
 namespace {
