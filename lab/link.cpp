@@ -9,6 +9,7 @@
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <utility>
 
 #include <fmt/format.h>
 #include <netlink/netlink.h>
@@ -20,6 +21,7 @@
 #include "core/error.h"
 #include "lab/journal.h"
 #include "lab/netns.h"
+#include "netem/kernel.h"
 #include "sysctl/proc_sys.h"
 #include "sysctl/syscall.h"
 
@@ -85,7 +87,13 @@ RouteSocket::RouteSocket(const std::string& ns) : ns_(ns) {
             sock_ = nullptr;
             check_nl(err, fmt::format("opening a netlink socket {}", sysctl::where(ns)));
         }
+        netem::capture_acks(sock_, &ack_);
     });
+}
+
+void RouteSocket::check(int err, const std::string& what) {
+    netem::AckError ack = std::exchange(ack_, {});
+    if (err < 0) throw Error(fmt::format("{}: {}", what, netem::ack_reason(ack, err)));
 }
 
 RouteSocket::~RouteSocket() {
@@ -128,7 +136,7 @@ VethPair::VethPair(std::string ns, std::string name, std::string peer_ns, std::s
     rtnl_link_set_ns_fd(peer_link.get(), peer_fd.get());
     if (journal_) journal_->record(link_entry(ns_, name_));
     try {
-        check_nl(rtnl_link_add(sock.get(), veth.get(), NLM_F_CREATE | NLM_F_EXCL), what);
+        sock.check(rtnl_link_add(sock.get(), veth.get(), NLM_F_CREATE | NLM_F_EXCL), what);
     } catch (...) {
         name_.clear();
         throw;
@@ -176,7 +184,7 @@ void VethPair::remove(const std::string& ns, const std::string& name) {
     LinkPtr link(l);
     int err = rtnl_link_delete(sock.get(), link.get());
     if (err == -NLE_OBJ_NOTFOUND || err == -NLE_NODEV) return;
-    check_nl(err, fmt::format("deleting device {} {}", name, sysctl::where(ns)));
+    sock.check(err, fmt::format("deleting device {} {}", name, sysctl::where(ns)));
 }
 
 // --- addresses, routes ------------------------------------------------------------------
@@ -185,7 +193,7 @@ void set_up(RouteSocket& sock, const std::string& dev) {
     auto link = kernel_link(sock, dev);
     LinkPtr change(rtnl_link_alloc());
     rtnl_link_set_flags(change.get(), IFF_UP);
-    check_nl(rtnl_link_change(sock.get(), link.get(), change.get(), 0),
+    sock.check(rtnl_link_change(sock.get(), link.get(), change.get(), 0),
              fmt::format("setting {} up {}", dev, sysctl::where(sock.ns())));
 }
 
@@ -194,7 +202,7 @@ void add_address(RouteSocket& sock, const std::string& dev, const std::string& c
     auto local = parse_addr(cidr);
     rtnl_addr_set_ifindex(addr.get(), sock.ifindex(dev));
     check_nl(rtnl_addr_set_local(addr.get(), local.get()), fmt::format("address {}", cidr));
-    check_nl(rtnl_addr_add(sock.get(), addr.get(), NLM_F_CREATE | NLM_F_EXCL),
+    sock.check(rtnl_addr_add(sock.get(), addr.get(), NLM_F_CREATE | NLM_F_EXCL),
              fmt::format("adding address {} to {} {}", cidr, dev, sysctl::where(sock.ns())));
 }
 
@@ -207,7 +215,7 @@ void add_default_route(RouteSocket& sock, const std::string& gateway) {
     rtnl_nexthop* nh = rtnl_route_nh_alloc();
     rtnl_route_nh_set_gateway(nh, gw.get());
     rtnl_route_add_nexthop(route.get(), nh);  // the route owns nh from here
-    check_nl(rtnl_route_add(sock.get(), route.get(), NLM_F_CREATE | NLM_F_EXCL),
+    sock.check(rtnl_route_add(sock.get(), route.get(), NLM_F_CREATE | NLM_F_EXCL),
              fmt::format("adding a default route via {} {}", gateway, sysctl::where(sock.ns())));
 }
 

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "netem/kernel.h"
+
 struct nl_sock;
 
 namespace wanlab::lab {
@@ -33,10 +35,14 @@ public:
     int ifindex(const std::string& dev);
     /// True if `dev` exists in this namespace.
     bool has(const std::string& dev);
+    /// Throws for a negative libnl result of a request on this socket: "<what>: <errno
+    /// text> (<the kernel's extended-ACK message>)", e.g. "adding address ...: File exists".
+    void check(int err, const std::string& what);
 
 private:
     std::string ns_;
     nl_sock* sock_ = nullptr;
+    netem::AckError ack_;  ///< the last failed request's errno and message (capture_acks)
 };
 
 /// GSO, TSO and GRO of one device, as `ethtool -k` shows them.

@@ -41,12 +41,6 @@ struct Fd {
     Fd& operator=(const Fd&) = delete;
 };
 
-// What the kernel said about a failed request: errno and the extended-ACK text, if any.
-struct AckError {
-    int error = 0;
-    std::string message;
-};
-
 std::string extack_message(const nlmsgerr* e) {
     const auto* hdr = reinterpret_cast<const nlmsghdr*>(reinterpret_cast<const char*>(e) - NLMSG_HDRLEN);
     if (!(hdr->nlmsg_flags & NLM_F_ACK_TLVS)) return {};
@@ -84,6 +78,19 @@ int collect(nl_msg* msg, void* arg) {
 }
 
 }  // namespace
+
+void capture_acks(nl_sock* sock, AckError* out) {
+    int one = 1;
+    ::setsockopt(nl_socket_get_fd(sock), SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
+    ::setsockopt(nl_socket_get_fd(sock), SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
+    nl_socket_modify_err_cb(sock, NL_CB_CUSTOM, on_error, out);
+}
+
+std::string ack_reason(const AckError& ack, int nl_err) {
+    std::string reason = ack.error ? std::strerror(ack.error) : nl_geterror(nl_err);
+    if (!ack.message.empty()) reason += fmt::format(" ({})", ack.message);
+    return reason;
+}
 
 TcObject parse_tc_message(const std::vector<std::uint8_t>& message) {
     TcObject o;
@@ -138,9 +145,7 @@ NetlinkKernel::NetlinkKernel(const std::string& netns) {
         if (sock_) nl_socket_free(sock_);
         throw Error(fmt::format("opening a netlink socket: {}", nl_geterror(err)));
     }
-    int one = 1;
-    ::setsockopt(nl_socket_get_fd(sock_), SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
-    ::setsockopt(nl_socket_get_fd(sock_), SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
+    capture_acks(sock_, &ack_);
 }
 
 NetlinkKernel::~NetlinkKernel() {
@@ -162,15 +167,12 @@ void NetlinkKernel::send(const Request& r) {
     std::vector<std::uint8_t> copy = r.bytes;
     nl_msg* msg = nlmsg_convert(reinterpret_cast<nlmsghdr*>(copy.data()));
     if (!msg) throw Error(fmt::format("{}: out of memory", r.what));
-    AckError ack;
-    nl_socket_modify_err_cb(sock_, NL_CB_CUSTOM, on_error, &ack);
+    ack_ = {};
     int err = nl_send_auto(sock_, msg);
     nlmsg_free(msg);
     if (err >= 0) err = nl_wait_for_ack(sock_);
     if (err >= 0) return;
-    std::string reason = ack.error ? std::strerror(ack.error) : nl_geterror(err);
-    if (!ack.message.empty()) reason += fmt::format(" ({})", ack.message);
-    throw Error(fmt::format("{}: {}", r.what, reason));
+    throw Error(fmt::format("{}: {}", r.what, ack_reason(ack_, err)));
 }
 
 std::vector<TcObject> NetlinkKernel::dump(int ifindex, bool classes) {

@@ -34,6 +34,18 @@ struct TcObject {
     std::vector<std::uint8_t> message;  ///< the whole message, to replay it on restore
 };
 
+/// What the kernel said about a failed request: errno and the extended-ACK text, if any.
+struct AckError {
+    int error = 0;
+    std::string message;
+};
+/// Asks the kernel for extended ACKs on `sock` and has libnl's error callback record each
+/// failed request's errno and message in `*out` (which must outlive the socket's use).
+void capture_acks(nl_sock* sock, AckError* out);
+/// "File exists (the kernel's message)" for a captured ack; libnl's text for `nl_err` when
+/// the kernel sent no error (a local failure).
+std::string ack_reason(const AckError& ack, int nl_err);
+
 /// Parses one RTM_NEWQDISC / RTM_NEWTCLASS message.
 TcObject parse_tc_message(const std::vector<std::uint8_t>& message);
 
@@ -71,6 +83,7 @@ public:
 private:
     std::vector<TcObject> dump_messages(int type, int ifindex, std::uint32_t parent, const char* what);
     nl_sock* sock_ = nullptr;
+    AckError ack_;
 };
 
 /// Records requests and models qdiscs per device: a create-or-replace stores the object at

@@ -198,3 +198,23 @@ TEST_CASE("a journaled qdisc tree is put back exactly by restore, and skipped on
     CHECK_NOTHROW(undo.qdisc(ns, "wl-rs", snapshot));
     CHECK(said.size() == 2);
 }
+
+TEST_CASE("a refused netlink request names the errno and the kernel's own message, not libnl's text", "[root]") {
+    if (skip_unless_root()) return;
+    Cleanup cleanup("rq2");
+    const std::string ns = "wanlab-rq2-router";
+    sh(fmt::format("ip netns add {} && ip -n {} link add wl-x type veth peer name wl-y && ip -n {} link set wl-x up", ns, ns, ns));
+    lab::RouteSocket sock(ns);
+    lab::add_address(sock, "wl-x", "198.18.7.1/30");
+    // The same address again: the kernel answers EEXIST (libnl would say "Object exists").
+    // Kernels with extended ACKs add their reason: "File exists (ipv4: Address already assigned)".
+    CHECK_THROWS_WITH(lab::add_address(sock, "wl-x", "198.18.7.1/30"),
+                      Catch::StartsWith("adding address 198.18.7.1/30 to wl-x in namespace wanlab-rq2-router: "
+                                        "File exists") &&
+                          !Catch::Contains("Object exists"));
+    // A route through a gateway no device reaches: ENETUNREACH with the kernel's extack text.
+    CHECK_THROWS_WITH(lab::add_default_route(sock, "203.0.113.1"),
+                      Catch::StartsWith("adding a default route via 203.0.113.1 in namespace wanlab-rq2-router: "
+                                        "Network is unreachable"));
+    sh(fmt::format("ip netns del {}", ns));
+}
