@@ -309,6 +309,15 @@ Node with_profile(const Node& table, const std::string& kind, const ProfileLibra
     };
     if (table.find("delay")) drop("rtt");
     if (table.find("rtt")) drop("delay");
+    // A key the file sets for both directions also beats the profile's per-direction value
+    // of it: the profile's [link.up] rate must not win over the file's [link] rate.
+    for (auto& [sub, body] : merged.members) {
+        if (sub != "up" && sub != "down") continue;
+        std::erase_if(body.members, [&](const config::Member& m) {
+            return (table.find(m.first) && !table.find(m.first)->is_table()) ||
+                   (m.first == "delay" && table.find("rtt"));
+        });
+    }
     merged.key_at = table.key_at;
     merged.value_at = table.value_at;
     config::merge(merged, table);

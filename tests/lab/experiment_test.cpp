@@ -283,6 +283,25 @@ TEST_CASE("a link profile supplies defaults that the file's own keys override", 
           std::string::npos);
 }
 
+TEST_CASE("a key the file sets in [link] beats the profile's per-direction value of it", "[experiment][profile]") {
+    // lte sets [link.down] rate = 30mbit and [link.up] rate = 10mbit.
+    auto l = load("[link]\nprofile = \"lte\"\nrate = \"50mbit\"\n");
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    CHECK(l.exp->trials[0].link.up.rate_bps == 50'000'000u);
+    CHECK(l.exp->trials[0].link.down.rate_bps == 50'000'000u);
+    // The file's own [link.up] is more specific still.
+    auto up = load("[link]\nprofile = \"lte\"\nrate = \"50mbit\"\n[link.up]\nrate = \"5mbit\"\n");
+    REQUIRE(up.exp);
+    CHECK(up.exp->trials[0].link.up.rate_bps == 5'000'000u);
+    CHECK(up.exp->trials[0].link.down.rate_bps == 50'000'000u);
+    // Untouched keys keep the profile's per-direction values.
+    auto plain = load("[link]\nprofile = \"lte\"\nloss = \"1%\"\n");
+    REQUIRE(plain.exp);
+    CHECK(plain.exp->trials[0].link.up.rate_bps == 10'000'000u);
+    CHECK(plain.exp->trials[0].link.down.rate_bps == 30'000'000u);
+}
+
 TEST_CASE("a tuning profile fills [sysctl]", "[experiment][profile]") {
     auto l = load("[sysctl]\nprofile = \"high-bdp\"\n\"net.ipv4.tcp_congestion_control\" = \"bbr\"\n");
     REQUIRE(l.exp);
