@@ -393,33 +393,40 @@ void describe(ProbeResult& r, const http::LoadOptions& o, const std::optional<ht
 
 }  // namespace
 
-ProbeResult run_http(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
-    http::LoadOptions load = load_options(spec);
+void http::start_target(Target& target, const ProbeSpec& spec, const Endpoints& where) {
     std::string url = option_string(spec, "url");
-    std::optional<http::ServerOptions> options;
-    std::optional<http::HttpServer> server;
-    if (url.empty()) {
-        if (where.server.address.empty()) throw InputError("http probe: the built-in server needs an address");
-        options = http::server_options(spec);
-        server.emplace(where.server, *options);
-        load.url = http::Url{where.server.address, server->port(), "/"};
-    } else {
-        load.url = http::parse_url(url);
+    if (!url.empty()) {
+        target.url = parse_url(url);
+        return;
     }
-    http::HttpServer* serving = server ? &*server : nullptr;
-    Tick check = [&tick, serving] {
+    if (where.server.address.empty()) throw InputError("http probe: the built-in server needs an address");
+    target.options = server_options(spec);
+    target.server.emplace(where.server, *target.options);
+    target.url = Url{where.server.address, target.server->port(), "/"};
+}
+
+Tick http::Target::watching(const Tick& tick) {
+    HttpServer* serving = server ? &*server : nullptr;
+    return [tick, serving] {
         if (tick) tick();
         if (serving && serving->failed()) serving->stop_and_join();  // rethrows the server's error
     };
-    http::LoadTally tally = http::run_load(where.client, load, check);
-    if (server) server->stop_and_join();
+}
+
+ProbeResult run_http(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
+    http::LoadOptions load = load_options(spec);
+    http::Target target;
+    http::start_target(target, spec, where);
+    load.url = target.url;
+    http::LoadTally tally = http::run_load(where.client, load, target.watching(tick));
+    if (target.server) target.server->stop_and_join();
 
     ProbeResult r;
     r.kind = "http";
     r.tool = "builtin";
-    describe(r, load, options, tally);
+    describe(r, load, target.options, tally);
     summarize(r, tally);
-    if (!url.empty()) r.notes.push_back("url given: no built-in server, the server_* options do not apply");
+    if (!target.server) r.notes.push_back("url given: no built-in server, the server_* options do not apply");
     return r;
 }
 

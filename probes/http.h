@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -164,6 +165,19 @@ private:
     std::uint16_t port_ = 0;
     std::unique_ptr<Workers> workers_;  // last: joined before the listener closes
 };
+
+/// What an http probe loads: the user's url, or else the built-in server it starts at
+/// where.server (both the built-in load generator and wrk go through this).
+struct Target {
+    Url url;
+    std::optional<ServerOptions> options;  ///< set when the built-in server runs
+    std::optional<HttpServer> server;
+    /// `tick`, which also stops with the server's error once a server thread failed.
+    Tick watching(const Tick& tick);
+};
+/// Starts the built-in server unless the spec has a url (checked as the load generator
+/// parses it); throws InputError when the server has no address to listen on.
+void start_target(Target& target, const ProbeSpec& spec, const Endpoints& where);
 
 /// How the load generator loads.
 struct LoadOptions {

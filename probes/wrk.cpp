@@ -139,27 +139,17 @@ ProbeResult run_wrk(const ProbeSpec& spec, const Endpoints& where, const Tick& t
     auto seconds = whole_seconds(spec, "duration");
     auto timeout = whole_seconds(spec, "timeout");
     std::string exe = find_tool("wrk", "wrk");
-    std::string url = option_string(spec, "url");
-    std::optional<http::ServerOptions> options;
-    std::optional<http::HttpServer> server;
-    if (url.empty()) {
-        if (where.server.address.empty()) throw InputError("http probe: the built-in server needs an address");
-        options = http::server_options(spec);
-        server.emplace(where.server, *options);
-        url = fmt::format("http://{}:{}/", where.server.address, server->port());
-    } else {
-        http::parse_url(url);  // the same URLs as the built-in load generator
-    }
+    http::Target target;
+    http::start_target(target, spec, where);
+    auto& server = target.server;
+    auto& options = target.options;
+    std::string url = server ? fmt::format("http://{}:{}/", where.server.address, server->port())
+                             : option_string(spec, "url");
     std::vector<std::string> argv{exe, "--latency", "-t", std::to_string(option_int(spec, "threads")),
                                   "-c", std::to_string(option_int(spec, "connections")),
                                   "-d", fmt::format("{}s", seconds), "--timeout", fmt::format("{}s", timeout), url};
-    http::HttpServer* serving = server ? &*server : nullptr;
-    Tick check = [&tick, serving] {
-        if (tick) tick();
-        if (serving && serving->failed()) serving->stop_and_join();  // rethrows the server's error
-    };
     ToolProcess wrk(where.client.netns, argv);
-    auto out = wrk.wait(std::chrono::seconds(seconds + timeout) + 10s, check);
+    auto out = wrk.wait(std::chrono::seconds(seconds + timeout) + 10s, target.watching(tick));
     if (server) server->stop_and_join();
     if (out.timed_out) throw Error("wrk did not finish in time (killed)");
     if (!exited_ok(out))
