@@ -30,8 +30,9 @@ public:
     Store(const Store&) = delete;
     Store& operator=(const Store&) = delete;
 
-    /// Records a new run (status "running"); its trials follow with add_trial().
-    void begin_run(const Run& run);
+    /// Records a new run (status "running") and, in the same transaction, its planned
+    /// trials (more may follow, or be replaced, with put_trial()).
+    void begin_run(const Run& run, const std::vector<Trial>& trials = {});
     /// Adds or replaces a trial of `run_id` (the runner writes it when planned and again
     /// when its emulation check and status are known).
     void put_trial(const std::string& run_id, const Trial& trial);

@@ -86,8 +86,12 @@ TEST_CASE("a trial is planned as check, warm-up, and repeats of duration plus co
         "[[probe]]\nkind = \"throughput\"\nduration = \"5s\"\n"
         "[[probe]]\nkind = \"rtt\"\ncount = 10\ninterval = \"100ms\"\n"
         "[run]\nrepeats = 3\nwarmup = \"2s\"\ncooldown = \"1s\"\n");
-    // check 2 + throughput (2 + 3 x (5 + 1)) + rtt without warm-up (3 x (1 + 1))
-    CHECK(run::planned_seconds(exp.trials.front(), exp.run) == Approx(2 + 20 + 6));
+    // no link conditions, no check: throughput (2 + 3 x (5 + 1)) + rtt without warm-up (3 x (1 + 1))
+    CHECK(run::planned_seconds(exp.trials.front(), exp.run) == Approx(20 + 6));
+    auto linked = loaded(
+        "[link]\nrtt = \"40ms\"\n[[probe]]\nkind = \"rtt\"\ncount = 10\ninterval = \"100ms\"\n"
+        "[run]\nrepeats = 3\nwarmup = \"2s\"\ncooldown = \"1s\"\n");
+    CHECK(run::planned_seconds(linked.trials.front(), linked.run) == Approx(2 + 6));  // the check's 2 s, then rtt
 }
 
 TEST_CASE("progress in a log is one plain line per step, with elapsed time and ETA", "[run]") {
