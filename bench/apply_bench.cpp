@@ -1,9 +1,11 @@
 // Control-path benchmark: one trial's whole link configuration (netem with delay, jitter,
-// loss and an htb rate limit with its queue, on both router devices) applied through
-// wanlab's netlink path, against the same change made the way users script it: `tc`
-// commands. Same run, same devices, alternating between two trials so every apply is a
+// loss and an htb rate limit with its queue, on both router devices) and its per-namespace
+// sysctls (tcp_rmem, tcp_wmem, the congestion control) applied through wanlab's netlink and
+// /proc/sys paths, against the same change made the way users script it: `tc` and
+// `ip netns exec NS sysctl -w` commands. Same run, same devices, alternating between two trials so every apply is a
 // real change. Needs root and a kernel with netem: run it in the micro-VM
 // (bench/run does). Prints one JSON object.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +20,7 @@
 #include "netem/device.h"
 #include "netem/kernel.h"
 #include "netem/tc_command.h"
+#include "sysctl/proc_sys.h"
 
 using namespace wanlab;
 using Clock = std::chrono::steady_clock;
@@ -57,7 +60,17 @@ int main(int argc, char** argv) {
         direction("delay = \"20ms\"\njitter = \"2ms\"\nloss = \"0.5%\"\nrate = \"100mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\nqdisc_limit = 1000\n"),
         direction("delay = \"40ms\"\njitter = \"4ms\"\nloss = \"1%\"\nrate = \"50mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\nqdisc_limit = 500\n"),
     };
+    // The trials' sysctls: per namespace, so the benchmark's namespace holds them all.
+    const std::vector<std::vector<std::pair<std::string, std::string>>> sysctls{
+        {{"net.ipv4.tcp_rmem", "4096\t131072\t6291456"},
+         {"net.ipv4.tcp_wmem", "4096\t16384\t4194304"},
+         {"net.ipv4.tcp_congestion_control", "cubic"}},
+        {{"net.ipv4.tcp_rmem", "4096\t131072\t33554432"},
+         {"net.ipv4.tcp_wmem", "4096\t16384\t33554432"},
+         {"net.ipv4.tcp_congestion_control", "reno"}},
+    };
     const char* devs[] = {"wl-rs", "wl-rc"};
+    sysctl::RealProcSys proc;
     std::vector<double> netlink_ms, tc_ms;
     {
         netem::NetlinkKernel k("/run/netns/" + ns);
@@ -68,6 +81,7 @@ int main(int argc, char** argv) {
             auto t0 = Clock::now();
             a.apply(d, 1500, psched);  // includes the read-back of every field
             b.apply(d, 1500, psched);
+            for (const auto& [key, value] : sysctls[i % 2]) proc.write(ns, key, value);
             netlink_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
         }
     }
@@ -80,6 +94,13 @@ int main(int argc, char** argv) {
                 // As with netlink, the kernel takes no change of an htb qdisc: after the first
                 // round only its class changes.
                 if (i == 0 || c.find(" htb default ") == std::string::npos) cmds.push_back("tc -n " + ns + c.substr(2));
+        std::string sc = "ip netns exec " + ns + " sysctl -q -w";
+        for (const auto& [key, value] : sysctls[i % 2]) {
+            auto v = value;
+            std::replace(v.begin(), v.end(), '\t', ' ');
+            sc += " " + key + "='" + v + "'";
+        }
+        cmds.push_back(sc);
         auto t0 = Clock::now();
         for (const auto& c : cmds)
             if (sh(c) != 0) {
