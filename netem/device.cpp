@@ -128,13 +128,11 @@ void DeviceQdiscs::apply(const Direction& d, std::uint32_t mtu, const Psched& ps
     // delete-then-add). The same kind keeps its handle.
     TreeLayout effective = layout;
     constexpr std::uint32_t kAlternate = 0x00040000;
-    auto ours = [](const TcObject* q, std::uint32_t handle) {
-        return q && (q->handle == handle || q->handle == handle + kAlternate);
-    };
-    // The bottleneck queue wanlab put below the shaper last time, if any.
-    const TcObject* old_queue = nullptr;
-    if (old_shaper && ours(child_of(current, old_shaper->handle | 1), layout.queue))
-        old_queue = child_of(current, old_shaper->handle | 1);
+    // The bottleneck queue wanlab put below the shaper last time, if any (one of its two
+    // handles; a shaper's own default queue has a kernel-chosen one).
+    const TcObject* old_queue = old_shaper ? child_of(current, old_shaper->handle | 1) : nullptr;
+    if (old_queue && old_queue->handle != layout.queue && old_queue->handle != layout.queue + kAlternate)
+        old_queue = nullptr;
     if (old_shaper && kind) {
         bool at_primary = old_shaper->handle == layout.shaper;
         bool same_kind = old_shaper->kind == kind;

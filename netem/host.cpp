@@ -100,16 +100,29 @@ std::string ifb_name(const std::string& dev) {
     return fmt::format("wlifb-{:08x}", h).substr(0, 15);
 }
 
-Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent, const Filter& f, std::uint32_t classid,
-                      int redirect_ifindex, std::uint16_t prio) {
-    std::unique_ptr<rtnl_cls, void (*)(rtnl_cls*)> cls(rtnl_cls_alloc(), rtnl_cls_put);
+namespace {
+using ClsPtr = std::unique_ptr<rtnl_cls, void (*)(rtnl_cls*)>;
+
+// A u32 filter's identity: device, parent, priority and protocol. Adding and deleting
+// wanlab's filter both start here, so the delete names exactly what was added.
+ClsPtr u32_at(int ifindex, std::uint32_t parent, std::uint16_t prio, bool v6) {
+    ClsPtr cls(rtnl_cls_alloc(), rtnl_cls_put);
     rtnl_tc_set_ifindex(TC_CAST(cls.get()), ifindex);
     rtnl_tc_set_parent(TC_CAST(cls.get()), parent);
     check(rtnl_tc_set_kind(TC_CAST(cls.get()), "u32"), "u32 filter");
     rtnl_cls_set_prio(cls.get(), prio);
+    rtnl_cls_set_protocol(cls.get(), v6 ? ETH_P_IPV6 : ETH_P_IP);
+    return cls;
+}
+
+bool is_v6(const Filter& f) { return !f.prefix.empty() && parse_prefix(f.prefix).family == AF_INET6; }
+}  // namespace
+
+Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent, const Filter& f, std::uint32_t classid,
+                      int redirect_ifindex, std::uint16_t prio) {
     Prefix p = f.prefix.empty() ? Prefix{} : parse_prefix(f.prefix);
     bool v6 = p.family == AF_INET6;
-    rtnl_cls_set_protocol(cls.get(), v6 ? ETH_P_IPV6 : ETH_P_IP);
+    ClsPtr cls = u32_at(ifindex, parent, prio, v6);
     if (!f.prefix.empty()) {
         // Offsets in the IP header: v4 source 12, destination 16; v6 source 8, destination 24.
         int off = v6 ? (f.match_source ? 8 : 24) : (f.match_source ? 12 : 16);
@@ -149,12 +162,7 @@ Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent,
 }
 
 Request delete_filters(int ifindex, const std::string& dev, std::uint32_t parent, std::uint16_t prio, bool v6) {
-    std::unique_ptr<rtnl_cls, void (*)(rtnl_cls*)> cls(rtnl_cls_alloc(), rtnl_cls_put);
-    rtnl_tc_set_ifindex(TC_CAST(cls.get()), ifindex);
-    rtnl_tc_set_parent(TC_CAST(cls.get()), parent);
-    check(rtnl_tc_set_kind(TC_CAST(cls.get()), "u32"), "u32 filter");
-    rtnl_cls_set_prio(cls.get(), prio);
-    rtnl_cls_set_protocol(cls.get(), v6 ? ETH_P_IPV6 : ETH_P_IP);
+    ClsPtr cls = u32_at(ifindex, parent, prio, v6);
     nl_msg* m = nullptr;
     check(rtnl_cls_build_delete_request(cls.get(), 0, &m), "u32 filter");
     return take(fmt::format("delete filter priority {} on {}", prio, dev), m);
@@ -258,8 +266,7 @@ void HostImpairment::restore() {
         });
         ingress_ = false;
     } else if (filter_parent_) {
-        bool v6 = !target_.prefix.empty() && parse_prefix(target_.prefix).family == AF_INET6;
-        attempt([&] { kernel_.send(delete_filters(ifindex_, dev_, filter_parent_, filter_prio_, v6)); });
+        attempt([&] { kernel_.send(delete_filters(ifindex_, dev_, filter_parent_, filter_prio_, is_v6(target_))); });
     }
     filter_parent_ = 0;
     if (!ifb_.empty()) attempt([&] { kernel_.delete_link(ifb_); });

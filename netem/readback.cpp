@@ -245,8 +245,8 @@ std::vector<Mismatch> verify_tree(QdiscKernel& kernel, int ifindex, const Direct
         const TcObject* q = find(layout.queue);
         if (!q || q->kind != to_string(d.queue))
             out.push_back({"qdisc", to_string(d.queue), q ? q->kind : "none"});
-        else if (auto want = queue_size(d); want && decode_queue_size(q->kind, q->options) != want)
-            out.push_back({"qdisc_limit", std::to_string(want), std::to_string(decode_queue_size(q->kind, q->options))});
+        else if (auto want = queue_size(d), got = decode_queue_size(q->kind, q->options); want && got != want)
+            out.push_back({"qdisc_limit", std::to_string(want), std::to_string(got)});
     }
     return out;
 }
