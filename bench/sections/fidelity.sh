@@ -7,11 +7,8 @@
 # Environment: WANLAB_BIN (default build/wanlab), BENCH_KEEP=1 (keep the results), BENCH_QUICK=1 (fewer probes, shorter runs:
 # checks the harness, the numbers are not for the page).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-root=$PWD
-wanlab=${WANLAB_BIN:-build/wanlab}
-[[ $wanlab == /* ]] || wanlab=$root/$wanlab
-[[ -x $wanlab ]] || { echo "bench: fidelity: no wanlab binary at $wanlab (set WANLAB_BIN)" >&2; exit 2; }
+source "$(dirname "$0")/../lib/common.sh"
+bench_wanlab fidelity
 quick=${BENCH_QUICK:-0}
 exp=bench/experiments
 out=$(mktemp -d /tmp/wanlab-bench-fidelity.XXXXXX)

@@ -16,11 +16,8 @@
 # (and with them the veth pair), nginx, the cgroups it measures CPU with, that policy-rc.d and
 # its temporary directory go on exit, also on errors and Ctrl-C.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-root=$PWD
-wanlab=${WANLAB_BIN:-build/wanlab}
-[[ $wanlab == /* ]] || wanlab=$root/$wanlab
-[[ -x $wanlab ]] || { echo "bench probes: no $wanlab (build it, or set WANLAB_BIN)" >&2; exit 2; }
+source "$(dirname "$0")/../lib/common.sh"
+bench_wanlab probes
 [[ $(id -u) -eq 0 ]] || { echo "bench probes: needs root (namespaces)" >&2; exit 2; }
 
 if [[ ${BENCH_QUICK:-0} == 1 ]]; then

@@ -9,11 +9,8 @@
 # Environment: WANLAB_BIN (default build/wanlab), BENCH_QUICK=1 (10 and 100 trials only),
 # BENCH_KEEP=1 (keep the experiment files, databases and time stamps).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-root=$PWD
-wanlab=${WANLAB_BIN:-build/wanlab}
-[[ $wanlab == /* ]] || wanlab=$root/$wanlab
-[[ -x $wanlab ]] || { echo "bench: scale: no wanlab binary at $wanlab (set WANLAB_BIN)" >&2; exit 2; }
+source "$(dirname "$0")/../lib/common.sh"
+bench_wanlab scale
 [[ -x /usr/bin/time ]] || { echo "bench: scale: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 counts=(10 100 1000)
 [[ ${BENCH_QUICK:-0} == 1 ]] && counts=(10 100)
