@@ -169,6 +169,11 @@ results::EmulationCheck check_emulation(const lab::Trial& trial, const probes::E
         notes.push_back(fmt::format("rtt {:.1f} ms for {:g} ms configured{}", c.rtt_measured * 1e3, e.rtt * 1e3,
                                     ok ? "" : " (did not hold)"));
     }
+    // Let the queue a blast filled drain before anything else measures.
+    auto drain = [&] {
+        probes::sleep_until(
+            Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(e.rtt + 0.2)), tick);
+    };
     auto rate = [&](const char* dir, double configured, const probes::Endpoint& from, const probes::Endpoint& to) {
         if (configured <= 0) return;
         double measured = measure_udp_rate(from, to, configured * 1.25, 1000ms, tick);
@@ -176,9 +181,7 @@ results::EmulationCheck check_emulation(const lab::Trial& trial, const probes::E
         // (an emulated CPU, a busy host) delivers less: a short measurement gets one more try
         // and the better of the two counts.
         if (!rate_holds(configured, measured)) {
-            probes::sleep_until(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                   std::chrono::duration<double>(e.rtt + 0.2)),
-                                tick);
+            drain();
             measured = std::max(measured, measure_udp_rate(from, to, configured * 1.25, 1000ms, tick));
         }
         bool ok = rate_holds(configured, measured);
@@ -191,10 +194,7 @@ results::EmulationCheck check_emulation(const lab::Trial& trial, const probes::E
         }
         notes.push_back(fmt::format("{} rate {:.1f} Mbit/s for {:g} Mbit/s configured{}", dir, measured / 1e6,
                                     configured / 1e6, ok ? "" : " (did not hold)"));
-        // Let the queue the blast filled drain before anything else measures.
-        probes::sleep_until(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(e.rtt + 0.2)),
-                            tick);
+        drain();
     };
     rate("up", e.rate_up, where.client, where.server);
     rate("down", e.rate_down, where.server, where.client);
