@@ -36,6 +36,8 @@ public:
     void restore();
     /// Forget the snapshot without restoring (the tree stays).
     void release() { active_ = false; }
+    /// True when the device may differ from the snapshot (restore() has work to do).
+    bool changed() const { return active_ && changed_; }
 
     const std::vector<TcObject>& snapshot_qdiscs() const { return qdiscs_; }
     const std::vector<TcObject>& snapshot_classes() const { return classes_; }

@@ -168,12 +168,98 @@ Request delete_filters(int ifindex, const std::string& dev, std::uint32_t parent
     return take(fmt::format("delete filter priority {} on {}", prio, dev), m);
 }
 
+namespace {
+Request delete_ingress(int ifindex, const std::string& dev) {
+    Request r = delete_root(ifindex, dev);
+    tcmsg t;
+    std::memcpy(&t, r.bytes.data() + NLMSG_HDRLEN, sizeof t);
+    t.tcm_parent = TC_H_INGRESS;
+    std::memcpy(r.bytes.data() + NLMSG_HDRLEN, &t, sizeof t);
+    r.what = fmt::format("delete ingress qdisc of {}", dev);
+    return r;
+}
+
+const TcObject* ingress_of(const std::vector<TcObject>& qdiscs) {
+    for (const auto& q : qdiscs)
+        if (q.parent == TC_H_INGRESS) return &q;
+    return nullptr;
+}
+}  // namespace
+
+void undo_host(QdiscKernel& kernel, const HostUndo& u) {
+    std::string failures;
+    auto attempt = [&](auto&& step) {
+        try {
+            step();
+        } catch (const std::exception& e) {
+            failures += (failures.empty() ? "" : "; ") + std::string(e.what());
+        }
+    };
+    auto exists = [&kernel](const std::string& dev) -> int {
+        try {
+            return kernel.ifindex(dev);
+        } catch (const Error&) {
+            return 0;
+        }
+    };
+    if (int ifindex = exists(u.dev)) {
+        if (u.ingress_created) {
+            attempt([&] {
+                if (ingress_of(kernel.dump(ifindex, false))) kernel.send(delete_ingress(ifindex, u.dev));
+            });
+        } else if (u.filter_parent) {
+            attempt([&] {
+                for (const auto& f : kernel.dump_filters(ifindex, u.filter_parent))
+                    if ((f.info >> 16) == u.filter_prio) {
+                        kernel.send(delete_filters(ifindex, u.dev, u.filter_parent, u.filter_prio, u.v6));
+                        break;
+                    }
+            });
+        }
+        attempt([&] {
+            auto root = DeviceQdiscs::from_serialized(kernel, u.dev, u.root_snapshot);
+            root.restore();
+            root.release();
+        });
+    }
+    if (!u.ifb.empty() && exists(u.ifb)) attempt([&] { kernel.delete_link(u.ifb); });
+    if (!failures.empty()) throw Error(failures);
+}
+
 HostImpairment::HostImpairment(QdiscKernel& kernel, std::string dev, Filter target, std::uint64_t line_rate_bps)
     : kernel_(kernel),
       dev_(std::move(dev)),
       target_(std::move(target)),
       line_rate_bps_(line_rate_bps),
-      ifindex_(kernel.ifindex(dev_)) {}
+      ifindex_(kernel.ifindex(dev_)) {
+    // Everything undo needs, read before anything changes.
+    egress_.emplace(kernel_, dev_);
+    plan_.dev = dev_;
+    plan_.root_snapshot = egress_->serialize();
+    plan_.ifb = ifb_name(dev_);
+    plan_.v6 = is_v6(target_);
+    const TcObject* existing = ingress_of(kernel_.dump(ifindex_, false));
+    if (!existing) {
+        plan_.ingress_created = true;
+        plan_.filter_parent = 0xffff0000;
+        plan_.filter_prio = 1;
+        return;
+    }
+    // The user's own ingress or clsact qdisc stays, with its filters; ours joins them at the
+    // lowest priority number none of theirs uses.
+    if (existing->kind != "ingress" && existing->kind != "clsact") {
+        ingress_error_ = fmt::format("{} has an ingress qdisc of kind {}, which wanlab cannot add a filter to; remove "
+                                     "it or impair only the upload direction",
+                                     dev_, existing->kind);
+        return;
+    }
+    plan_.filter_parent = existing->kind == "clsact" ? TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS) : 0xffff0000;
+    std::vector<std::uint16_t> used;
+    for (const auto& f : kernel_.dump_filters(ifindex_, plan_.filter_parent))
+        used.push_back(static_cast<std::uint16_t>(f.info >> 16));
+    plan_.filter_prio = 1;
+    while (std::find(used.begin(), used.end(), plan_.filter_prio) != used.end()) ++plan_.filter_prio;
+}
 
 HostImpairment::~HostImpairment() {
     try {
@@ -184,7 +270,7 @@ HostImpairment::~HostImpairment() {
 }
 
 void HostImpairment::build_egress_root() {
-    egress_.emplace(kernel_, dev_);
+    if (!egress_) egress_.emplace(kernel_, dev_);
     Filter to_target = target_;
     to_target.match_source = false;
     egress_->apply_requests({htb_root(ifindex_, dev_), htb_class(ifindex_, dev_, 0x10001, line_rate_bps_),
@@ -194,84 +280,52 @@ void HostImpairment::build_egress_root() {
 }
 
 void HostImpairment::build_ingress() {
-    ifb_ = ifb_name(dev_);
-    int ifb_index = kernel_.create_ifb(ifb_);
-    // The user's own ingress or clsact qdisc stays, with its filters; ours joins them.
-    const TcObject* existing = nullptr;
-    auto qdiscs = kernel_.dump(ifindex_, false);
-    for (const auto& q : qdiscs)
-        if (q.parent == TC_H_INGRESS) existing = &q;
-    std::uint32_t parent = 0xffff0000;
-    std::uint16_t prio = 1;
-    if (existing) {
-        if (existing->kind != "ingress" && existing->kind != "clsact")
-            throw Error(fmt::format("{} has an ingress qdisc of kind {}, which wanlab cannot add a filter to; remove "
-                                    "it or impair only the upload direction",
-                                    dev_, existing->kind));
-        if (existing->kind == "clsact") parent = TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS);
-        std::vector<std::uint16_t> used;
-        for (const auto& f : kernel_.dump_filters(ifindex_, parent)) used.push_back(static_cast<std::uint16_t>(f.info >> 16));
-        while (std::find(used.begin(), used.end(), prio) != used.end()) ++prio;
-    } else {
+    if (!ingress_error_.empty()) throw Error(ingress_error_);
+    ingress_built_ = true;  // before the first change: restore() undoes whatever part was made
+    int ifb_index = kernel_.create_ifb(plan_.ifb);
+    if (plan_.ingress_created) {
         TcObject ingress;
         ingress.kind = "ingress";
         ingress.ifindex = ifindex_;
         ingress.parent = TC_H_INGRESS;
         ingress.handle = 0xffff0000;
-        ingress_ = true;  // before sending: restore() removes it even if the filter fails
         kernel_.send(replay_request(ingress, false, dev_));
     }
     Filter from_target = target_;
     from_target.match_source = true;
-    filter_parent_ = parent;  // before sending, as above
-    filter_prio_ = prio;
-    kernel_.send(target_filter(ifindex_, dev_, parent, from_target, 0, ifb_index, prio));
-    ifb_qdiscs_.emplace(kernel_, ifb_);
+    kernel_.send(target_filter(ifindex_, dev_, plan_.filter_parent, from_target, 0, ifb_index, plan_.filter_prio));
+    ifb_qdiscs_.emplace(kernel_, plan_.ifb);
 }
 
 void HostImpairment::apply(const Direction& up, const Direction& down, std::uint32_t mtu, const Psched& psched) {
-    if (up.impaired()) {
+    // A direction an earlier apply() impaired and this one does not keeps its tree with a
+    // netem of no conditions: traffic passes unchanged, and nothing is deleted mid-run.
+    if (up.impaired() || egress_root_) {
         if (!egress_root_) build_egress_root();
         egress_->apply(up, mtu, psched, kFilteredLayout);
     }
-    if (down.impaired()) {
-        if (ifb_.empty()) build_ingress();
+    if (down.impaired() || ifb_qdiscs_) {
+        if (!ifb_qdiscs_) build_ingress();
         ifb_qdiscs_->apply(down, mtu, psched);
     }
 }
 
 void HostImpairment::restore() {
-    std::string failures;
-    auto attempt = [&](auto&& step) {
-        try {
-            step();
-        } catch (const std::exception& e) {
-            failures += (failures.empty() ? "" : "; ") + std::string(e.what());
-        }
-    };
-    if (egress_) attempt([&] { egress_->restore(); });
-    egress_.reset();
-    egress_root_ = false;
     if (ifb_qdiscs_) ifb_qdiscs_->release();  // the ifb goes away with its qdiscs
     ifb_qdiscs_.reset();
-    if (ingress_) {
-        attempt([&] {
-            Request r = delete_root(ifindex_, dev_);
-            tcmsg t;
-            std::memcpy(&t, r.bytes.data() + NLMSG_HDRLEN, sizeof t);
-            t.tcm_parent = TC_H_INGRESS;
-            std::memcpy(r.bytes.data() + NLMSG_HDRLEN, &t, sizeof t);
-            r.what = fmt::format("delete ingress qdisc of {}", dev_);
-            kernel_.send(r);
-        });
-        ingress_ = false;
-    } else if (filter_parent_) {
-        attempt([&] { kernel_.send(delete_filters(ifindex_, dev_, filter_parent_, filter_prio_, is_v6(target_))); });
+    egress_root_ = false;
+    bool egress_changed = egress_ && egress_->changed();
+    if (egress_) egress_->release();  // undo_host() restores the same snapshot
+    egress_.reset();
+    if (!egress_changed && !ingress_built_) return;
+    HostUndo u = plan_;
+    if (!ingress_built_) {  // never made: whatever has these names now is not wanlab's
+        u.ifb.clear();
+        u.ingress_created = false;
+        u.filter_parent = 0;
     }
-    filter_parent_ = 0;
-    if (!ifb_.empty()) attempt([&] { kernel_.delete_link(ifb_); });
-    ifb_.clear();
-    if (!failures.empty()) throw Error(failures);
+    ingress_built_ = false;
+    undo_host(kernel_, u);
 }
 
 }  // namespace wanlab::netem

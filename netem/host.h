@@ -16,7 +16,9 @@
 //     one of the user's filters is at priority 1), and takes only that priority away.
 // Undoes, in restore() and the destructor (never throws): the interface's root tree back to
 // its snapshot, the ingress qdisc removed (or, if it was the user's, wanlab's filter), the
-// ifb deleted. Not thread-safe.
+// ifb deleted. Everything undo needs is known at construction, before any change
+// (undo_plan()), so a caller journals it first and a later process can undo a killed one's
+// changes with undo_host(). Not thread-safe.
 #pragma once
 
 #include <optional>
@@ -39,6 +41,23 @@ Request delete_filters(int ifindex, const std::string& dev, std::uint32_t parent
 /// The name of the ifb device wanlab makes for `dev` (at most 15 characters).
 std::string ifb_name(const std::string& dev);
 
+/// What undoing a HostImpairment takes; fixed before it changes anything.
+struct HostUndo {
+    std::string dev;
+    std::string root_snapshot;        ///< the interface's root tree, DeviceQdiscs::serialize()
+    std::string ifb;                  ///< the ifb device wanlab creates for the ingress direction
+    bool ingress_created = false;     ///< the interface had no ingress qdisc: wanlab's goes entirely
+    std::uint32_t filter_parent = 0;  ///< else: wanlab's filter, at this parent and priority
+    std::uint16_t filter_prio = 0;
+    bool v6 = false;                  ///< the filter's protocol
+};
+
+/// Undoes whatever a HostImpairment with plan `u` changed, looking at the kernel first so
+/// every step is skipped when its change is absent (never made, or already undone): safe to
+/// run any number of times, from any process. Throws wanlab::Error listing the steps that
+/// failed; the others are done regardless.
+void undo_host(QdiscKernel& kernel, const HostUndo& u);
+
 class HostImpairment {
 public:
     HostImpairment(QdiscKernel& kernel, std::string dev, Filter target, std::uint64_t line_rate_bps);
@@ -46,14 +65,17 @@ public:
     HostImpairment(const HostImpairment&) = delete;
     HostImpairment& operator=(const HostImpairment&) = delete;
 
-    /// Applies `up` to traffic toward the target and `down` to traffic from it; an
-    /// unimpaired direction is left alone. Replaces a previous apply() in place.
+    /// Applies `up` to traffic toward the target and `down` to traffic from it. Replaces a
+    /// previous apply() in place; a direction never impaired is left alone, one impaired
+    /// before gets a netem without conditions (a pass-through).
     void apply(const Direction& up, const Direction& down, std::uint32_t mtu, const Psched& psched);
     void restore();
+    const HostUndo& undo_plan() const { return plan_; }
 
 private:
     void build_egress_root();
     void build_ingress();
+    HostUndo plan_;
     QdiscKernel& kernel_;
     std::string dev_;
     Filter target_;
@@ -61,10 +83,8 @@ private:
     int ifindex_;
     std::optional<DeviceQdiscs> egress_;
     bool egress_root_ = false;
-    bool ingress_ = false;              ///< wanlab created the ingress qdisc
-    std::uint32_t filter_parent_ = 0;   ///< where wanlab's ingress filter sits, 0 if none
-    std::uint16_t filter_prio_ = 0;
-    std::string ifb_;
+    bool ingress_built_ = false;  ///< the ifb and wanlab's ingress filter (may) exist
+    std::string ingress_error_;   ///< why the ingress direction cannot be impaired, if so
     std::optional<DeviceQdiscs> ifb_qdiscs_;
 };
 

@@ -271,14 +271,17 @@ void RecordingKernel::send(const Request& r) {
         return;
     }
     auto& list = h.nlmsg_type == RTM_NEWTCLASS || h.nlmsg_type == RTM_DELTCLASS ? classes[o.ifindex] : qdiscs[o.ifindex];
+    // Filters go with the qdisc they hang on: the ingress hook's (ffff:) or the root tree's.
+    auto on_ingress = [](const TcObject& f) { return TC_H_MAJ(f.parent) == TC_H_MAJ(TC_H_INGRESS); };
     if (h.nlmsg_type == RTM_DELQDISC && o.parent == TC_H_INGRESS) {
         std::erase_if(list, [](const TcObject& q) { return q.parent == TC_H_INGRESS; });
-        filters[o.ifindex].clear();
+        std::erase_if(filters[o.ifindex], on_ingress);
         return;
     }
     if (h.nlmsg_type == RTM_DELQDISC && o.parent == TC_H_ROOT) {
-        qdiscs[o.ifindex].clear();
+        std::erase_if(list, [](const TcObject& q) { return q.parent != TC_H_INGRESS; });
         classes[o.ifindex].clear();
+        std::erase_if(filters[o.ifindex], [&](const TcObject& f) { return !on_ingress(f); });
         return;
     }
     auto same = [&](const TcObject& x) {

@@ -13,6 +13,17 @@ wanlab::netem::LinkSpec link_of(const std::string& link) {
     REQUIRE(l.exp);
     return l.exp->trials[0].link;
 }
+// The user's own: an ingress qdisc on eth0 with a u32 filter at priority 1.
+void add_users_ingress(RecordingKernel& k) {
+    TcObject ingress;
+    ingress.kind = "ingress";
+    ingress.ifindex = 2;
+    ingress.parent = 0xfffffff1;  // TC_H_INGRESS
+    ingress.handle = 0xffff0000;
+    k.send(replay_request(ingress, false, "eth0"));
+    k.send(target_filter(2, "eth0", 0xffff0000, Filter{"198.18.9.0/24", 0, true}, 0, 100, 1));
+    k.sent.clear();
+}
 }  // namespace
 
 TEST_CASE("host mode impairs only the target's traffic, both ways, and undoes all of it", "[netem][host]") {
@@ -41,7 +52,9 @@ TEST_CASE("host mode impairs only the target's traffic, both ways, and undoes al
         h.apply(next.up, next.down, 1500, Psched{});
         CHECK(k.sent.size() == 2);
     }
-    CHECK(k.sent.back().what == "delete ingress qdisc of eth0");
+    std::vector<std::string> undo;
+    for (auto i = k.sent.end() - 2; i != k.sent.end(); ++i) undo.push_back(i->what);
+    CHECK(undo == std::vector<std::string>{"delete ingress qdisc of eth0", "delete root qdisc of eth0"});
     CHECK(k.link_log.back() == "delete wlifb-eth0");
     CHECK(k.qdiscs[2].empty());
     CHECK(k.filters[2].empty());
@@ -57,15 +70,7 @@ TEST_CASE("the ifb name fits the kernel's 15 characters", "[netem][host]") {
 TEST_CASE("a user's ingress qdisc and filters are kept: wanlab adds its filter at a free priority and removes only that",
           "[netem][host]") {
     RecordingKernel k;
-    // The user's: an ingress qdisc with a u32 filter at priority 1.
-    TcObject ingress;
-    ingress.kind = "ingress";
-    ingress.ifindex = 2;
-    ingress.parent = 0xfffffff1;  // TC_H_INGRESS
-    ingress.handle = 0xffff0000;
-    k.send(replay_request(ingress, false, "eth0"));
-    k.send(target_filter(2, "eth0", 0xffff0000, Filter{"198.18.9.0/24", 0, true}, 0, 100, 1));
-    k.sent.clear();
+    add_users_ingress(k);
     auto link = link_of("[link.down]\ndelay = \"20ms\"\n");
     {
         HostImpairment h(k, "eth0", Filter{"198.18.0.2", 0, false}, 10'000'000'000);
@@ -83,4 +88,36 @@ TEST_CASE("a user's ingress qdisc and filters are kept: wanlab adds its filter a
     for (const auto& q : k.qdiscs[2]) kept = kept || q.kind == "ingress";
     CHECK(kept);
     CHECK(k.link_log.back() == "delete wlifb-eth0");
+}
+
+TEST_CASE("undo_host, from the plan alone, undoes what a killed run left and is idempotent", "[netem][host]") {
+    for (bool users_ingress : {false, true}) {
+        INFO("the user has an ingress qdisc: " << users_ingress);
+        RecordingKernel k;
+        if (users_ingress) add_users_ingress(k);
+        auto before_qdiscs = k.qdiscs[2].size();
+        auto before_filters = k.filters[2].size();
+        auto link = link_of("delay = \"30ms\"\n[link.down]\ndelay = \"20ms\"\n");
+        RecordingKernel killed;
+        HostUndo plan;
+        {
+            HostImpairment h(k, "eth0", Filter{"198.18.0.2", 0, false}, 10'000'000'000);
+            plan = h.undo_plan();
+            CHECK(plan.ingress_created == !users_ingress);
+            CHECK(plan.filter_prio == (users_ingress ? 2 : 1));
+            CHECK(plan.ifb == "wlifb-eth0");
+            h.apply(link.up, link.down, 1500, Psched{});
+            killed = k;  // the machine as a SIGKILL would leave it
+        }
+        REQUIRE(killed.qdiscs[2].size() > before_qdiscs);
+        killed.sent.clear();
+        undo_host(killed, plan);
+        CHECK(killed.qdiscs[2].size() == before_qdiscs);
+        CHECK(killed.filters[2].size() == before_filters);
+        CHECK(killed.link_log.back() == "delete wlifb-eth0");
+        CHECK(killed.devices.count("wlifb-eth0") == 0);
+        auto sent = killed.sent.size();
+        undo_host(killed, plan);  // again: nothing left to do, nothing sent
+        CHECK(killed.sent.size() == sent);
+    }
 }
