@@ -3,10 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
-#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -34,18 +33,12 @@ void rtt_metrics(ProbeResult& r, double sent, double received) {
     r.metrics["sent"] = sent;
 }
 
-// Whether TCP port `port` is in LISTEN state in the calling thread's namespace.
-bool listening(std::uint16_t port) {
-    std::ifstream in("/proc/thread-self/net/tcp");
-    std::string line;
-    std::string want = fmt::format(":{:04X}", port);
-    while (std::getline(in, line)) {
-        std::istringstream f(line);
-        std::string slot, local, remote, state;
-        f >> slot >> local >> remote >> state;
-        if (state == "0A" && local.size() > want.size() && local.ends_with(want)) return true;
-    }
-    return false;
+/// `iperf3 -s -1` in `at`'s namespace, once it listens on `port` (within 5 s).
+ToolProcess start_iperf3_server(const std::string& exe, const Endpoint& at, std::uint16_t port) {
+    ToolProcess server(at.netns, {exe, "-s", "-1", "-B", at.address, "-p", std::to_string(port)});
+    if (!await_tcp_listening(at.netns, port, 5s))
+        throw Error(fmt::format("iperf3 -s did not listen on port {} within 5 s", port));
+    return server;
 }
 
 std::string seconds_arg(std::chrono::nanoseconds d) { return fmt::format("{:g}", std::chrono::duration<double>(d).count()); }
@@ -173,19 +166,13 @@ ProbeResult parse_hping3(const std::string& text) {
 }
 
 ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
+    check_remote(spec, where.server);
     std::string exe = find_tool("iperf3", "iperf3");
     std::uint16_t port = where.server.port ? where.server.port : 5201;
     auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
-    ToolProcess server(where.server.netns, {exe, "-s", "-1", "-B", where.server.address, "-p", std::to_string(port)});
-    auto ready_by = Clock::now() + 5s;
-    for (bool up = false; !up;) {
-        {
-            NetnsScope in(where.server.netns);
-            up = listening(port);
-        }
-        if (!up && Clock::now() > ready_by) throw Error(fmt::format("iperf3 -s did not listen on port {} within 5 s", port));
-        if (!up) std::this_thread::sleep_for(20ms);
-    }
+    // A remote target runs its own `iperf3 -s`.
+    std::optional<ToolProcess> server;
+    if (!where.server.remote) server.emplace(start_iperf3_server(exe, where.server, port));
     std::vector<std::string> argv{exe, "-c", where.server.address, "-p", std::to_string(port), "-J",
                                   "-t", seconds_arg(duration), "-i", seconds_arg(std::chrono::nanoseconds(option_int(spec, "interval"))),
                                   "-P", std::to_string(option_int(spec, "streams"))};
@@ -199,13 +186,14 @@ ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick
     if (!where.client.address.empty()) argv.insert(argv.end(), {"-B", where.client.address});
     ToolProcess client(where.client.netns, argv);
     auto out = client.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 15s, tick);
-    server.stop(2s);
+    if (server) server->stop(2s);
     if (out.timed_out) throw Error("iperf3 -c did not finish in time (killed)");
     // With -J, iperf3 reports its own errors inside the JSON; anything else is a crash.
     if (!exited_ok(out) && out.out.find('{') == std::string::npos)
         throw Error(fmt::format("iperf3 -c {}: {}", describe_status(out.status), tail_lines(out.err)));
     auto r = parse_iperf3_json(out.out);
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
+    if (!server) r.notes.push_back("remote target: its own iperf3 -s answered; wanlab started none");
     return r;
 }
 
@@ -233,6 +221,7 @@ ProbeResult run_ping(const ProbeSpec& spec, const Endpoints& where, const Tick& 
 ProbeResult run_hping3(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
     if (option_string(spec, "method") != "tcp")
         throw InputError("rtt probe: tool \"hping3\" measures the TCP handshake (hping3 -S) only; set method = \"tcp\"");
+    check_remote(spec, where.server);
     std::string exe = find_tool("hping3", "hping3");
     auto interval = std::chrono::nanoseconds(option_int(spec, "interval"));
     auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
@@ -241,10 +230,15 @@ ProbeResult run_hping3(const ProbeSpec& spec, const Endpoints& where, const Tick
     if (interval.count() > 0) count = std::min<std::int64_t>(count, (duration.count() + interval.count() - 1) / interval.count());
     count = std::max<std::int64_t>(count, 1);
     auto interval_us = std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::microseconds>(interval).count());
-    // The built-in tcp rtt server's socket: the kernel answers each SYN, and the client's kernel
-    // (which has no socket for hping3's SYN) resets the half-open connection.
-    Fd listener = listen_tcp(where.server.netns, where.server.address, where.server.port);
-    std::uint16_t port = local_port(listener.get());
+    // The built-in tcp rtt server's socket (a remote target has its own listener): the kernel
+    // answers each SYN, and the client's kernel (which has no socket for hping3's SYN) resets
+    // the half-open connection.
+    std::optional<Fd> listener;
+    std::uint16_t port = where.server.port;
+    if (!where.server.remote) {
+        listener.emplace(listen_tcp(where.server.netns, where.server.address, where.server.port));
+        port = local_port(listener->get());
+    }
     std::vector<std::string> argv{exe, "-S", "-n", "-p", std::to_string(port), "-c", std::to_string(count),
                                   "-i", fmt::format("u{}", interval_us), where.server.address};
     ToolProcess hping(where.client.netns, argv);

@@ -4,8 +4,8 @@
 // Contract: the parsers are pure and take the tool's whole output as text, so tests feed
 // them recorded fixtures; they throw wanlab::Error naming the tool when the output is not
 // what that tool prints. The runners start the server side the way the built-in probe of
-// the same kind does (or the tool's own server) in the server's namespace, the tool in the
-// client's, bounded by the probe's duration plus a grace period; a missing tool throws
+// the same kind does (or the tool's own server) in the server's namespace, or nothing for a
+// remote server (check_remote()), the tool in the client's, bounded by the probe's duration plus a grace period; a missing tool throws
 // wanlab::Error naming the Debian package, a failed one its exit status and the tail of its
 // stderr, and options the tool cannot honour throw wanlab::InputError. Thread-safe.
 #pragma once
@@ -30,9 +30,12 @@ ProbeResult parse_hping3(const std::string& text);
 /// (wrk's "Non-2xx or 3xx": status >= 400), throughput.
 ProbeResult parse_wrk(const std::string& text);
 
+/// iperf3 -c against `iperf3 -s -1` started in the server's namespace, or against the remote
+/// target's own iperf3 -s; port server.port, or 5201 when that is 0.
 ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 ProbeResult run_ping(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
-/// hping3 -S against a listening socket of the built-in tcp rtt server (method tcp only).
+/// hping3 -S against a listening socket of the built-in tcp rtt server, or of a remote target
+/// at server.port (method tcp only).
 ProbeResult run_hping3(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 /// wrk against the built-in http server (or `url`), whole seconds, closed loop only.
 ProbeResult run_wrk(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);

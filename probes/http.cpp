@@ -394,6 +394,7 @@ void describe(ProbeResult& r, const http::LoadOptions& o, const std::optional<ht
 }  // namespace
 
 void http::start_target(Target& target, const ProbeSpec& spec, const Endpoints& where) {
+    check_remote(spec, where.server);
     std::string url = option_string(spec, "url");
     if (!url.empty()) {
         target.url = parse_url(url);

@@ -176,7 +176,8 @@ struct Target {
     Tick watching(const Tick& tick);
 };
 /// Starts the built-in server unless the spec has a url (checked as the load generator
-/// parses it); throws InputError when the server has no address to listen on.
+/// parses it); throws InputError when the server has no address to listen on, or is remote
+/// and the spec has no url.
 void start_target(Target& target, const ProbeSpec& spec, const Endpoints& where);
 
 /// How the load generator loads.

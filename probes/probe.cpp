@@ -44,15 +44,63 @@ const OptionValue& option(const ProbeSpec& spec, const std::string& name) {
     return it->second;
 }
 
+std::string tool_of(const ProbeSpec& spec) {
+    auto t = spec.options.find("tool");
+    return t != spec.options.end() ? std::get<std::string>(t->second) : "builtin";
+}
+
+/// What an rtt probe sends: ping is ICMP and hping3 TCP whatever `method` says (their runners
+/// refuse the mismatch), the built-in probe follows `method`.
+std::string rtt_protocol(const ProbeSpec& spec) {
+    auto tool = tool_of(spec);
+    if (tool == "ping") return "icmp";
+    if (tool == "hping3") return "tcp";
+    return option_string(spec, "method");
+}
+
+/// What keeps `spec` from measuring against a remote target at all, whoever asks: a server of
+/// wanlab's own it would need there, or a port it would need to connect to. "" if nothing.
+std::string remote_incapable(const ProbeSpec& spec, std::uint16_t port) {
+    if (spec.kind == "throughput" && tool_of(spec) == "builtin")
+        return "the built-in throughput probe needs wanlab's own receiver on the far side, which does not run on a "
+               "remote target; use tool = \"iperf3\" with `iperf3 -s` running on the target";
+    if (spec.kind == "rr")
+        return "the rr probe needs wanlab's own server, which does not run on a remote target; in host mode measure "
+               "with an http probe with a `url` or an rtt probe";
+    if (spec.kind == "http" && option_string(spec, "url").empty())
+        return "an http probe against a remote target needs `url`";
+    if (spec.kind != "rtt") return "";
+    auto protocol = rtt_protocol(spec);
+    if (protocol == "udp")
+        return "rtt method \"udp\" needs wanlab's UDP echo server, which does not run on a remote target; use "
+               "method = \"tcp\" or \"icmp\"";
+    if (protocol == "tcp" && port == 0)
+        return "a TCP rtt probe against a remote target needs a port to connect to: set the [lab] port to one the "
+               "target listens on";
+    return "";
+}
+
 }  // namespace
+
+std::string remote_unsupported(const ProbeSpec& spec, std::uint16_t port) {
+    if (auto why = remote_incapable(spec, port); !why.empty()) return why;
+    if (port != 0 && spec.kind == "rtt" && rtt_protocol(spec) == "icmp")
+        return "ICMP carries no port: the [lab] port filter would leave it unimpaired; use method = \"tcp\" or drop "
+               "`port`";
+    return "";
+}
+
+void check_remote(const ProbeSpec& spec, const Endpoint& server) {
+    if (!server.remote) return;
+    if (auto why = remote_incapable(spec, server.port); !why.empty()) throw InputError(why);
+}
 
 const MetricSpec* describe_metric(const ProbeKind& kind, std::string_view metric) {
     return find_metric(kind, metric);
 }
 
 std::unique_ptr<Probe> make_probe(const ProbeSpec& spec) {
-    auto t = spec.options.find("tool");
-    std::string tool = t != spec.options.end() ? std::get<std::string>(t->second) : "builtin";
+    std::string tool = tool_of(spec);
     std::string available;
     for (const auto& impl : kImplementations) {
         if (spec.kind != impl.kind) continue;

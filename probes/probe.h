@@ -3,7 +3,10 @@
 //
 // Contract: make_probe() takes a ProbeSpec already validated by parse_probe() (options in
 // base units, every option present) and returns the probe for its kind and `tool`. run()
-// starts the server side in the server's namespace, the client side in the client's, measures
+// starts the server side in the server's namespace (unless the server is `remote`: then it
+// starts nothing there and the client connects to the server already listening at
+// address:port, or throws wanlab::InputError with remote_unsupported()'s reason when the
+// probe needs a server of wanlab's own), the client side in the client's namespace, measures
 // for the spec's `duration` (or `count` probes, bounded by `duration` plus timeouts), stops
 // and joins every thread it started and closes every socket before it returns or throws.
 // Metric names are those of the kind's table in probe_spec.h (plus extra ones the table also
@@ -29,6 +32,9 @@ struct Endpoint {
     std::string netns;    ///< "/run/netns/NAME", or "" for the namespace wanlab runs in
     std::string address;  ///< IPv4; the server listens here, the client connects from here ("" = any)
     std::uint16_t port = 0;  ///< server: 0 = any free port
+    /// server side only: the server already runs elsewhere (host mode), listening at
+    /// address:port; the probe starts nothing
+    bool remote = false;
 };
 
 struct Endpoints {
@@ -72,6 +78,14 @@ const MetricSpec* describe_metric(const ProbeKind& kind, std::string_view metric
 /// The probe for spec.kind and its `tool` option. Throws wanlab::InputError for a
 /// combination that is not implemented (names what is).
 std::unique_ptr<Probe> make_probe(const ProbeSpec& spec);
+
+/// Why `spec` cannot measure against a remote target with the [lab] port `port` (0 = none),
+/// or "" if it can. For the experiment loader, before anything runs; pure.
+std::string remote_unsupported(const ProbeSpec& spec, std::uint16_t port);
+/// For the probes: throws wanlab::InputError when `server` is remote and `spec` cannot measure
+/// against it (remote_unsupported()'s reason for port = server.port; the [lab] port filter's
+/// ICMP rule is the loader's alone, as such a probe still runs).
+void check_remote(const ProbeSpec& spec, const Endpoint& server);
 
 // Typed access to a validated spec's options (throws wanlab::Error if absent or mistyped).
 std::int64_t option_int(const ProbeSpec& spec, const std::string& name);  ///< integer, size, duration (ns), rate

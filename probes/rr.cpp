@@ -116,6 +116,7 @@ void summarize(ProbeResult& r, const std::vector<ClientTally>& tallies, double e
 }  // namespace
 
 ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
+    check_remote(spec, where.server);
     Sides s = sides_of(spec);
     auto n = option_int(spec, "connections");
     if (n > kMaxConnections)

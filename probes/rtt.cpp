@@ -1,5 +1,6 @@
-// The built-in rtt probe: TCP handshake timing, UDP echo against our own echo server, and
-// ICMP echo (unprivileged ping socket, raw socket as fallback). See docs/probes.md.
+// The built-in rtt probe: TCP handshake timing (with our own listener, or a remote target's),
+// UDP echo against our own echo server, and ICMP echo (unprivileged ping socket, raw socket as
+// fallback). See docs/probes.md.
 #include <arpa/inet.h>
 #include <netinet/ip.h>
 #include <netinet/ip_icmp.h>
@@ -112,11 +113,25 @@ std::optional<double> tcp_handshake(const sockaddr_in& to, const sockaddr_in* fr
     return seconds(t1 - t0);
 }
 
+/// `plan`'s handshakes from `client` to `to`, paced from this thread.
+ProbeResult handshakes(const Plan& plan, const sockaddr_in& to, const Endpoint& client, const Tick& tick) {
+    std::optional<sockaddr_in> from;
+    if (!client.address.empty()) from = ipv4(client.address, 0);
+    NetnsScope in(client.netns);
+    auto r = pace(plan, tick, [&](std::int64_t) { return tcp_handshake(to, from ? &*from : nullptr); });
+    r.notes.push_back("method tcp: time from connect() to the SYN-ACK (one round trip plus connect's own cost)");
+    return r;
+}
+
 ProbeResult tcp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) {
+    if (where.server.remote) {
+        auto r = handshakes(plan, ipv4(where.server.address, where.server.port), where.client, tick);
+        r.notes.push_back(fmt::format("remote target: handshakes with {}:{}, a listener wanlab did not start",
+                                      where.server.address, where.server.port));
+        return r;
+    }
     Fd listener = listen_tcp(where.server.netns, where.server.address, where.server.port);
     auto to = ipv4(where.server.address, local_port(listener.get()));
-    std::optional<sockaddr_in> from;
-    if (!where.client.address.empty()) from = ipv4(where.client.address, 0);
     Workers workers;
     workers.watch(listener.get());
     int lfd = listener.get();
@@ -127,10 +142,7 @@ ProbeResult tcp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) 
             if (::poll(&p, 1, 100) == 1) Fd(::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC));
         }
     });
-    NetnsScope in(where.client.netns);
-    auto r = pace(plan, tick, [&](std::int64_t) { return tcp_handshake(to, from ? &*from : nullptr); });
-    r.notes.push_back("method tcp: time from connect() to the SYN-ACK (one round trip plus connect's own cost)");
-    return r;
+    return handshakes(plan, to, where.client, tick);
 }
 
 // --- UDP echo ---------------------------------------------------------------------------
@@ -282,6 +294,7 @@ ProbeResult run_rtt(const ProbeSpec& spec, const Endpoints& where, const Tick& t
               std::chrono::nanoseconds(option_int(spec, "duration")),
               static_cast<std::size_t>(option_int(spec, "size"))};
     auto method = option_string(spec, "method");
+    check_remote(spec, where.server);
     if (plan.size > 65000) throw InputError("rtt probe: `size` must be at most 65000 bytes");
     if (method == "tcp") return tcp_rtt(plan, where, tick);
     if (method == "udp") return udp_rtt(plan, where, tick);

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -130,6 +132,34 @@ Fd accept_within(int listener, std::chrono::milliseconds timeout) {
     Fd fd(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd) throw_errno("accept");
     return fd;
+}
+
+namespace {
+// Whether TCP port `port` is in LISTEN state in the calling thread's namespace.
+bool listening(std::uint16_t port) {
+    std::ifstream in("/proc/thread-self/net/tcp");
+    std::string line;
+    std::string want = fmt::format(":{:04X}", port);
+    while (std::getline(in, line)) {
+        std::istringstream f(line);
+        std::string slot, local, remote, state;
+        f >> slot >> local >> remote >> state;
+        if (state == "0A" && local.size() > want.size() && local.ends_with(want)) return true;
+    }
+    return false;
+}
+}  // namespace
+
+bool await_tcp_listening(const std::string& netns, std::uint16_t port, std::chrono::milliseconds within) {
+    auto ready_by = Clock::now() + within;
+    for (;;) {
+        {
+            NetnsScope in(netns);
+            if (listening(port)) return true;
+        }
+        if (Clock::now() > ready_by) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
 }
 
 bool send_all(int fd, const char* data, std::size_t n) {

@@ -86,6 +86,10 @@ Fd connect_tcp(const std::string& netns, const std::string& address, std::uint16
                std::chrono::milliseconds timeout, const std::function<void(int)>& before_connect = {});
 /// accept() with a timeout; throws when nothing arrives in time.
 Fd accept_within(int listener, std::chrono::milliseconds timeout);
+/// Waits until some socket in `netns` listens on TCP port `port` (any address), looking every
+/// 20 ms without connecting (a tool's one-shot server would take a connection as its client);
+/// false if none does within `within`.
+bool await_tcp_listening(const std::string& netns, std::uint16_t port, std::chrono::milliseconds within);
 
 /// send()/recv() all of `n` bytes (MSG_NOSIGNAL). False on EOF, error or timeout.
 bool send_all(int fd, const char* data, std::size_t n);

@@ -241,6 +241,7 @@ ProbeResult run_throughput(const ProbeSpec& spec, const Endpoints& where, const 
     auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
     auto interval = std::chrono::nanoseconds(std::max<std::int64_t>(option_int(spec, "interval"), 10'000'000));
     bool both = option_string(spec, "direction") == "both";
+    check_remote(spec, where.server);
 
     Fd listener = listen_tcp(where.server.netns, where.server.address, where.server.port,
                              [&](int fd) { tune(fd, tuning); });

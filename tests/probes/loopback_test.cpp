@@ -1,11 +1,14 @@
 // The built-in probes on loopback in the test's own namespace: no root, no changes to the
 // machine, short runs with loose bounds. They check the plumbing (endpoints with netns "",
-// threads, stopping, metric names); the bare-veth bounds are in probe_root_test.cpp.
+// threads, stopping, metric names); the bare-veth bounds are in probe_root_test.cpp. Also
+// what a probe can measure against a remote target (host mode): remote_unsupported() and the
+// same refusals at run time, and the tcp rtt probe against a listener of the test's own.
 #include <catch2/catch.hpp>
 
 #include "core/config.h"
 #include "core/error.h"
 #include "probes/probe.h"
+#include "probes/sys.h"
 
 using namespace wanlab;
 using namespace wanlab::probes;
@@ -69,4 +72,97 @@ TEST_CASE("a probe aborted from its tick stops its threads and rethrows", "[prob
     auto start = std::chrono::steady_clock::now();
     REQUIRE_THROWS_WITH(probe->run(kLoopback, [] { throw Error("interrupted"); }), "interrupted");
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
+}
+
+// --- against a remote target (host mode) ----------------------------------------------------
+
+namespace {
+const std::string kTcpNeedsPort =
+    "a TCP rtt probe against a remote target needs a port to connect to: set the [lab] port to one the target "
+    "listens on";
+const std::string kIcmpHasNoPort =
+    "ICMP carries no port: the [lab] port filter would leave it unimpaired; use method = \"tcp\" or drop `port`";
+const std::string kUdpNeedsEcho =
+    "rtt method \"udp\" needs wanlab's UDP echo server, which does not run on a remote target; use method = "
+    "\"tcp\" or \"icmp\"";
+const std::string kThroughputNeedsReceiver =
+    "the built-in throughput probe needs wanlab's own receiver on the far side, which does not run on a remote "
+    "target; use tool = \"iperf3\" with `iperf3 -s` running on the target";
+const std::string kRrNeedsServer =
+    "the rr probe needs wanlab's own server, which does not run on a remote target; in host mode measure with an "
+    "http probe with a `url` or an rtt probe";
+const std::string kHttpNeedsUrl = "an http probe against a remote target needs `url`";
+const std::string kUrl = "url = \"http://198.18.0.2:8080/\"\n";
+}  // namespace
+
+TEST_CASE("remote_unsupported accepts a TCP rtt probe with a port and refuses it without one", "[probes][remote]") {
+    for (const char* options : {"", "method = \"tcp\"\n", "tool = \"hping3\"\n"}) {
+        INFO(options);
+        auto spec = loopback_spec("rtt", options);
+        CHECK(remote_unsupported(spec, 443) == "");
+        CHECK(remote_unsupported(spec, 0) == kTcpNeedsPort);
+    }
+}
+
+TEST_CASE("remote_unsupported accepts an ICMP rtt probe without a port and refuses it with one", "[probes][remote]") {
+    for (const char* options : {"method = \"icmp\"\n", "method = \"icmp\"\ntool = \"ping\"\n"}) {
+        INFO(options);
+        auto spec = loopback_spec("rtt", options);
+        CHECK(remote_unsupported(spec, 0) == "");
+        CHECK(remote_unsupported(spec, 443) == kIcmpHasNoPort);
+    }
+}
+
+TEST_CASE("remote_unsupported refuses the probes that need a server of wanlab's own", "[probes][remote]") {
+    for (std::uint16_t port : {0, 443}) {
+        INFO("port " << port);
+        CHECK(remote_unsupported(loopback_spec("rtt", "method = \"udp\"\n"), port) == kUdpNeedsEcho);
+        CHECK(remote_unsupported(loopback_spec("throughput", ""), port) == kThroughputNeedsReceiver);
+        CHECK(remote_unsupported(loopback_spec("rr", ""), port) == kRrNeedsServer);
+        CHECK(remote_unsupported(loopback_spec("http", ""), port) == kHttpNeedsUrl);
+        CHECK(remote_unsupported(loopback_spec("http", "tool = \"wrk\"\n"), port) == kHttpNeedsUrl);
+    }
+}
+
+TEST_CASE("remote_unsupported accepts iperf3 and an http probe with a url, with or without a port",
+          "[probes][remote]") {
+    for (std::uint16_t port : {0, 5201}) {
+        INFO("port " << port);
+        CHECK(remote_unsupported(loopback_spec("throughput", "tool = \"iperf3\"\n"), port) == "");
+        CHECK(remote_unsupported(loopback_spec("http", kUrl), port) == "");
+        CHECK(remote_unsupported(loopback_spec("http", kUrl + "tool = \"wrk\"\n"), port) == "");
+    }
+}
+
+TEST_CASE("a probe against a remote target refuses at run time with remote_unsupported's reason",
+          "[probes][remote]") {
+    // Nothing may be started: the server's namespace does not exist, so entering it would throw
+    // a different error.
+    Endpoints remote{{"/run/netns/wanlab-absent", "127.0.0.1", 0, true}, {"", "", 0}};
+    const std::vector<std::pair<ProbeSpec, std::string>> cases{
+        {loopback_spec("rtt", ""), kTcpNeedsPort},
+        {loopback_spec("rtt", "method = \"udp\"\n"), kUdpNeedsEcho},
+        {loopback_spec("throughput", ""), kThroughputNeedsReceiver},
+        {loopback_spec("rr", ""), kRrNeedsServer},
+        {loopback_spec("http", ""), kHttpNeedsUrl},
+    };
+    for (const auto& [spec, why] : cases) {
+        INFO(spec.kind);
+        CHECK_THROWS_MATCHES(make_probe(spec)->run(remote, {}), InputError, Catch::Matchers::Message(why));
+    }
+}
+
+TEST_CASE("tcp rtt against a remote target on loopback connects to that target's listener", "[probes][remote]") {
+    auto spec = loopback_spec("rtt", "count = 5\ninterval = \"1ms\"\n");
+    Fd listener = listen_tcp("", "127.0.0.1", 0);
+    Endpoints remote{{"/run/netns/wanlab-absent", "127.0.0.1", local_port(listener.get()), true}, {"", "", 0}};
+    auto r = make_probe(spec)->run(remote, {});
+    CHECK(r.metrics.at("loss") == 0);
+    CHECK(r.metrics.at("sent") == 5);
+    CHECK(r.samples.at("rtt").size() == 5);
+    // The probe started no listener of its own: with the target's closed, every probe is refused.
+    listener.reset();
+    auto refused = make_probe(spec)->run(remote, {});
+    CHECK(refused.metrics.at("sent") == 5);
+    CHECK(refused.metrics.at("loss") == 1);
 }

@@ -75,12 +75,14 @@ ProbeSpec spec_of(const std::string& kind, const std::vector<std::pair<std::stri
     return spec;
 }
 
-ProbeResult measure(const BareLab& lab, const ProbeSpec& spec) {
-    auto result = make_probe(spec)->run(lab.where, {});
+ProbeResult measure(const Endpoints& where, const ProbeSpec& spec) {
+    auto result = make_probe(spec)->run(where, {});
     for (const auto& n : result.notes) UNSCOPED_INFO("note: " << n);
     for (const auto& [k, v] : result.metrics) UNSCOPED_INFO(k << " = " << v);
     return result;
 }
+
+ProbeResult measure(const BareLab& lab, const ProbeSpec& spec) { return measure(lab.where, spec); }
 
 long long read_number(const std::string& path) {
     std::ifstream in(path);
@@ -449,4 +451,123 @@ TEST_CASE("hping3 times the handshake with the built-in server's socket over a b
     UNSCOPED_INFO("rtt p50 hping3 " << hping.metrics.at("rtt_p50") << ", built-in tcp "
                                     << builtin.metrics.at("rtt_p50"));
     CHECK(builtin.metrics.at("rtt_p50") < 1e-3);
+}
+
+// --- against a remote target (host mode) ([remote]) -----------------------------------------
+// The "target" is a server the test starts in namespace b; the probe gets where.server.remote
+// and a server namespace that does not exist, so anything it tried to start there would throw.
+
+namespace {
+/// lab.where with the server remote at `port`.
+Endpoints remote_at(const BareLab& lab, std::uint16_t port) {
+    Endpoints where = lab.where;
+    where.server.netns = "/run/netns/wanlab-ptest-absent";
+    where.server.port = port;
+    where.server.remote = true;
+    return where;
+}
+
+/// The `tool` option's values to try: "builtin", and `tool` when it is installed.
+std::vector<std::string> builtin_and(const char* tool, const char* package) {
+    std::vector<std::string> tools{"\"builtin\""};
+    if (have_tool(tool, package)) tools.push_back(fmt::format("\"{}\"", tool));
+    return tools;
+}
+
+/// A TCP port nobody listens on in the lab's server namespace.
+std::uint16_t closed_port(const BareLab& lab) {
+    Fd probe = listen_tcp(lab.where.server.netns, lab.where.server.address, 0);
+    return local_port(probe.get());  // closed when `probe` goes
+}
+}  // namespace
+
+TEST_CASE("tcp rtt against a remote target times the handshake with the target's own listener",
+          "[.root][root][probes][remote]") {
+    if (skip_unless_root()) return;
+    BareLab lab;
+    Fd target = listen_tcp(lab.where.server.netns, lab.where.server.address, 0);
+    auto r = measure(remote_at(lab, local_port(target.get())),
+                     spec_of("rtt", {{"count", "50"}, {"interval", "\"2ms\""}}));
+    CHECK(r.metrics.at("sent") == 50);
+    CHECK(r.metrics.at("loss") == 0);
+    CHECK(r.samples.at("rtt").size() == 50);
+    CHECK(r.metrics.at("rtt_p50") > 0);
+    CHECK(r.metrics.at("rtt_p50") < 1e-3);
+}
+
+TEST_CASE("tcp rtt against a remote target with nothing listening loses every probe: it started no listener",
+          "[.root][root][probes][remote]") {
+    if (skip_unless_root()) return;
+    BareLab lab;
+    auto r = measure(remote_at(lab, closed_port(lab)), spec_of("rtt", {{"count", "10"}, {"interval", "\"2ms\""}}));
+    CHECK(r.metrics.at("sent") == 10);
+    CHECK(r.metrics.at("loss") == 1);
+}
+
+TEST_CASE("icmp rtt, built in and with ping, measures a remote target without starting anything there",
+          "[.root][root][probes][remote]") {
+    if (skip_unless_root()) return;
+    BareLab lab;
+    for (const auto& tool : builtin_and("ping", "iputils-ping")) {
+        INFO("tool " << tool);
+        auto r = measure(remote_at(lab, 0), spec_of("rtt", {{"tool", tool}, {"method", "\"icmp\""},
+                                                             {"count", "20"}, {"interval", "\"5ms\""}}));
+        CHECK(r.metrics.at("sent") == 20);
+        CHECK(r.metrics.at("loss") == 0);
+        CHECK(r.metrics.at("rtt_p50") < 1e-3);
+    }
+}
+
+TEST_CASE("hping3 against a remote target times the handshake with the target's listener and starts none",
+          "[.root][root][probes][remote][external]") {
+    if (skip_unless_root() || !have_tool("hping3", "hping3")) return;
+    BareLab lab;
+    auto spec = spec_of("rtt", {{"tool", "\"hping3\""}, {"count", "20"}, {"interval", "\"10ms\""}});
+    {
+        Fd target = listen_tcp(lab.where.server.netns, lab.where.server.address, 0);
+        auto r = measure(remote_at(lab, local_port(target.get())), spec);
+        CHECK(r.metrics.at("sent") == 20);
+        CHECK(r.metrics.at("loss") == 0);
+        CHECK(r.metrics.at("rtt_p50") < (software_cpu() ? 0.020 : 0.002));
+        for (const auto& n : r.notes) CHECK(n.find("RST") == std::string::npos);
+    }
+    // Nothing listening: the target's kernel answers every SYN with RST.
+    auto refused = measure(remote_at(lab, closed_port(lab)), spec);
+    bool resets = false;
+    for (const auto& n : refused.notes) resets |= n.find("20 answers were RST") != std::string::npos;
+    CHECK(resets);
+}
+
+TEST_CASE("iperf3 against a remote target loads the target's own iperf3 -s on the given port",
+          "[.root][root][probes][remote][external]") {
+    if (skip_unless_root() || !have_tool("iperf3", "iperf3")) return;
+    BareLab lab;
+    auto spec = spec_of("throughput", {{"tool", "\"iperf3\""}, {"duration", "\"1s\""}});
+    SECTION("with iperf3 -s on the target") {
+        ToolProcess target(lab.where.server.netns,
+                           {find_tool("iperf3", "iperf3"), "-s", "-B", lab.where.server.address, "-p", "5202"});
+        REQUIRE(await_tcp_listening(lab.where.server.netns, 5202, std::chrono::seconds(5)));
+        auto r = measure(remote_at(lab, 5202), spec);
+        CHECK(r.metrics.at("throughput") > 1e8);
+    }
+    SECTION("without: iperf3 -c finds nothing to connect to") {
+        REQUIRE_THROWS_WITH(measure(remote_at(lab, 5202), spec), Catch::Contains("unable to connect"));
+    }
+}
+
+TEST_CASE("http with a url against a remote target loads the target's server and starts none",
+          "[.root][root][probes][remote][http]") {
+    if (skip_unless_root()) return;
+    BareLab lab;
+    for (const auto& tool : builtin_and("wrk", "wrk")) {
+        INFO("tool " << tool);
+        http::HttpServer target(lab.where.server, http::ServerOptions{});
+        auto url = fmt::format("\"http://{}:{}/\"", lab.where.server.address, target.port());
+        auto r = measure(remote_at(lab, target.port()),
+                         spec_of("http", {{"tool", tool}, {"duration", "\"1s\""}, {"url", url}}));
+        target.stop_and_join();
+        CHECK(r.metrics.at("requests") > 0);
+        CHECK(r.metrics.at("errors") == 0);
+        CHECK(target.requests() >= r.metrics.at("requests"));
+    }
 }
