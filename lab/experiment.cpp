@@ -13,8 +13,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/error.h"
 #include "core/units.h"
+#include "lab/ssh_guard.h"
 #include "lab/trials.h"
+#include "probes/http.h"
+#include "probes/probe.h"
 
 namespace wanlab::lab {
 namespace {
@@ -328,6 +332,51 @@ Node with_profile(const Node& table, const std::string& kind, const ProfileLibra
 
 void merge_overlay(Node& base, const Node& overlay, Diagnostics& diag) { merge_document(base, overlay, diag); }
 
+namespace {
+
+// Host mode's probes run here against servers already running on the target, through the
+// target filter: each must be one that needs no wanlab server there, and its traffic must be
+// what the filter impairs.
+void check_host_probes(const Trial& t, Diagnostics& diag) {
+    const auto& lab = t.lab;
+    auto slash = lab.target.find('/');
+    bool single = slash == std::string::npos || lab.target.substr(slash + 1) == "32";
+    bool v4 = lab.target.find(':') == std::string::npos;
+    for (const auto& p : t.probes) {
+        if (p.kind.empty()) continue;
+        auto where = [&](const std::string& why) {
+            diag.error(p.at, fmt::format("probe `{}` in [lab] mode = \"host\": {}", p.name, why));
+        };
+        if (auto why = probes::remote_unsupported(p, lab.port); !why.empty()) {
+            where(why);
+            continue;
+        }
+        auto url = p.options.find("url");
+        if (url != p.options.end() && !std::get<std::string>(url->second).empty()) {
+            probes::http::Url u;
+            try {
+                u = probes::http::parse_url(std::get<std::string>(url->second));
+            } catch (const InputError&) {
+                continue;  // reported where the url is read
+            }
+            if (spared(u.address, lab.target, lab.port, u.port))
+                where(fmt::format("its url ({}:{}) is outside [lab] target = \"{}\"{}: the probe would measure an "
+                                  "unimpaired path",
+                                  u.address, u.port, lab.target,
+                                  lab.port ? fmt::format(", port = {}", lab.port) : std::string()));
+            continue;
+        }
+        if (!v4)
+            where("the probes connect over IPv4; give an IPv4 [lab] target, or use an http probe with a url");
+        else if (!single)
+            where(fmt::format("the probe connects to the target, so [lab] target must be one address, not the prefix "
+                              "\"{}\" (or use an http probe with a url inside it)",
+                              lab.target));
+    }
+}
+
+}  // namespace
+
 std::vector<std::string> LabSpec::hosts() const {
     if (mode == Mode::host) return {"host"};
     return {"client", "router", "server"};
@@ -361,6 +410,7 @@ Trial parse_trial(const Node& doc, const RunSpec& run, const ProfileLibrary& pro
             t.probes.push_back(std::move(p));
         }
     }
+    if (t.lab.mode == LabSpec::Mode::host) check_host_probes(t, diag);
     return t;
 }
 

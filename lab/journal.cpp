@@ -102,6 +102,31 @@ json qdisc_entry(const std::string& ns, const std::string& dev, const std::strin
     return {{"op", "qdisc"}, {"ns", ns}, {"dev", dev}, {"snapshot", snapshot}};
 }
 
+json host_entry(const std::string& ns, const netem::HostUndo& u) {
+    return {{"op", "host"},
+            {"ns", ns},
+            {"dev", u.dev},
+            {"snapshot", u.root_snapshot},
+            {"ifb", u.ifb},
+            {"ingress_created", u.ingress_created},
+            {"filter_parent", u.filter_parent},
+            {"filter_prio", u.filter_prio},
+            {"v6", u.v6}};
+}
+
+netem::HostUndo host_undo_of(const json& e) {
+    netem::HostUndo u;
+    u.dev = text_of(e, "dev");
+    u.root_snapshot = text_of(e, "snapshot");
+    u.ifb = text_of(e, "ifb");
+    u.ingress_created = e.value("ingress_created", false);
+    u.filter_parent = e.value("filter_parent", 0u);
+    u.filter_prio = e.value("filter_prio", static_cast<std::uint16_t>(0));
+    u.v6 = e.value("v6", false);
+    if (u.dev.empty()) throw Error(fmt::format("journal entry without a device: {}", e.dump()));
+    return u;
+}
+
 bool JournalFile::live() const {
     if (pid <= 0) return false;
     return process_start_time(pid) == start_time && start_time != 0;
@@ -152,6 +177,8 @@ std::vector<std::string> replay(const JournalFile& journal, const Undo& undo) {
                 undo.sysctl(text_of(e, "ns"), text_of(e, "key"), text_of(e, "old"));
             else if (op == "qdisc" && undo.qdisc)
                 undo.qdisc(text_of(e, "ns"), text_of(e, "dev"), text_of(e, "snapshot"));
+            else if (op == "host" && undo.host)
+                undo.host(text_of(e, "ns"), host_undo_of(e));
             else
                 failures.push_back(fmt::format("no way to undo journal entry {}", e.dump()));
         } catch (const std::exception& ex) {

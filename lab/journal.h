@@ -12,6 +12,8 @@
 //   {"op":"link","ns":"wanlab-r1-router","name":"wl-rc"}
 //   {"op":"sysctl","ns":"","key":"net.core.rmem_max","old":"212992"}
 //   {"op":"qdisc","ns":"wanlab-r1-router","dev":"wl-rs","snapshot":"device wl-rs\nqdisc 2400..."}
+//   {"op":"host","ns":"","dev":"eth0","snapshot":"...","ifb":"wlifb-eth0","ingress_created":true,
+//    "filter_parent":4294901760,"filter_prio":1,"v6":false}      (host mode: netem::HostUndo)
 // Replay undoes entries newest first. Journal removes its file on destruction, after the
 // run's resources (declared after it) have been undone, unless keep() was called because an
 // undo failed. Not thread-safe.
@@ -25,6 +27,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "netem/host.h"
 
 namespace wanlab::lab {
 
@@ -59,6 +63,10 @@ nlohmann::json sysctl_entry(const std::string& ns, const std::string& key, const
 /// Before the first change to `dev`'s qdiscs: its tree as netem::DeviceQdiscs::serialize()
 /// writes it (the kernel's own messages in hex), which restore replays.
 nlohmann::json qdisc_entry(const std::string& ns, const std::string& dev, const std::string& snapshot);
+/// Before host mode's first change to a real interface: everything undoing it takes.
+nlohmann::json host_entry(const std::string& ns, const netem::HostUndo& undo);
+/// The HostUndo of a "host" entry; throws wanlab::Error if it has no device.
+netem::HostUndo host_undo_of(const nlohmann::json& entry);
 
 /// A journal as read back from disk.
 struct JournalFile {
@@ -85,6 +93,7 @@ struct Undo {
     std::function<void(const std::string& ns, const std::string& name)> link;
     std::function<void(const std::string& ns, const std::string& key, const std::string& old)> sysctl;
     std::function<void(const std::string& ns, const std::string& dev, const std::string& snapshot)> qdisc;
+    std::function<void(const std::string& ns, const netem::HostUndo& undo)> host;
 };
 
 /// Undoes the entries newest first; returns one message per entry that could not be undone

@@ -45,6 +45,13 @@ Undo machine_undo(sysctl::ProcSys& proc, const Log& log) {
         device.release();
         say(fmt::format("restored the qdiscs of {} {}", dev, sysctl::where(ns)));
     };
+    u.host = [say](const std::string& ns, const netem::HostUndo& host) {
+        if (!ns.empty() && !NetNamespace::exists(ns)) return;
+        netem::NetlinkKernel kernel(ns.empty() ? "" : "/run/netns/" + ns);
+        netem::undo_host(kernel, host);
+        say(fmt::format("restored the qdiscs and filters of {}{} {}", host.dev,
+                        host.ifb.empty() ? "" : fmt::format(" (and removed {} if present)", host.ifb), sysctl::where(ns)));
+    };
     return u;
 }
 

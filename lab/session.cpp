@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "lab/ssh_guard.h"
 
 namespace wanlab::lab {
 
@@ -25,7 +26,7 @@ std::vector<sysctl::Change> sysctl_changes(const Trial& trial, const LabNames& n
     std::vector<sysctl::Change> out;
     for (const auto& s : trial.sysctl.global) out.push_back({"", s.key, s.value, sysctl::Scope::global});
     for (const auto& [host, settings] : trial.sysctl.per_host)
-        for (const auto& s : settings) out.push_back({names.ns(host), s.key, s.value, s.scope});
+        for (const auto& s : settings) out.push_back({host == "host" ? "" : names.ns(host), s.key, s.value, s.scope});
     return out;
 }
 
@@ -65,24 +66,37 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
     check_run_id(options.run);
     if (trials.empty()) throw InputError("the experiment has no trials");
     const auto& lab = trials.front().lab;
-    if (lab.mode != LabSpec::Mode::netns)
-        throw InputError("this lab builds namespace labs only; [lab] mode = \"host\" is not supported here yet");
+    const bool host = lab.mode == LabSpec::Mode::host;
     LabNames names{options.run};
     auto layers = change_layers(trials, names);
     auto step = [&](const std::string& stage) {
         if (options.progress) options.progress(stage);
     };
     validate_layers(proc, layers);  // before anything changes
+    if (host) {
+        host_kernel_.emplace("");
+        try {
+            (void)host_kernel_->ifindex(lab.dev);
+        } catch (const Error& e) {
+            throw InputError(fmt::format("[lab] dev = \"{}\": {}; `ip link` lists this machine's interfaces", lab.dev,
+                                         e.what()));
+        }
+        refuse_if_ssh("", lab.dev, lab.target, lab.port, options.force);
+    }
     {
         FileLock start(options.dir / "lock", true, "the journal directory");
         settle_stale_journals(options.dir, options.restore_stale, proc, options.log);
+        // Keys of wanlab's own namespace are the machine's: one run at a time changes each.
         for (const auto& c : layers.empty() ? std::vector<sysctl::Change>{} : layers.front())
             if (c.ns.empty()) locks_.emplace_back(options.dir / fmt::format("sysctl-{}.lock", c.key), false, c.key);
+        if (host) locks_.emplace_back(options.dir / fmt::format("dev-{}.lock", lab.dev), false, "device " + lab.dev);
         journal_.emplace(options.dir, options.run);
     }
     step("journal");
-    topology_.emplace(lab, options.run, &*journal_, proc, options.progress);
-    validate_layers(proc, layers);  // now inside the real namespaces
+    if (!host) {
+        topology_.emplace(lab, options.run, &*journal_, proc, options.progress);
+        validate_layers(proc, layers);  // now inside the real namespaces
+    }
     Journal* journal = &*journal_;
     sysctls_.emplace(
         proc,
@@ -90,6 +104,26 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
             journal->record(sysctl_entry(ns, key, old));
         },
         [journal] { journal->keep(); });
+    if (host) {
+        netem::Filter target{lab.target, lab.port, false, lab.line_rate_bps};
+        host_.emplace(*host_kernel_, lab.dev, target, lab.line_rate_bps);
+        journal_->record(host_entry("", host_->undo_plan()));  // before its first change
+    }
+}
+
+LabSession::~LabSession() {
+    if (!host_) return;
+    try {
+        host_->restore();
+    } catch (const std::exception& e) {
+        if (options_.log) options_.log(fmt::format("could not restore {}: {}; `wanlab restore` retries", host_->undo_plan().dev, e.what()));
+        journal_->keep();
+    }
+}
+
+const Topology& LabSession::topology() const {
+    if (!topology_) throw Error("host mode builds no namespace lab");
+    return *topology_;
 }
 
 LabSession::LabSession(const Trial& trial, const SessionOptions& options, sysctl::ProcSys& proc)
@@ -98,7 +132,7 @@ LabSession::LabSession(const Trial& trial, const SessionOptions& options, sysctl
 }
 
 void LabSession::apply_trial(const Trial& trial) {
-    auto changes = sysctl_changes(trial, topology_->names());
+    auto changes = sysctl_changes(trial, LabNames{options_.run});
     // Keys an earlier trial changed that this one leaves alone go back to the run's start.
     for (const auto& saved : sysctls_->saved()) {
         auto same = [&saved](const sysctl::Change& c) { return c.ns == saved.ns && c.key == saved.key; };
@@ -107,6 +141,11 @@ void LabSession::apply_trial(const Trial& trial) {
     for (const auto& c : changes) sysctls_->set(c.ns, c.key, c.value);
     if (options_.progress) options_.progress("sysctls");
 
+    if (host_) {
+        host_->apply(trial.link.up, trial.link.down, trial.lab.mtu, netem::Psched::from_proc());
+        if (options_.progress) options_.progress("qdiscs");
+        return;
+    }
     if (!router_) {
         const std::string ns = topology_->ns("router");
         router_.emplace("/run/netns/" + ns);

@@ -9,6 +9,13 @@
 // destruction order, and finally removes the journal. The router devices' qdisc trees are
 // journaled (snapshot) before their first change like everything else, although deleting
 // the router namespace, which restore does next, takes them along. A SIGKILL leaves the
+// journal for `wanlab restore`.
+//
+// Host mode ([lab] mode = "host") builds no namespaces: after the same checks, and after
+// refusing an interface that carries an SSH session the target filter does not spare
+// (unless options.force), it holds a lock on the interface, journals the interface's
+// netem::HostUndo, and apply_trial() impairs only the target's traffic on it (netem/host.h).
+// The host's sysctls are set in wanlab's own namespace. An undo that fails keeps the
 // journal for `wanlab restore`. Not thread-safe.
 #pragma once
 
@@ -22,6 +29,7 @@
 #include "lab/restore.h"
 #include "lab/topology.h"
 #include "netem/device.h"
+#include "netem/host.h"
 #include "netem/kernel.h"
 #include "sysctl/proc_sys.h"
 #include "sysctl/snapshot.h"
@@ -35,6 +43,7 @@ struct SessionOptions {
     std::filesystem::path dir = kRunDir;  ///< journals and locks
     Progress progress;                    ///< after "journal", "namespaces", "links", "sysctls"
     Log log;                              ///< restore messages
+    bool force = false;                   ///< host mode: impair an interface carrying an SSH session
 };
 
 /// A fresh run id: 8 hex digits.
@@ -42,7 +51,8 @@ std::string new_run_id();
 /// Throws InputError unless `run` is a usable run id.
 void check_run_id(const std::string& run);
 
-/// The trial's sysctls as changes, in the namespaces of run `names`.
+/// The trial's sysctls as changes, in the namespaces of run `names` (host mode's "host" is
+/// wanlab's own namespace).
 std::vector<sysctl::Change> sysctl_changes(const Trial& trial, const LabNames& names);
 
 class LabSession {
@@ -52,6 +62,7 @@ public:
     LabSession(const std::vector<Trial>& trials, const SessionOptions& options, sysctl::ProcSys& proc);
     /// `wanlab lab up`: the lab with `trial` applied.
     LabSession(const Trial& trial, const SessionOptions& options, sysctl::ProcSys& proc);
+    ~LabSession();
     LabSession(const LabSession&) = delete;
     LabSession& operator=(const LabSession&) = delete;
 
@@ -62,7 +73,8 @@ public:
     /// default qdisc back. Reports the stage "qdiscs" through options.progress.
     void apply_trial(const Trial& trial);
 
-    const Topology& topology() const { return *topology_; }
+    /// The namespace lab; host mode has none (throws wanlab::Error).
+    const Topology& topology() const;
     const Journal& journal() const { return *journal_; }
 
 private:
@@ -74,6 +86,9 @@ private:
     std::optional<sysctl::SysctlSnapshot> sysctls_;
     std::optional<netem::NetlinkKernel> router_;
     std::optional<netem::DeviceQdiscs> up_, down_;
+    // Host mode; destroyed first.
+    std::optional<netem::NetlinkKernel> host_kernel_;
+    std::optional<netem::HostImpairment> host_;
 };
 
 }  // namespace wanlab::lab

@@ -18,6 +18,8 @@
 #include "lab/restore.h"
 #include "lab/session.h"
 #include "lab/signals.h"
+#include "lab/watchdog.h"
+#include "lab/plan.h"
 #include "netem/preflight.h"
 #include "sysctl/proc_sys.h"
 #include "sysctl/syscall.h"
@@ -31,6 +33,8 @@ struct UpOptions {
     std::string run;
     std::size_t trial = 1;
     bool restore = false;
+    bool force = false;
+    unsigned auto_restore_s = 0;
     std::string hold_after;
 };
 
@@ -51,16 +55,24 @@ int lab_up(const UpOptions& o) {
         throw InputError(fmt::format("--trial {}: the experiment has trials 1 to {}", o.trial, exp.trials.size()));
     const auto& trial = exp.trials[o.trial - 1];
     lab::require_capabilities("wanlab lab up");
+    const bool host = trial.lab.mode == lab::LabSpec::Mode::host;
     if (auto missing = lab::missing_qdiscs(exp); !missing.empty())
-        throw Error(fmt::format("this kernel lacks {} (needed by {}'s link conditions). {}\n"
-                                "  or build the lab inside the micro-VM: wanlab vm run -- wanlab lab up {}",
-                                fmt::join(missing, ", "), o.file, netem::advice_for(missing.front()), o.file),
+        throw Error(fmt::format("this kernel lacks {} (needed by {}'s link conditions). {}{}", fmt::join(missing, ", "),
+                                o.file, netem::advice_for(missing.front()),
+                                host ? "" : "\n  or build the lab inside the micro-VM: wanlab vm run -- wanlab lab up " + o.file),
                     2);
     lab::SignalEvents signals;  // before any thread exists, so every thread blocks them
     sysctl::RealProcSys proc;
     lab::SessionOptions options;
     options.run = o.run.empty() ? lab::new_run_id() : o.run;
     options.restore_stale = o.restore;
+    options.force = o.force;
+    if (o.auto_restore_s > 0) {
+        pid_t pid = lab::arm_watchdog(lab::run_watchdog(options.run, o.auto_restore_s, lab::kRunDir));
+        say(fmt::format("wanlab lab up: auto-restore by watchdog pid {}: the lab comes down after {} s, or at once if "
+                        "wanlab is killed",
+                        pid, o.auto_restore_s));
+    }
     options.log = [](const std::string& s) { say("  " + s); };
     options.progress = [&](const std::string& stage) {
         say(fmt::format("wanlab lab up: stage {} done", stage));
@@ -68,6 +80,19 @@ int lab_up(const UpOptions& o) {
         signals.check();
     };
     lab::LabSession session(trial, options, proc);
+    if (host) {
+        say(fmt::format("wanlab lab up: run {} is up (trial {} of {}, journal {})\n"
+                        "  {}: toward {}{} only: up {}, down {}\n"
+                        "  try: tc qdisc show dev {}; tc filter show dev {}\n"
+                        "  Ctrl-C, or `wanlab lab down {}`, gives everything back.",
+                        options.run, o.trial, exp.trials.size(), session.journal().path().string(), trial.lab.dev,
+                        trial.lab.target, trial.lab.port ? fmt::format(" port {}", trial.lab.port) : "",
+                        lab::direction_summary(trial.link.up), lab::direction_summary(trial.link.down), trial.lab.dev,
+                        trial.lab.dev, options.run));
+        int s = wait_for_signal(signals);
+        say(fmt::format("wanlab lab up: SIG{}: restoring {} (run {})", sigabbrev_np(s), trial.lab.dev, options.run));
+        return 0;
+    }
     const auto& t = session.topology();
     say(fmt::format("wanlab lab up: run {} is up (trial {} of {}, journal {})\n"
                     "  {}  wl-c 198.18.0.1/30\n"
@@ -116,6 +141,11 @@ Runner setup_lab(CLI::App& sub) {
     up_cmd->add_option("--run", up->run, "Run id (default: random); namespaces are wanlab-RUN-{client,router,server}");
     up_cmd->add_option("--trial", up->trial, "Which trial's [lab] and sysctls to apply (default 1)");
     up_cmd->add_flag("--restore", up->restore, "Restore a stale journal left by a killed run first, instead of refusing");
+    up_cmd->add_flag("--force", up->force, "Host mode: impair the interface even if it carries an SSH session the target filter does not spare");
+    up_cmd->add_option("--auto-restore", up->auto_restore_s,
+                       "Arm a watchdog: the lab comes down after SECONDS, or at once if wanlab is killed")
+        ->type_name("SECONDS")
+        ->check(CLI::Range(1u, 7u * 86400u));
     up_cmd->add_option("--hold-after", up->hold_after, "Stop after a stage and wait for a signal (fault-injection tests)")
         ->check(CLI::IsMember({"journal", "namespaces", "links", "sysctls"}));
     auto down = std::make_shared<std::string>();

@@ -26,6 +26,7 @@
 #include "lab/experiment.h"
 #include "lab/plan.h"
 #include "lab/ssh_guard.h"
+#include "lab/watchdog.h"
 #include "netem/device.h"
 #include "netem/kernel.h"
 #include "netem/readback.h"
@@ -86,34 +87,13 @@ void write_file_synced(const fs::path& path, const std::string& text) {
 }
 
 /// A watchdog that runs `wanlab link clear` for this device after `seconds`, whatever happens
-/// to this process or the SSH session that started it (its own session, stdio on /dev/null).
-/// Returns its pid.
+/// to this process or the SSH session that started it. Returns its pid.
 pid_t arm_auto_restore(const Options& o, unsigned seconds) {
-    std::error_code ec;
-    std::string self = fs::read_symlink("/proc/self/exe", ec).string();
-    if (ec) throw Error(fmt::format("finding the wanlab binary for --auto-restore: {}", ec.message()));
-    std::vector<std::string> args{self, "link", "clear", "--dev", o.dev};
-    if (!o.netns.empty()) args.insert(args.end(), {"--netns", o.netns});
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = ::fork();
-    if (pid < 0) throw Error(fmt::format("starting the --auto-restore watchdog: {}", std::strerror(errno)));
-    if (pid == 0) {  // only async-signal-safe calls from here to exec
-        ::setsid();
-        int null = ::open("/dev/null", O_RDWR);
-        if (null >= 0) {
-            ::dup2(null, 0);
-            ::dup2(null, 1);
-            ::dup2(null, 2);
-        }
-        timespec t{static_cast<time_t>(seconds), 0};
-        while (::nanosleep(&t, &t) != 0 && errno == EINTR) {
-        }
-        ::execv(argv[0], argv.data());
-        ::_exit(127);
-    }
-    return pid;
+    lab::WatchdogOptions w;
+    w.seconds = seconds;
+    w.argv = {lab::self_exe(), "link", "clear", "--dev", o.dev};
+    if (!o.netns.empty()) w.argv.insert(w.argv.end(), {"--netns", o.netns});
+    return lab::arm_watchdog(w);
 }
 
 int apply(const Options& o) {

@@ -21,6 +21,7 @@
 #include "lab/run/runner.h"
 #include "lab/session.h"
 #include "lab/signals.h"
+#include "lab/watchdog.h"
 #include "netem/preflight.h"
 #ifdef WANLAB_HAVE_VM
 #include "lab/vm/vm.h"
@@ -42,17 +43,12 @@ struct RunArgs {
     std::string pivot;
     bool quiet = false;
     bool restore = false;
+    bool force = false;
+    unsigned auto_restore_s = 0;
     // Set by the outer wanlab for the run inside the micro-VM.
     std::string where;
     bool inner = false;
 };
-
-std::string self_exe() {
-    std::error_code ec;
-    auto p = fs::read_symlink("/proc/self/exe", ec);
-    if (ec) throw Error(fmt::format("finding the wanlab binary (/proc/self/exe): {}", ec.message()));
-    return p.string();
-}
 
 /// Prints the report of `data` and applies the CI gates; returns the exit status.
 int report_and_gate(const RunArgs& a, const lab::Experiment& exp, const results::RunData& data, int run_status) {
@@ -80,8 +76,16 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
     results::Store store(fs::path(a.out) / "results.db");
     run::Progress progress(a.quiet ? run::Progress::Mode::quiet : run::Progress::detect(stderr));
     run::RunnerOptions ro;
-    ro.run_id = a.run_id;
+    ro.run_id = a.run_id.empty() ? lab::new_run_id() : a.run_id;
     ro.restore_stale = a.restore;
+    ro.force = a.force;
+    if (a.auto_restore_s > 0) {
+        auto w = lab::run_watchdog(ro.run_id, a.auto_restore_s, ro.journal_dir);
+        pid_t pid = lab::arm_watchdog(w);
+        progress.line(fmt::format("run {}: auto-restore by watchdog pid {}: the run ends and the machine is given back "
+                                  "after {} s, or at once if wanlab is killed (log: {})",
+                                  ro.run_id, pid, a.auto_restore_s, w.log.string()));
+    }
     ro.where = a.where.empty() ? "host" : a.where;
     auto outcome = run::run_experiment(exp, text, ro, store, progress, [&signals] { signals.check(); });
     const auto& run = outcome.data.run;
@@ -103,7 +107,7 @@ int run_in_vm(const RunArgs& a, const lab::Experiment& exp) {
     vm::VmOptions vo;
     vo.out_dir = out;
     vm::Vm machine(vo);
-    std::vector<std::string> argv{self_exe(), "run", fs::absolute(a.file).string(), "--no-vm", "--out", out.string(),
+    std::vector<std::string> argv{lab::self_exe(), "run", fs::absolute(a.file).string(), "--no-vm", "--out", out.string(),
                                   "--run", id, "--inner",
                                   "--where", fmt::format("vm ({}, {} cpus)", vm::accel_name(machine.accel().accel),
                                                          machine.cpus())};
@@ -137,6 +141,20 @@ int run(const RunArgs& a) {
     (void)report::parse_format(a.format);  // bad input fails before anything runs
     std::string text;
     auto exp = load_or_throw(a.file, a.sets, &text);
+    if (exp.trials.front().lab.mode == lab::LabSpec::Mode::host && !a.inner) {
+        // Host mode impairs this machine's own interface: the micro-VM has none of it.
+        if (a.vm) throw InputError(fmt::format("{}: [lab] mode = \"host\" impairs this machine's interface {}; it cannot "
+                                               "run in the micro-VM (drop --vm)",
+                                               a.file, exp.trials.front().lab.dev));
+        lab::require_capabilities("wanlab run");
+        auto missing = lab::missing_qdiscs(exp);
+        if (!missing.empty())
+            throw Error(fmt::format("this kernel lacks {} (needed by {}); host mode impairs this machine's own interface, "
+                                    "so it needs them here. {}",
+                                    fmt::join(missing, ", "), a.file, netem::advice_for(missing.front())),
+                        2);
+        return run_here(a, exp, text);
+    }
     if (a.inner || a.no_vm) {
         if (a.no_vm && !a.inner) {
             lab::require_capabilities("wanlab run");
@@ -182,6 +200,11 @@ Runner setup_run(CLI::App& sub) {
     sub.add_option("--run", a->run_id, "Run id (default: random); namespaces are wanlab-RUN-*");
     sub.add_flag("--quiet", a->quiet, "No progress on stderr");
     sub.add_flag("--restore", a->restore, "Restore a stale journal left by a killed run first, instead of refusing");
+    sub.add_flag("--force", a->force, "Host mode: impair the interface even if it carries an SSH session the target filter does not spare");
+    sub.add_option("--auto-restore", a->auto_restore_s,
+                   "Arm a watchdog: the run ends and the machine is given back after SECONDS, or at once if wanlab is killed")
+        ->type_name("SECONDS")
+        ->check(CLI::Range(1u, 7u * 86400u));
     sub.add_option("--where", a->where, "Environment note (set by wanlab itself for runs in the VM)")->group("");
     sub.add_flag("--inner", a->inner, "Measure and record only (the run inside the micro-VM)")->group("");
     sub.footer(

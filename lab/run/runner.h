@@ -29,6 +29,7 @@ struct RunnerOptions {
     bool restore_stale = false;                      ///< undo stale journals instead of refusing
     std::string where = "host";                      ///< Environment::where
     std::filesystem::path journal_dir = lab::kRunDir;
+    bool force = false;                              ///< host mode: see lab::SessionOptions::force
 };
 
 struct Outcome {

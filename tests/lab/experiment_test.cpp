@@ -408,6 +408,30 @@ TEST_CASE("host mode needs dev and target and refuses router sysctls", "[experim
           std::string::npos);
 }
 
+TEST_CASE("host mode takes only probes that measure a remote target through the filter", "[experiment][lab][host]") {
+    const std::string lab = "[lab]\nmode = \"host\"\ndev = \"eth0\"\n";
+    auto ok = load(lab + "target = \"203.0.113.7\"\n[[probe]]\nkind = \"rtt\"\nmethod = \"icmp\"\n"
+                         "[[probe]]\nname = \"b\"\nkind = \"throughput\"\ntool = \"iperf3\"\n"
+                         "[[probe]]\nname = \"w\"\nkind = \"http\"\nurl = \"http://203.0.113.7:8080/\"\n");
+    INFO(ok.messages);
+    CHECK(ok.exp);
+    auto builtin = load(lab + "target = \"203.0.113.7\"\n[[probe]]\nkind = \"throughput\"\n");
+    CHECK(builtin.messages.find("probe `throughput` in [lab] mode = \"host\": the built-in throughput probe needs "
+                                "wanlab's own receiver") != std::string::npos);
+    auto icmp_port = load(lab + "target = \"203.0.113.7\"\nport = 80\n[[probe]]\nkind = \"rtt\"\nmethod = \"icmp\"\n");
+    CHECK(icmp_port.messages.find("ICMP carries no port") != std::string::npos);
+    auto outside = load(lab + "target = \"203.0.113.7\"\n[[probe]]\nkind = \"http\"\nurl = \"http://198.51.100.1/\"\n");
+    CHECK(outside.messages.find("is outside [lab] target = \"203.0.113.7\": the probe would measure an unimpaired path") !=
+          std::string::npos);
+    auto other_port = load(lab + "target = \"203.0.113.7\"\nport = 443\n[[probe]]\nkind = \"http\"\nurl = \"http://203.0.113.7/\"\n");
+    CHECK(other_port.messages.find("is outside") != std::string::npos);
+    auto prefix = load(lab + "target = \"203.0.113.0/24\"\n[[probe]]\nkind = \"rtt\"\nmethod = \"icmp\"\n");
+    CHECK(prefix.messages.find("must be one address, not the prefix \"203.0.113.0/24\"") != std::string::npos);
+    auto in_prefix = load(lab + "target = \"203.0.113.0/24\"\n[[probe]]\nkind = \"http\"\nurl = \"http://203.0.113.9/\"\n");
+    INFO(in_prefix.messages);
+    CHECK(in_prefix.exp);
+}
+
 TEST_CASE("the plan's JSON holds every trial in base units", "[experiment][plan]") {
     auto l = load(R"(
 [link]

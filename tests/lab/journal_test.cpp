@@ -118,6 +118,44 @@ TEST_CASE("a qdisc entry carries the device's snapshot to the undo function") {
                                           "link wanlab-r6-router wl-rs"});
 }
 
+TEST_CASE("a host entry carries everything undoing host mode takes", "[journal][host]") {
+    TempDir dir;
+    wanlab::netem::HostUndo plan;
+    plan.dev = "eth0";
+    plan.root_snapshot = "device eth0\nqdisc 2400\n";
+    plan.ifb = "wlifb-eth0";
+    plan.ingress_created = false;
+    plan.filter_parent = 0xffff0000;
+    plan.filter_prio = 3;
+    plan.v6 = true;
+    {
+        Journal j(dir.path, "r7");
+        j.record(sysctl_entry("", "net.core.rmem_max", "212992"));
+        j.record(host_entry("", plan));
+        j.keep();
+    }
+    std::vector<std::string> log;
+    Undo u = recording(log);
+    wanlab::netem::HostUndo got;
+    u.host = [&](const std::string& ns, const wanlab::netem::HostUndo& h) {
+        log.push_back("host [" + ns + "] " + h.dev);
+        got = h;
+    };
+    CHECK(replay(read_journal(dir.path / "r7.journal"), u).empty());
+    REQUIRE(log.size() == 2);
+    CHECK(log[0] == "host [] eth0");  // newest first: the interface before the sysctl
+    CHECK(got.root_snapshot == plan.root_snapshot);
+    CHECK(got.ifb == "wlifb-eth0");
+    CHECK(!got.ingress_created);
+    CHECK(got.filter_parent == 0xffff0000u);
+    CHECK(got.filter_prio == 3);
+    CHECK(got.v6);
+    // An entry without a device cannot be undone: said, not ignored.
+    auto bad = host_entry("", plan);
+    bad.erase("dev");
+    CHECK_THROWS_WITH(host_undo_of(bad), Catch::Contains("without a device"));
+}
+
 TEST_CASE("find_journals lists only journal files") {
     TempDir dir;
     std::ofstream(dir.path / "lock");

@@ -1,0 +1,107 @@
+#include "lab/watchdog.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace wanlab::lab {
+namespace {
+
+// From here on only async-signal-safe calls: the parent may have threads.
+void nap_ms(long ms) {
+    timespec t{ms / 1000, (ms % 1000) * 1'000'000};
+    while (::nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
+}
+
+long now_ms() {
+    timespec t{};
+    ::clock_gettime(CLOCK_MONOTONIC, &t);
+    return static_cast<long>(t.tv_sec) * 1000 + t.tv_nsec / 1'000'000;
+}
+
+[[noreturn]] void watch(const WatchdogOptions& o, pid_t parent, const char* journal, char* const* argv) {
+    const long deadline = now_ms() + static_cast<long>(o.seconds) * 1000;
+    bool seen = false;
+    auto exists = [journal] { return ::access(journal, F_OK) == 0; };
+    for (;;) {
+        if (o.watch_parent) {
+            seen = seen || exists();
+            if (seen && !exists()) ::_exit(0);  // the run gave the machine back
+            if (::getppid() != parent) {        // it died
+                if (!exists()) ::_exit(0);     // before changing anything, or after giving it back
+                break;                          // killed: its journal is stale now
+            }
+        }
+        if (now_ms() >= deadline) {
+            if (!o.watch_parent) break;
+            ::kill(parent, SIGTERM);  // it restores itself on SIGTERM
+            for (int i = 0; i < 100 && ::getppid() == parent; ++i) nap_ms(100);
+            if (::getppid() == parent) {
+                ::kill(parent, SIGKILL);
+                while (::getppid() == parent) nap_ms(50);
+            }
+            if (!exists()) ::_exit(0);
+            break;
+        }
+        nap_ms(100);
+    }
+    ::execv(argv[0], argv);
+    ::_exit(127);
+}
+
+}  // namespace
+
+std::string self_exe() {
+    std::error_code ec;
+    auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) throw Error(fmt::format("finding the wanlab binary (/proc/self/exe): {}", ec.message()));
+    return p.string();
+}
+
+WatchdogOptions run_watchdog(const std::string& run, unsigned seconds, const std::filesystem::path& dir) {
+    WatchdogOptions w;
+    w.seconds = seconds;
+    w.argv = {self_exe(), "restore", run};
+    w.watch_parent = true;
+    w.journal = dir / (run + ".journal");
+    w.log = dir / (run + ".watchdog.log");
+    std::filesystem::create_directories(dir);
+    return w;
+}
+
+pid_t arm_watchdog(const WatchdogOptions& o) {
+    // Everything the child needs, prepared before fork.
+    std::vector<std::string> args = o.argv;
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::string journal = o.journal.string(), log = o.log.empty() ? "/dev/null" : o.log.string();
+    pid_t parent = ::getpid();
+    pid_t pid = ::fork();
+    if (pid < 0) throw Error(fmt::format("starting the --auto-restore watchdog: {}", std::strerror(errno)));
+    if (pid > 0) return pid;
+    ::setsid();
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // wanlab blocks SIGINT/SIGTERM for its signalfd
+    int in = ::open("/dev/null", O_RDONLY);
+    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (in >= 0) ::dup2(in, 0);
+    if (out >= 0) {
+        ::dup2(out, 1);
+        ::dup2(out, 2);
+    }
+    for (int fd = 3; fd < 1024; ++fd) ::close(fd);  // no lock, socket or pipe of wanlab's stays open
+    watch(o, parent, journal.c_str(), argv.data());
+}
+
+}  // namespace wanlab::lab

@@ -1,0 +1,43 @@
+// The --auto-restore watchdog: a detached process that gives the machine back even when
+// wanlab, or the SSH session that started it, is gone.
+//
+// Contract: arm_watchdog() forks a child in its own session (so Ctrl-C in the terminal and
+// a hang-up of the session do not reach it), with stdio on /dev/null or a log file, which
+// waits and then execs `argv` (a `wanlab` command that restores). Without a watched process
+// it fires when `seconds` have passed (`wanlab link apply --auto-restore`, whose change
+// outlives wanlab on purpose). With one (this process, for `wanlab run` and `lab up`), it
+// also fires as soon as that process dies while its journal is still there (a SIGKILL: the
+// journal is then stale and `wanlab restore` replays it), at the deadline first ends the
+// process (SIGTERM, by which it restores itself; SIGKILL 10 s later if it has not), and it
+// stands down without doing anything once the journal, having appeared, is gone (the run
+// gave the machine back). The child makes only async-signal-safe calls before exec, so it
+// may be armed after threads exist. Thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace wanlab::lab {
+
+struct WatchdogOptions {
+    unsigned seconds = 0;               ///< the deadline, from arming
+    std::vector<std::string> argv;      ///< what restores: argv[0] is an absolute path
+    bool watch_parent = false;          ///< watch the calling process (see above)
+    std::filesystem::path journal;      ///< with watch_parent: the run's journal
+    std::filesystem::path log;          ///< where argv's output goes ("" = /dev/null)
+};
+
+/// The watchdog of run `run` (`wanlab run`, `lab up`): watches this process and the run's
+/// journal in `dir`, restores with `wanlab restore RUN`, logs to <dir>/<run>.watchdog.log.
+WatchdogOptions run_watchdog(const std::string& run, unsigned seconds, const std::filesystem::path& dir);
+
+/// Starts the watchdog; returns its pid. Throws wanlab::Error if it cannot be started.
+pid_t arm_watchdog(const WatchdogOptions& options);
+
+/// The running wanlab binary (/proc/self/exe), for argv[0].
+std::string self_exe();
+
+}  // namespace wanlab::lab
