@@ -5,11 +5,7 @@
 # OUT/results and the measured headline numbers to OUT/headlines.
 # Usage: examples_checks.sh WANLAB SRC OUT
 wanlab=$1 src=$2 out=$3
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*" >>"$out/results"; }
-notok() { n=$((n + 1)); echo "not ok $n - $*" >>"$out/results"; }
-check() { desc=$1; shift; if "$@"; then ok "$desc"; else notok "$desc"; fi; }
-q() { sqlite3 -batch -noheader "$1" "$2"; }
+. "$src/tests/vm/checks_lib.sh"
 # awk-evaluated comparison: holds 'expression' name=value...
 holds() { expr=$1; shift; awk "$@" "BEGIN { exit !($expr) }" </dev/null; }
 

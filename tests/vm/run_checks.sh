@@ -2,11 +2,7 @@
 # Inside the micro-VM (real netem), as root: `wanlab run` end to end. Writes one TAP-like line
 # per check to OUT/results ("ok N - ..." / "not ok N - ..."). Usage: run_checks.sh WANLAB SRC OUT
 wanlab=$1 src=$2 out=$3
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*" >>"$out/results"; }
-notok() { n=$((n + 1)); echo "not ok $n - $*" >>"$out/results"; }
-check() { desc=$1; shift; if "$@"; then ok "$desc"; else notok "$desc"; fi; }
-q() { sqlite3 -batch -noheader "$1" "$2"; }
+. "$src/tests/vm/checks_lib.sh"
 
 # The machine as wanlab must give it back.
 state() {

@@ -1,0 +1,105 @@
+#!/bin/sh
+# Inside the micro-VM (real netem), as root: host mode ([lab] mode = "host") end to end. The
+# VM's "real interface" is a veth wlhost0 (198.18.9.1/24) whose peer lives in the namespace
+# wl-far: the target 198.18.9.2, running iperf3 -s and an HTTP server, and 198.18.9.3, which
+# the target filter must leave unimpaired. Writes one TAP-like line per check to OUT/results.
+# Usage: host_checks.sh WANLAB SRC OUT
+wanlab=$1 src=$2 out=$3
+. "$src/tests/vm/checks_lib.sh"
+between() { awk -v v="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(v + 0 >= lo && v + 0 <= hi) }'; }
+# The smallest of N pings, in ms: the path's delay without the emulated CPU's hiccups.
+min_ms() { ping -q -n -c "$2" -i 0.05 "$1" | sed -n 's|.*= \([0-9.]*\)/.*|\1|p'; }
+
+ip netns add wl-far
+ip link add wlhost0 type veth peer name far0 netns wl-far
+ip addr add 198.18.9.1/24 dev wlhost0 && ip link set wlhost0 up
+ip -n wl-far addr add 198.18.9.2/24 dev far0 && ip -n wl-far addr add 198.18.9.3/24 dev far0
+ip -n wl-far link set far0 up && ip -n wl-far link set lo up
+ip netns exec wl-far iperf3 -s -D -B 198.18.9.2 >/dev/null 2>&1
+ip netns exec wl-far python3 -m http.server 8080 --bind 198.18.9.2 --directory "$src/tests/vm/run" >/dev/null 2>&1 &
+http=$!
+sleep 1
+
+# The machine as wanlab must give it back: the interface's qdiscs and filters, both ways.
+state() {
+    { ip -o link show | sed 's/^[0-9]*: //' | cut -d' ' -f1-2; tc qdisc show; tc filter show dev wlhost0
+      tc filter show dev wlhost0 ingress; sysctl -n net.core.rmem_max; ls /run/wanlab/*.journal 2>/dev/null; } | sort
+}
+state >"$out/state.before"
+same_state() { state | diff "$out/state.before" - >"$out/diff.$1"; }
+bare=$(min_ms 198.18.9.2 10)
+ok "bare path: ping 198.18.9.2 min $bare ms"
+
+# 1. A host-mode run: probes from here against the target's own servers, through the filter.
+db=$out/host/results.db
+"$wanlab" run "$src/tests/vm/run/host.toml" --out "$out/host" --run host1 >"$out/host.stdout" 2>"$out/host.stderr"
+rc=$?
+check "host-mode run exits 0 [rc=$rc]" [ "$rc" = 0 ]
+metric() { q "$db" "select avg(value) from metric_values where run_id='host1' and trial=$1 and probe='$2' and metric='$3'"; }
+p50=$(metric 1 icmp rtt_p50)
+check "trial 1: ICMP RTT to the target is bare + 40 ms (20 ms each way) [p50=$p50 s, bare $bare ms]" \
+    between "$p50" 0.040 $(awk -v b="$bare" 'BEGIN { print 0.045 + b / 1000 }')
+p50=$(metric 2 icmp rtt_p50)
+check "trial 2 (delay taken away mid-run): RTT back near the bare path [p50=$p50 s]" between "$p50" 0 0.005
+tp=$(metric 1 bulk throughput)
+check "iperf3 against the target's iperf3 -s measured through the filter [throughput=$tp bit/s]" between "$tp" 1e6 1e12
+req=$(metric 1 web requests) err=$(metric 1 web errors)
+check "http load against the target's own server [requests=$req errors=$err]" sh -c "between() { awk -v v=\"\$1\" 'BEGIN { exit !(v + 0 >= 1) }'; }; between '$req' && [ '$err' = 0.0 -o '$err' = 0 ]"
+check "the emulation check says host mode" \
+    [ "$(q "$db" "select count(*) from trials where run_id='host1' and emulation_check like '%host mode%'")" = 2 ]
+check "host-mode run restored the interface (qdiscs, filters, no ifb left)" same_state run
+
+# 2. lab up: only the target's traffic is impaired; kill -9, then `wanlab restore`.
+"$wanlab" lab up "$src/tests/vm/run/host.toml" --run hup >"$out/labup.stdout" 2>"$out/labup.stderr" &
+pid=$!
+i=0; while [ $i -lt 100 ] && ! grep -q "is up" "$out/labup.stdout"; do sleep 0.1; i=$((i + 1)); done
+check "lab up in host mode comes up" grep -q "is up" "$out/labup.stdout"
+target=$(min_ms 198.18.9.2 10) other=$(min_ms 198.18.9.3 10)
+check "the target's pings take 40 ms more [min $target ms, bare $bare ms]" between "$target" 40 $(awk -v b="$bare" 'BEGIN { print 45 + b }')
+check "another address on the same interface is spared [min $other ms]" between "$other" 0 5
+kill -9 $pid; wait $pid 2>/dev/null
+check "after kill -9 the interface is still impaired and the journal is left" \
+    sh -c "tc qdisc show dev wlhost0 | grep -q netem && ls /run/wanlab/hup.journal >/dev/null"
+"$wanlab" restore >"$out/restore.out" 2>&1
+rc=$?
+check "wanlab restore exits 0 [rc=$rc]" [ "$rc" = 0 ]
+check "after kill -9 + restore: the interface as before" same_state kill
+
+# 3. The SSH guard: a session whose peer is the target is refused, one the filter spares is not.
+SSH_CONNECTION="198.18.9.2 50000 198.18.9.1 22" "$wanlab" run "$src/tests/vm/run/host.toml" --out "$out/guard" \
+    --run guard1 >/dev/null 2>"$out/guard.stderr"
+rc=$?
+check "a run that would impair the SSH session's peer is refused [rc=$rc]" \
+    sh -c "[ $rc = 2 ] && grep -q 'carries the SSH session from 198.18.9.2' '$out/guard.stderr'"
+check "the refused run changed nothing" same_state guard
+SSH_CONNECTION="198.18.9.3 50000 198.18.9.1 22" "$wanlab" run "$src/tests/vm/run/host-long.toml" --out "$out/spared" \
+    --run spared1 --quiet --set run.repeats=1 >/dev/null 2>"$out/spared.stderr"
+rc=$?
+check "a session the target filter spares does not stop the run [rc=$rc]" [ "$rc" = 0 ]
+check "... and it restored the interface" same_state spared
+
+# 4. --auto-restore: the watchdog ends a run that outlives its deadline, and restores at once
+#    after a kill -9 without anyone running `wanlab restore`.
+start=$(date +%s)
+"$wanlab" run "$src/tests/vm/run/host-long.toml" --out "$out/auto" --run auto1 --auto-restore 4 --quiet \
+    >"$out/auto.stdout" 2>"$out/auto.stderr"
+rc=$? took=$(( $(date +%s) - start ))
+check "the watchdog ended the run at its deadline by SIGTERM [rc=$rc, ${took} s]" sh -c "[ $rc = 130 ] && [ $took -lt 30 ]"
+check "the run is recorded as interrupted" [ "$(q "$out/auto/results.db" "select status from runs where id='auto1'")" = interrupted ]
+sleep 1
+check "after the watchdog's deadline: the interface and sysctl as before" same_state auto
+"$wanlab" run "$src/tests/vm/run/host-long.toml" --out "$out/auto9" --run auto9 --auto-restore 600 --quiet \
+    >/dev/null 2>"$out/auto9.stderr" &
+pid=$!
+i=0; while [ $i -lt 100 ] && ! tc qdisc show dev wlhost0 | grep -q netem; do sleep 0.1; i=$((i + 1)); done
+check "the long run impaired the interface" sh -c "tc qdisc show dev wlhost0 | grep -q netem"
+kill -9 $pid; wait $pid 2>/dev/null
+i=0; while [ $i -lt 100 ] && [ -e /run/wanlab/auto9.journal ]; do sleep 0.1; i=$((i + 1)); done
+check "after kill -9 the watchdog restored by itself: the interface and sysctl as before" same_state auto9
+check "the watchdog's log shows the restore" grep -q "the machine is back as it was" /run/wanlab/auto9.watchdog.log
+
+kill $http 2>/dev/null
+pkill -f "iperf3 -s -D -B 198.18.9.2" 2>/dev/null
+ip link del wlhost0 2>/dev/null
+ip netns del wl-far
+exit 0
