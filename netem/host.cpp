@@ -9,6 +9,8 @@
 #include <linux/pkt_sched.h>
 #include <linux/tc_act/tc_mirred.h>
 #include <memory>
+#include <set>
+#include <utility>
 
 #include <fmt/format.h>
 #include <netlink/route/act/mirred.h>
@@ -179,6 +181,21 @@ Request delete_ingress(int ifindex, const std::string& dev) {
     return r;
 }
 
+// Whether the device's root tree (qdiscs and classes: kind, handle, parent, options) is the
+// snapshot's.
+bool same_tree(QdiscKernel& kernel, int ifindex, const DeviceQdiscs& snapshot) {
+    auto same = [](std::vector<TcObject> now, const std::vector<TcObject>& then) {
+        std::erase_if(now, [](const TcObject& o) { return o.parent == TC_H_INGRESS; });
+        std::vector<TcObject> old = then;
+        std::erase_if(old, [](const TcObject& o) { return o.parent == TC_H_INGRESS; });
+        return std::equal(now.begin(), now.end(), old.begin(), old.end(), [](const TcObject& a, const TcObject& b) {
+            return a.kind == b.kind && a.handle == b.handle && a.parent == b.parent && a.options == b.options;
+        });
+    };
+    return same(kernel.dump(ifindex, false), snapshot.snapshot_qdiscs()) &&
+           same(kernel.dump(ifindex, true), snapshot.snapshot_classes());
+}
+
 const TcObject* ingress_of(const std::vector<TcObject>& qdiscs) {
     for (const auto& q : qdiscs)
         if (q.parent == TC_H_INGRESS) return &q;
@@ -218,7 +235,10 @@ void undo_host(QdiscKernel& kernel, const HostUndo& u) {
         }
         attempt([&] {
             auto root = DeviceQdiscs::from_serialized(kernel, u.dev, u.root_snapshot);
-            root.restore();
+            // A tree exactly as the snapshot has it was never changed (a run that impaired
+            // only the way in, or was killed before): deleting and replaying it would lose
+            // what the snapshot does not hold, its statistics and queued packets.
+            if (!same_tree(kernel, ifindex, root)) root.restore();
             root.release();
         });
     }
@@ -238,6 +258,25 @@ HostImpairment::HostImpairment(QdiscKernel& kernel, std::string dev, Filter targ
     plan_.root_snapshot = egress_->serialize();
     plan_.ifb = ifb_name(dev_);
     plan_.v6 = is_v6(target_);
+    // wanlab replaces the root tree for the way out and replays the snapshot afterwards; the
+    // snapshot holds qdiscs and classes, not filters, so a root tree with filters of the
+    // user's could not be given back.
+    if (!egress_->default_root()) {
+        // Counted by (parent, priority): the kernel dumps a u32 filter as its hash table and its key.
+        std::set<std::pair<std::uint32_t, std::uint32_t>> found;
+        auto look = [&](std::uint32_t parent) {
+            for (const auto& f : kernel_.dump_filters(ifindex_, parent)) found.emplace(parent, f.info >> 16);
+        };
+        for (const auto& q : egress_->snapshot_qdiscs())
+            if (q.parent != TC_H_INGRESS) look(q.handle);
+        for (const auto& c : egress_->snapshot_classes()) look(c.handle);
+        std::size_t filters = found.size();
+        if (filters > 0)
+            egress_error_ = fmt::format("{}'s root qdisc tree has {} filter{} of its own, which wanlab could not put "
+                                        "back after replacing the tree; impair only the download direction ([link.down]), "
+                                        "or remove them first (`tc filter show dev {}`)",
+                                        dev_, filters, filters == 1 ? "" : "s", dev_);
+    }
     const TcObject* existing = ingress_of(kernel_.dump(ifindex_, false));
     if (!existing) {
         plan_.ingress_created = true;
@@ -249,7 +288,7 @@ HostImpairment::HostImpairment(QdiscKernel& kernel, std::string dev, Filter targ
     // lowest priority number none of theirs uses.
     if (existing->kind != "ingress" && existing->kind != "clsact") {
         ingress_error_ = fmt::format("{} has an ingress qdisc of kind {}, which wanlab cannot add a filter to; remove "
-                                     "it or impair only the upload direction",
+                                     "it or impair only the upload direction ([link.up])",
                                      dev_, existing->kind);
         return;
     }
@@ -269,7 +308,13 @@ HostImpairment::~HostImpairment() {
     }
 }
 
+void HostImpairment::check(bool up, bool down) const {
+    if (up && !egress_error_.empty()) throw InputError(egress_error_);
+    if (down && !ingress_error_.empty()) throw InputError(ingress_error_);
+}
+
 void HostImpairment::build_egress_root() {
+    check(true, false);
     if (!egress_) egress_.emplace(kernel_, dev_);
     Filter to_target = target_;
     to_target.match_source = false;
@@ -280,7 +325,7 @@ void HostImpairment::build_egress_root() {
 }
 
 void HostImpairment::build_ingress() {
-    if (!ingress_error_.empty()) throw Error(ingress_error_);
+    check(false, true);
     ingress_built_ = true;  // before the first change: restore() undoes whatever part was made
     int ifb_index = kernel_.create_ifb(plan_.ifb);
     if (plan_.ingress_created) {

@@ -53,8 +53,9 @@ struct HostUndo {
 };
 
 /// Undoes whatever a HostImpairment with plan `u` changed, looking at the kernel first so
-/// every step is skipped when its change is absent (never made, or already undone): safe to
-/// run any number of times, from any process. Throws wanlab::Error listing the steps that
+/// every step is skipped when its change is absent (never made, or already undone; a root
+/// tree identical to the snapshot is left alone): safe to run any number of times, from any
+/// process. Throws wanlab::Error listing the steps that
 /// failed; the others are done regardless.
 void undo_host(QdiscKernel& kernel, const HostUndo& u);
 
@@ -71,6 +72,10 @@ public:
     void apply(const Direction& up, const Direction& down, std::uint32_t mtu, const Psched& psched);
     void restore();
     const HostUndo& undo_plan() const { return plan_; }
+    /// Throws wanlab::InputError, before anything changes, if the interface's own set-up
+    /// keeps a direction that will be impaired (`up`, `down`) from being given back: a root
+    /// tree with filters of the user's, an ingress qdisc of a kind wanlab cannot join.
+    void check(bool up, bool down) const;
 
 private:
     void build_egress_root();
@@ -85,6 +90,7 @@ private:
     bool egress_root_ = false;
     bool ingress_built_ = false;  ///< the ifb and wanlab's ingress filter (may) exist
     std::string ingress_error_;   ///< why the ingress direction cannot be impaired, if so
+    std::string egress_error_;    ///< why the egress direction cannot be, if so
     std::optional<DeviceQdiscs> ifb_qdiscs_;
 };
 

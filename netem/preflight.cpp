@@ -171,4 +171,11 @@ std::string advice_for(const std::string& feature) {
     return {};
 }
 
+std::string ifb_autoload_problem() {
+    std::error_code ec;
+    if (std::filesystem::exists("/sys/module/ifb", ec) || !module_present("ifb")) return "";
+    return "the ifb module is not loaded, and creating wanlab's ifb device would load it with its default of two "
+           "extra devices, ifb0 and ifb1, left behind afterwards; load it without them first: `modprobe ifb numifbs=0`";
+}
+
 }  // namespace wanlab::netem

@@ -19,6 +19,11 @@ struct Feature {
 /// CAP_SYS_ADMIN (to make the scratch namespace); throws wanlab::Error otherwise.
 std::vector<Feature> probe_kernel_features();
 
+/// Why creating an ifb device here would leave devices behind, "" if it would not: the ifb
+/// module is loadable but not loaded, and the kernel loading it on demand also creates ifb0
+/// and ifb1 (numifbs=2), which nobody asked for.
+std::string ifb_autoload_problem();
+
 /// What to do about a missing feature on common systems (multi-line), "" if nothing to say.
 std::string advice_for(const std::string& feature);
 

@@ -13,16 +13,23 @@ wanlab::netem::LinkSpec link_of(const std::string& link) {
     REQUIRE(l.exp);
     return l.exp->trials[0].link;
 }
+// The user's own qdisc `kind` on eth0 at `parent`, with a u32 filter at priority 1 that
+// classifies into `classid` (or, with 0, redirects).
+void add_users(RecordingKernel& k, const char* kind, std::uint32_t parent, std::uint32_t handle, const Filter& f,
+               std::uint32_t classid) {
+    TcObject q;
+    q.kind = kind;
+    q.ifindex = 2;
+    q.parent = parent;
+    q.handle = handle;
+    k.send(replay_request(q, false, "eth0"));
+    k.send(target_filter(2, "eth0", handle, f, classid, classid ? 0 : 100, 1));
+    k.sent.clear();
+}
+
 // The user's own: an ingress qdisc on eth0 with a u32 filter at priority 1.
 void add_users_ingress(RecordingKernel& k) {
-    TcObject ingress;
-    ingress.kind = "ingress";
-    ingress.ifindex = 2;
-    ingress.parent = 0xfffffff1;  // TC_H_INGRESS
-    ingress.handle = 0xffff0000;
-    k.send(replay_request(ingress, false, "eth0"));
-    k.send(target_filter(2, "eth0", 0xffff0000, Filter{"198.18.9.0/24", 0, true}, 0, 100, 1));
-    k.sent.clear();
+    add_users(k, "ingress", 0xfffffff1 /* TC_H_INGRESS */, 0xffff0000, Filter{"198.18.9.0/24", 0, true}, 0);
 }
 }  // namespace
 
@@ -120,4 +127,22 @@ TEST_CASE("undo_host, from the plan alone, undoes what a killed run left and is 
         undo_host(killed, plan);  // again: nothing left to do, nothing sent
         CHECK(killed.sent.size() == sent);
     }
+}
+
+TEST_CASE("a user's root tree with filters is refused before anything changes, and the way in alone leaves it",
+          "[netem][host]") {
+    RecordingKernel k;
+    // The user's: an htb root 5: with a filter on it.
+    add_users(k, "htb", 0xffffffff /* TC_H_ROOT */, 0x50000, Filter{"198.18.9.0/24", 0, false}, 0x50001);
+    HostImpairment h(k, "eth0", Filter{"198.18.0.2", 0, false}, 10'000'000'000);
+    CHECK_THROWS_WITH(h.check(true, false), Catch::Contains("root qdisc tree has 1 filter of its own"));
+    CHECK_NOTHROW(h.check(false, true));
+    CHECK(k.sent.empty());
+    auto down = link_of("[link.down]\ndelay = \"20ms\"\n");
+    h.apply(down.up, down.down, 1500, Psched{});
+    h.restore();
+    // The root was never touched, so the undo leaves it (and its filter) alone.
+    for (const auto& r : k.sent) CHECK(r.what.find("root") == std::string::npos);
+    CHECK(k.filters[2].size() == 1);
+    CHECK(k.qdiscs[2].size() == 1);
 }
