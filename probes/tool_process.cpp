@@ -76,6 +76,7 @@ public:
         sigset_t none;
         sigemptyset(&none);
         ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        ::signal(SIGPIPE, SIG_DFL);  // wanlab ignores it; exec would keep that
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (netns_fd_ >= 0 && ::setns(netns_fd_, CLONE_NEWNET) != 0) {
             // Not e.set_error(): in 1.74 it writes the error code and the message length with

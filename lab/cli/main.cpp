@@ -1,5 +1,6 @@
 // wanlab: the thin front end. Picks a sub-command from the table in commands.cpp, parses
 // its options with CLI11 and maps every failure to an exit status in one place.
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -16,6 +17,10 @@
 #include "lab/version.h"
 
 int main(int argc, char** argv) {
+    // A reader that goes away (`| head`, a tee killed with the SSH session) must not kill
+    // wanlab while it holds the machine's network: writes fail with EPIPE instead, and the
+    // run still gives everything back. Tools wanlab starts get the default back (ToolProcess).
+    ::signal(SIGPIPE, SIG_IGN);
     CLI::App app{"wanlab: emulate WAN links, sweep kernel network settings, measure the difference.\n"
                  "Experiments are TOML files; see docs/experiment-format.md.",
                  "wanlab"};

@@ -28,6 +28,11 @@ std::string Progress::clock(double s) {
     return fmt::format("{}s", t);
 }
 
+void Progress::put(const std::string& text) {
+    // Never throws: a progress reader that went away must not end the run mid-change.
+    std::fputs(text.c_str(), out_);
+}
+
 void Progress::status(const std::string& what, std::chrono::duration<double> done) {
     if (mode_ == Mode::quiet) return;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -36,10 +41,10 @@ void Progress::status(const std::string& what, std::chrono::duration<double> don
     double eta = std::max(0.0, planned_ - done.count()) * pace;
     std::string text = fmt::format("{} | {} elapsed, ETA {}", what, clock(elapsed), clock(eta));
     if (mode_ == Mode::terminal) {
-        fmt::print(out_, "\r\x1b[K{}", text);
+        put("\r\x1b[K" + text);
         dirty_ = true;
     } else {
-        fmt::print(out_, "wanlab: {}\n", text);
+        put("wanlab: " + text + "\n");
     }
     std::fflush(out_);
 }
@@ -47,13 +52,13 @@ void Progress::status(const std::string& what, std::chrono::duration<double> don
 void Progress::line(const std::string& text) {
     if (mode_ == Mode::quiet) return;
     clear();
-    fmt::print(out_, "wanlab: {}\n", text);
+    put("wanlab: " + text + "\n");
     std::fflush(out_);
 }
 
 void Progress::clear() {
     if (dirty_) {
-        fmt::print(out_, "\r\x1b[K");
+        put("\r\x1b[K");
         std::fflush(out_);
         dirty_ = false;
     }

@@ -34,6 +34,7 @@ public:
 
 private:
     void clear();
+    void put(const std::string& text);
     Mode mode_;
     std::FILE* out_;
     std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
