@@ -57,12 +57,21 @@ std::string read_file(const std::string& path) {
 bool in_prefix(const std::string& address, const std::string& prefix) {
     auto slash = prefix.find('/');
     std::string net = prefix.substr(0, slash);
-    in_addr a{}, n{};
-    if (inet_pton(AF_INET, address.c_str(), &a) != 1 || inet_pton(AF_INET, net.c_str(), &n) != 1)
-        return address == net;  // IPv6 or names: only an exact match is known to cover it
-    int bits = slash == std::string::npos ? 32 : std::stoi(prefix.substr(slash + 1));
-    std::uint32_t mask = bits == 0 ? 0 : htonl(~0U << (32 - bits));
-    return (a.s_addr & mask) == (n.s_addr & mask);
+    unsigned char a[16] = {}, n[16] = {};
+    int bytes = 4;
+    if (inet_pton(AF_INET, address.c_str(), a) == 1 && inet_pton(AF_INET, net.c_str(), n) == 1) {
+        bytes = 4;
+    } else if (inet_pton(AF_INET6, address.c_str(), a) == 1 && inet_pton(AF_INET6, net.c_str(), n) == 1) {
+        bytes = 16;
+    } else {
+        return false;  // different families (or not addresses): the target filter does not match it
+    }
+    int bits = slash == std::string::npos ? bytes * 8 : std::stoi(prefix.substr(slash + 1));
+    for (int i = 0; i < bytes && bits > 0; ++i, bits -= 8) {
+        auto mask = static_cast<unsigned char>(bits >= 8 ? 0xff : 0xff << (8 - bits));
+        if ((a[i] & mask) != (n[i] & mask)) return false;
+    }
+    return true;
 }
 
 }  // namespace
@@ -150,7 +159,9 @@ void refuse_if_ssh(const std::string& netns, const std::string& dev, const std::
     auto addresses = interface_addresses(netns, dev);
     for (const auto& s : ssh_sessions(netns)) {
         bool here = std::find(addresses.begin(), addresses.end(), s.local) != addresses.end();
-        if (!here || spared(s.peer, prefix, port, s.local_port)) continue;
+        // A port filter matches the peer's side of the connection: destination port on the
+        // way out, source port on the way in.
+        if (!here || spared(s.peer, prefix, port, s.peer_port)) continue;
         throw InputError(fmt::format(
             "{} carries the SSH session from {} (to {} port {}): impairing it could cut you off. Impair "
             "another interface, use host mode with a [lab] target that spares {}, or give --force (and consider "

@@ -32,8 +32,10 @@ std::vector<SshSession> ssh_sessions(const std::string& netns);
 /// The addresses `dev` holds in namespace `netns`.
 std::vector<std::string> interface_addresses(const std::string& netns, const std::string& dev);
 
-/// Whether traffic to `peer` escapes an impairment limited to `prefix` ("" = all traffic,
-/// "198.18.0.0/15", "203.0.113.7") and `port` (0 = any; SSH's port 22 escapes any other).
+/// Whether traffic to `peer`, whose end of the connection is port `peer_port`, escapes an
+/// impairment limited to `prefix` ("" = all traffic, "198.18.0.0/15", "2001:db8::/32") and
+/// `port` (0 = any): the target filter matches the port on the peer's side (destination port
+/// out, source port in), so an SSH client's session escapes any port filter but its own port.
 bool spared(const std::string& peer, const std::string& prefix, std::uint16_t port, std::uint16_t peer_port);
 
 /// Throws wanlab::InputError (exit 2) naming the session and the way out when impairing `dev`

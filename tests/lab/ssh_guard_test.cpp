@@ -52,4 +52,13 @@ TEST_CASE("an impairment spares an SSH peer outside its prefix or on another por
     CHECK(spared("198.51.100.7", "198.51.100.8", 0, 22));           // another host
     CHECK(spared("198.51.100.7", "198.51.100.0/24", 443, 22));      // only port 443 impaired
     CHECK_FALSE(spared("198.51.100.7", "198.51.100.0/24", 22, 22));
+    // The port filter matches the peer's end: an SSH client on port 51234 escapes `port = 22`.
+    CHECK(spared("198.51.100.7", "198.51.100.0/24", 22, 51234));
+    CHECK_FALSE(spared("198.51.100.7", "198.51.100.0/24", 51234, 51234));
+    // IPv6: a real prefix match, whatever the spelling.
+    CHECK_FALSE(spared("2001:db8::10", "2001:db8::/32", 0, 51234));
+    CHECK_FALSE(spared("2001:DB8::5", "2001:db8::5", 0, 51234));
+    CHECK(spared("2001:db9::10", "2001:db8::/32", 0, 51234));
+    CHECK(spared("2001:db8:0:1::10", "2001:db8::/64", 0, 51234));
+    CHECK(spared("198.51.100.7", "2001:db8::/32", 0, 51234));  // another family: not filtered
 }
