@@ -127,9 +127,23 @@ netem::HostUndo host_undo_of(const json& e) {
     return u;
 }
 
+namespace {
+// The state letter of /proc/PID/stat (field 3), '\0' if there is no such process.
+char process_state(pid_t pid) {
+    std::ifstream in(fmt::format("/proc/{}/stat", pid));
+    std::string stat;
+    if (!std::getline(in, stat)) return '\0';
+    auto close = stat.rfind(')');
+    return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : '\0';
+}
+}  // namespace
+
 bool JournalFile::live() const {
     if (pid <= 0) return false;
-    return process_start_time(pid) == start_time && start_time != 0;
+    if (process_start_time(pid) != start_time || start_time == 0) return false;
+    // A zombie (killed, not yet reaped by its parent) will never undo anything.
+    char state = process_state(pid);
+    return state != 'Z' && state != 'X' && state != '\0';
 }
 
 JournalFile read_journal(const std::filesystem::path& path) {

@@ -22,39 +22,61 @@ void nap_ms(long ms) {
     }
 }
 
+// Nothing happened worth keeping: the log goes, and so does the watchdog.
+[[noreturn]] void stand_down(const char* log) {
+    if (std::strcmp(log, "/dev/null") != 0) ::unlink(log);
+    ::_exit(0);
+}
+
 long now_ms() {
     timespec t{};
     ::clock_gettime(CLOCK_MONOTONIC, &t);
     return static_cast<long>(t.tv_sec) * 1000 + t.tv_nsec / 1'000'000;
 }
 
-[[noreturn]] void watch(const WatchdogOptions& o, pid_t parent, const char* journal, char* const* argv) {
+// What the child needs, prepared before fork.
+struct Prepared {
+    pid_t parent;
+    const char* journal;
+    const char* log;
+    const char* deadline_note;  ///< written to the log when the deadline ends the run
+    char* const* argv;
+};
+
+[[noreturn]] void watch(const WatchdogOptions& o, const Prepared& p) {
+    const pid_t parent = p.parent;
+    const char* journal = p.journal;
+    const char* log = p.log;
+    char* const* argv = p.argv;
     const long deadline = now_ms() + static_cast<long>(o.seconds) * 1000;
     bool seen = false;
     auto exists = [journal] { return ::access(journal, F_OK) == 0; };
     for (;;) {
         if (o.watch_parent) {
             seen = seen || exists();
-            if (seen && !exists()) ::_exit(0);  // the run gave the machine back
-            if (::getppid() != parent) {        // it died
-                if (!exists()) ::_exit(0);     // before changing anything, or after giving it back
-                break;                          // killed: its journal is stale now
+            if (seen && !exists()) stand_down(log);  // the run gave the machine back
+            if (::getppid() != parent) {             // it died
+                if (!exists()) stand_down(log);     // before changing anything, or after giving it back
+                break;                               // killed: its journal is stale now
             }
         }
         if (now_ms() >= deadline) {
             if (!o.watch_parent) break;
+            (void)!::write(1, p.deadline_note, std::strlen(p.deadline_note));
             ::kill(parent, SIGTERM);  // it restores itself on SIGTERM
             for (int i = 0; i < 100 && ::getppid() == parent; ++i) nap_ms(100);
             if (::getppid() == parent) {
                 ::kill(parent, SIGKILL);
                 while (::getppid() == parent) nap_ms(50);
             }
-            if (!exists()) ::_exit(0);
+            if (!exists()) ::_exit(0);  // it gave the machine back itself; the log says why it ended
             break;
         }
         nap_ms(100);
     }
     ::execv(argv[0], argv);
+    static const char failed[] = "wanlab watchdog: could not start wanlab to restore; run `wanlab restore`\n";
+    (void)!::write(2, failed, sizeof failed - 1);
     ::_exit(127);
 }
 
@@ -86,6 +108,9 @@ pid_t arm_watchdog(const WatchdogOptions& o) {
     argv.push_back(nullptr);
     std::string journal = o.journal.string(), log = o.log.empty() ? "/dev/null" : o.log.string();
     pid_t parent = ::getpid();
+    std::string note = fmt::format("wanlab watchdog: the --auto-restore deadline of {} s has passed: SIGTERM to wanlab "
+                                   "(pid {}), which gives the machine back\n",
+                                   o.seconds, parent);
     pid_t pid = ::fork();
     if (pid < 0) throw Error(fmt::format("starting the --auto-restore watchdog: {}", std::strerror(errno)));
     if (pid > 0) return pid;
@@ -100,8 +125,10 @@ pid_t arm_watchdog(const WatchdogOptions& o) {
         ::dup2(out, 1);
         ::dup2(out, 2);
     }
-    for (int fd = 3; fd < 1024; ++fd) ::close(fd);  // no lock, socket or pipe of wanlab's stays open
-    watch(o, parent, journal.c_str(), argv.data());
+    // No lock, socket or pipe of wanlab's stays open in the watchdog.
+    if (::close_range(3, ~0U, 0) != 0)
+        for (int fd = 3; fd < 65536; ++fd) ::close(fd);
+    watch(o, Prepared{parent, journal.c_str(), log.c_str(), note.c_str(), argv.data()});
 }
 
 }  // namespace wanlab::lab

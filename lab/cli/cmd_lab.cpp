@@ -67,15 +67,15 @@ int lab_up(const UpOptions& o) {
     options.run = o.run.empty() ? lab::new_run_id() : o.run;
     options.restore_stale = o.restore;
     options.force = o.force;
-    if (o.auto_restore_s > 0) {
-        pid_t pid = lab::arm_watchdog(lab::run_watchdog(options.run, o.auto_restore_s, lab::kRunDir));
-        say(fmt::format("wanlab lab up: auto-restore by watchdog pid {}: the lab comes down after {} s, or at once if "
-                        "wanlab is killed",
-                        pid, o.auto_restore_s));
-    }
     options.log = [](const std::string& s) { say("  " + s); };
     options.progress = [&](const std::string& stage) {
         say(fmt::format("wanlab lab up: stage {} done", stage));
+        if (stage == "journal" && o.auto_restore_s > 0) {  // armed once the journal it watches exists
+            pid_t pid = lab::arm_watchdog(lab::run_watchdog(options.run, o.auto_restore_s, lab::kRunDir));
+            say(fmt::format("wanlab lab up: auto-restore by watchdog pid {}: the lab comes down after {} s, or at once "
+                            "if wanlab is killed",
+                            pid, o.auto_restore_s));
+        }
         if (stage == o.hold_after) throw lab::Interrupted(wait_for_signal(signals));
         signals.check();
     };

@@ -24,6 +24,7 @@
 #include "lab/cli/command.h"
 #include "lab/cli/load.h"
 #include "lab/experiment.h"
+#include "lab/journal.h"
 #include "lab/plan.h"
 #include "lab/ssh_guard.h"
 #include "lab/watchdog.h"
@@ -57,6 +58,13 @@ struct Options {
 };
 
 std::string netns_path(const Options& o) { return o.netns.empty() ? std::string() : "/run/netns/" + o.netns; }
+
+/// The device's lock, the one a host-mode run holds (lab/session.cpp): `link apply` and
+/// `link clear` never change a device a run is impairing.
+lab::FileLock lock_device(const Options& o) {
+    std::string name = o.netns.empty() ? o.dev : o.netns + "--" + o.dev;
+    return lab::FileLock(fs::path(lab::kRunDir) / fmt::format("dev-{}.lock", name), false, "device " + o.dev);
+}
 
 fs::path snapshot_path(const Options& o) {
     return fs::path("/run/wanlab/link") / fmt::format("{}{}.snapshot", o.netns.empty() ? "" : o.netns + "--", o.dev);
@@ -104,6 +112,7 @@ int apply(const Options& o) {
             std::puts(line.c_str());
         return 0;
     }
+    auto lock = lock_device(o);
     netem::NetlinkKernel kernel(netns_path(o));
     auto path = snapshot_path(o);
     // The first apply saves what the device had; later ones keep that original snapshot.
@@ -148,6 +157,7 @@ int clear(const Options& o) {
         std::printf("%s: nothing to clear (wanlab has no saved qdiscs for it)\n", o.dev.c_str());
         return 0;
     }
+    auto lock = lock_device(o);
     netem::NetlinkKernel kernel(netns_path(o));
     std::ifstream in(path);
     std::stringstream text;

@@ -41,11 +41,14 @@ Runner setup_restore(CLI::App& sub) {
         sysctl::RealProcSys proc;
         auto undo = lab::machine_undo(proc, say);
         int status = 0;
+        bool skipped = false;
         for (const auto& j : journals) {
             if (j.live()) {
                 std::puts(fmt::format("wanlab restore: run {} is live (pid {}); stop it with `wanlab lab down {}`", j.run,
                                       j.pid, j.run)
                               .c_str());
+                skipped = true;
+                if (!o->runs.empty()) status = 1;  // asked for by name, and not restored
                 continue;
             }
             std::puts(fmt::format("wanlab restore: run {} ({} entries)", j.run, j.entries.size()).c_str());
@@ -53,7 +56,7 @@ Runner setup_restore(CLI::App& sub) {
             for (const auto& f : failures) std::fputs(fmt::format("wanlab: error: {}\n", f).c_str(), stderr);
             if (!failures.empty()) status = 1;
         }
-        if (status == 0) std::puts("wanlab restore: the machine is back as it was");
+        if (status == 0 && !skipped) std::puts("wanlab restore: the machine is back as it was");
         return status;
     };
 }

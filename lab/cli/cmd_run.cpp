@@ -79,13 +79,15 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
     ro.run_id = a.run_id.empty() ? lab::new_run_id() : a.run_id;
     ro.restore_stale = a.restore;
     ro.force = a.force;
-    if (a.auto_restore_s > 0) {
-        auto w = lab::run_watchdog(ro.run_id, a.auto_restore_s, ro.journal_dir);
-        pid_t pid = lab::arm_watchdog(w);
-        progress.line(fmt::format("run {}: auto-restore by watchdog pid {}: the run ends and the machine is given back "
-                                  "after {} s, or at once if wanlab is killed (log: {})",
-                                  ro.run_id, pid, a.auto_restore_s, w.log.string()));
-    }
+    if (a.auto_restore_s > 0)
+        ro.on_stage = [&](const std::string& stage) {
+            if (stage != "journal") return;  // armed once the journal it watches exists
+            auto w = lab::run_watchdog(ro.run_id, a.auto_restore_s, ro.journal_dir);
+            pid_t pid = lab::arm_watchdog(w);
+            progress.line(fmt::format("run {}: auto-restore by watchdog pid {}: the run ends and the machine is given "
+                                      "back after {} s, or at once if wanlab is killed (log: {})",
+                                      ro.run_id, pid, a.auto_restore_s, w.log.string()));
+        };
     ro.where = a.where.empty() ? "host" : a.where;
     auto outcome = run::run_experiment(exp, text, ro, store, progress, [&signals] { signals.check(); });
     const auto& run = outcome.data.run;
@@ -101,6 +103,10 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
 
 #ifdef WANLAB_HAVE_VM
 int run_in_vm(const RunArgs& a, const lab::Experiment& exp) {
+    if (a.auto_restore_s > 0)
+        std::fputs("wanlab: --auto-restore does not apply to a run in the micro-VM: it changes only the VM, which "
+                   "goes away with everything in it when the run ends or wanlab is killed\n",
+                   stderr);
     fs::create_directories(a.out);
     fs::path out = fs::absolute(a.out);
     std::string id = a.run_id.empty() ? lab::new_run_id() : a.run_id;

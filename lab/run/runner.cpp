@@ -96,7 +96,6 @@ public:
     void run(const lab::Trial& t, results::Trial& rec, const probes::Endpoints& where) {
         auto label = fmt::format("[{}/{}] {}{}{}", t.index, exp_.trials.size(), t.variant, t.sweep.empty() ? "" : " ",
                                  point_text(t));
-        auto e = expected_of(t);
         if (checks_emulation(t))
             progress_.status(label + ": checking the emulation", 1s * done_);
         if (where.server.remote) {
@@ -227,7 +226,8 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
     so.restore_stale = options.restore_stale;
     so.dir = options.journal_dir;
     so.log = [&progress](const std::string& s) { progress.line(s); };
-    so.progress = [&tick](const std::string&) {
+    so.progress = [&tick, &options](const std::string& stage) {
+        if (options.on_stage) options.on_stage(stage);
         if (tick) tick();
     };
     std::optional<lab::LabSession> session;

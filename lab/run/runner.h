@@ -13,6 +13,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "lab/experiment.h"
@@ -30,6 +31,9 @@ struct RunnerOptions {
     std::string where = "host";                      ///< Environment::where
     std::filesystem::path journal_dir = lab::kRunDir;
     bool force = false;                              ///< host mode: see lab::SessionOptions::force
+    /// Called after each stage of building the lab ("journal", "namespaces", ...), from the
+    /// calling thread before any probe thread exists (`wanlab run` arms its watchdog here).
+    std::function<void(const std::string& stage)> on_stage;
 };
 
 struct Outcome {
