@@ -43,6 +43,10 @@ std::set<std::string> needed_qdiscs(const Experiment& exp) {
             kinds.insert("netem");
             if (d->rate_bps && d->shaper != netem::Shaper::netem) kinds.insert(netem::to_string(d->shaper));
             if (d->queue != netem::Queue::none) kinds.insert(netem::to_string(d->queue));
+            // Host mode's own tree: the htb root with the target's class on the way out,
+            // the ingress hook and an ifb on the way in.
+            if (t.lab.mode == LabSpec::Mode::host) kinds.insert(d == &t.link.up ? "htb" : "ingress");
+            if (t.lab.mode == LabSpec::Mode::host && d == &t.link.down) kinds.insert("ifb");
         }
     return kinds;
 }

@@ -367,11 +367,48 @@ void check_host_probes(const Trial& t, Diagnostics& diag) {
             continue;
         }
         if (!v4)
-            where("the probes connect over IPv4; give an IPv4 [lab] target, or use an http probe with a url");
+            where("the probes connect over IPv4 only: give an IPv4 [lab] target");
         else if (!single)
             where(fmt::format("the probe connects to the target, so [lab] target must be one address, not the prefix "
                               "\"{}\" (or use an http probe with a url inside it)",
                               lab.target));
+    }
+}
+
+}  // namespace
+
+namespace {
+
+// Where the run happens is one place for all its trials: the mode, and in host mode the
+// interface, target filter and line rate. (A namespace lab's mtu, offloads and queue
+// length may vary: the lab is rebuilt for them.)
+void check_one_place(const Node& doc, const Experiment& exp, Diagnostics& diag) {
+    if (exp.trials.size() < 2) return;
+    const auto& first = exp.trials.front().lab;
+    for (const auto& t : exp.trials) {
+        const auto& l = t.lab;
+        std::string key = l.mode != first.mode ? "mode"
+                          : first.mode == LabSpec::Mode::netns ? ""
+                          : l.dev != first.dev                ? "dev"
+                          : l.target != first.target          ? "target"
+                          : l.port != first.port              ? "port"
+                          : l.line_rate_bps != first.line_rate_bps ? "line_rate"
+                                                                   : "";
+        if (key.empty()) continue;
+        // Point at the sweep key or the variant's [lab] that makes the difference.
+        Location at{exp.file};
+        if (const Node* sweep = doc.find("sweep"))
+            for (const auto& [k, v] : sweep->members)
+                if (k == "lab." + key) at = v.key_at;
+        if (at.line == 0)
+            if (const Node* variants = doc.find("variant"))
+                for (const auto& v : variants->items)
+                    if (const Node* lab = v.find("lab"); lab && lab->find(key)) at = lab->find(key)->key_at;
+        diag.error(at, fmt::format("[lab] {} differs between trials (trial {}, variant {}, against trial 1): a run "
+                                   "happens in one place{}; run one experiment per value",
+                                   key, t.index, t.variant,
+                                   first.mode == LabSpec::Mode::host ? ", and host mode impairs one interface toward one target" : ""));
+        return;
     }
 }
 
@@ -624,6 +661,7 @@ std::optional<Experiment> load_experiment(const std::string& file, const std::st
     if (diag.has_errors() && points.size() > 1) points.resize(1);
     if (points.empty()) points.emplace_back();
     exp.trials = expand_trials(doc, exp, points, implicit_variant, profiles, docs, diag);
+    check_one_place(doc, exp, diag);
     if (!exp.trials.empty()) check_asserts(asserts, exp, exp.trials.front().probes, diag, exp.asserts);
     if (diag.has_errors()) return std::nullopt;
     return exp;

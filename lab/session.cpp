@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "lab/ssh_guard.h"
+#include "netem/preflight.h"
 
 namespace wanlab::lab {
 
@@ -67,6 +68,7 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
     if (trials.empty()) throw InputError("the experiment has no trials");
     const auto& lab = trials.front().lab;
     const bool host = lab.mode == LabSpec::Mode::host;
+    bool impairs_up = false, impairs_down = false;
     LabNames names{options.run};
     auto layers = change_layers(trials, names);
     auto step = [&](const std::string& stage) {
@@ -82,6 +84,14 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
                                          e.what()));
         }
         refuse_if_ssh("", lab.dev, lab.target, lab.port, options.force);
+        impairs_up = std::any_of(trials.begin(), trials.end(), [](const Trial& t) { return t.link.up.impaired(); });
+        impairs_down = std::any_of(trials.begin(), trials.end(), [](const Trial& t) { return t.link.down.impaired(); });
+        if (impairs_down) {
+            if (auto why = netem::ifb_autoload_problem(); !why.empty())
+                throw InputError(fmt::format("[link.down] in host mode redirects the target's packets through an ifb "
+                                             "device: {}",
+                                             why));
+        }
     }
     {
         FileLock start(options.dir / "lock", true, "the journal directory");
@@ -93,6 +103,7 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
         journal_.emplace(options.dir, options.run);
     }
     step("journal");
+    built_ = lab;
     if (!host) {
         topology_.emplace(lab, options.run, &*journal_, proc, options.progress);
         validate_layers(proc, layers);  // now inside the real namespaces
@@ -107,6 +118,7 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
     if (host) {
         netem::Filter target{lab.target, lab.port, false, lab.line_rate_bps};
         host_.emplace(*host_kernel_, lab.dev, target, lab.line_rate_bps);
+        host_->check(impairs_up, impairs_down);
         journal_->record(host_entry("", host_->undo_plan()));  // before its first change
     }
 }
@@ -132,6 +144,17 @@ LabSession::LabSession(const Trial& trial, const SessionOptions& options, sysctl
 }
 
 void LabSession::apply_trial(const Trial& trial) {
+    if (topology_ && (trial.lab.mtu != built_.mtu || trial.lab.offloads != built_.offloads ||
+                      trial.lab.queue_length != built_.queue_length)) {
+        // A [lab] key the links are made with (a sweep of lab.mtu): the lab is built again,
+        // under the same names, with the trial's; its sysctls and qdiscs follow below.
+        up_.reset();
+        down_.reset();
+        router_.reset();
+        topology_.reset();
+        topology_.emplace(trial.lab, options_.run, &*journal_, *proc_, options_.progress);
+        built_ = trial.lab;
+    }
     auto changes = sysctl_changes(trial, LabNames{options_.run});
     // Keys an earlier trial changed that this one leaves alone go back to the run's start.
     for (const auto& saved : sysctls_->saved()) {

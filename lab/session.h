@@ -66,7 +66,8 @@ public:
     LabSession(const LabSession&) = delete;
     LabSession& operator=(const LabSession&) = delete;
 
-    /// Moves the lab to `trial`'s configuration: its sysctls (keys an earlier trial set and
+    /// Moves the lab to `trial`'s configuration: the lab built again if the trial's mtu,
+    /// offloads or queue length differ from the lab's; its sysctls (keys an earlier trial set and
     /// this one does not go back to their values from before the run), then its link
     /// conditions, `up` on the router's wl-rs and `down` on wl-rc, by replace (never delete
     /// then add), read back and verified; a direction without conditions gets the kernel's
@@ -82,6 +83,7 @@ private:
     sysctl::ProcSys* proc_;
     std::optional<Journal> journal_;
     std::vector<FileLock> locks_;
+    LabSpec built_;  ///< the [lab] the topology was built with
     std::optional<Topology> topology_;
     std::optional<sysctl::SysctlSnapshot> sysctls_;
     std::optional<netem::NetlinkKernel> router_;

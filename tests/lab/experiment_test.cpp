@@ -432,6 +432,17 @@ TEST_CASE("host mode takes only probes that measure a remote target through the 
     CHECK(in_prefix.exp);
 }
 
+TEST_CASE("a run happens in one place: host mode's interface and target do not vary between trials", "[experiment][lab][host]") {
+    auto swept = load("[lab]\nmode = \"host\"\ndev = \"eth0\"\ntarget = \"203.0.113.7\"\n[link]\ndelay = \"10ms\"\n"
+                      "[sweep]\n\"lab.target\" = [\"203.0.113.7\", \"203.0.113.8\"]\n");
+    CHECK(swept.messages.find("[lab] target differs between trials (trial 2, variant default, against trial 1)") !=
+          std::string::npos);
+    CHECK(swept.messages.find(":8:1:") != std::string::npos);  // at the sweep key
+    auto mtu = load("[sweep]\n\"lab.mtu\" = [1500, 9000]\n");
+    INFO(mtu.messages);
+    CHECK(mtu.exp);  // a namespace lab is rebuilt for it
+}
+
 TEST_CASE("the plan's JSON holds every trial in base units", "[experiment][plan]") {
     auto l = load(R"(
 [link]

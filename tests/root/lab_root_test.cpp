@@ -128,6 +128,32 @@ TEST_CASE("offloads asked for are switched on at both ends of each veth pair", "
     CHECK(lab::get_offloads("wanlab-rt2-router", "wl-rs") == lab::Offloads{true, true, true});
 }
 
+TEST_CASE("a sweep of lab.mtu builds the lab again with each trial's MTU, sysctls and all", "[root]") {
+    if (skip_unless_root()) return;
+    ExperimentFile file;
+    TempRunDir dir;
+    Cleanup cleanup("rt9");
+    std::ifstream in(file.path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto loaded = testing::load(text + "\n[sweep]\n\"lab.mtu\" = [1400, 9000]\n");
+    INFO(loaded.messages);
+    REQUIRE(loaded.exp);
+    REQUIRE(loaded.exp->trials.size() == 2);
+    sysctl::RealProcSys proc;
+    lab::SessionOptions options;
+    options.run = "rt9";
+    options.dir = dir.path;
+    lab::LabSession session(loaded.exp->trials, options, proc);
+    auto cc = [&] { return proc.read("wanlab-rt9-client", "net.ipv4.tcp_congestion_control").value_or("?"); };
+    session.apply_trial(loaded.exp->trials[0]);
+    CHECK(link_in("wanlab-rt9-client", "wl-c")["mtu"] == 1400);
+    session.apply_trial(loaded.exp->trials[1]);
+    CHECK(link_in("wanlab-rt9-client", "wl-c")["mtu"] == 9000);
+    CHECK(link_in("wanlab-rt9-router", "wl-rs")["mtu"] == 9000);
+    CHECK(cc() == "reno");  // the trial's per-namespace sysctl, in the new namespace
+    CHECK(ping("wanlab-rt9-client", lab::Addressing::kServerIp).loss_percent == 0);
+}
+
 TEST_CASE("a sysctl the kernel refuses stops the run before anything is changed", "[root]") {
     if (skip_unless_root()) return;
     ExperimentFile file("", "nosuchcc");

@@ -98,6 +98,34 @@ i=0; while [ $i -lt 100 ] && [ -e /run/wanlab/auto9.journal ]; do sleep 0.1; i=$
 check "after kill -9 the watchdog restored by itself: the interface and sysctl as before" same_state auto9
 check "the watchdog's log shows the restore" grep -q "the machine is back as it was" /run/wanlab/auto9.watchdog.log
 
+# 5. An interface with a root tree and filters of the user's: a run that would replace the
+#    root is refused before anything changes; one that impairs only the way in leaves them.
+tc qdisc add dev wlhost0 root handle 5: htb default 1 && tc class add dev wlhost0 parent 5: classid 5:1 htb rate 1gbit &&
+    tc filter add dev wlhost0 parent 5: protocol ip prio 3 u32 match ip dst 198.18.9.77/32 flowid 5:1 &&
+    tc qdisc add dev wlhost0 ingress &&
+    tc filter add dev wlhost0 parent ffff: protocol ip prio 1 u32 match ip src 198.18.9.77/32 flowid 1:1
+state >"$out/state.user"
+"$wanlab" run "$src/tests/vm/run/host.toml" --out "$out/user" --run user1 --quiet >/dev/null 2>"$out/user.stderr"
+rc=$?
+check "a root tree with the user's filters is refused with exit 2 [rc=$rc]" \
+    sh -c "[ $rc = 2 ] && grep -q 'root qdisc tree has 1 filter of its own' '$out/user.stderr'"
+state | diff "$out/state.user" - >"$out/diff.user-refused"
+check "the refused run left the user's tree and filters as they were" [ $? = 0 ]
+"$wanlab" run "$src/tests/vm/run/host-down.toml" --out "$out/down" --run down1 --quiet >/dev/null 2>"$out/down.stderr"
+rc=$?
+p50=$(q "$out/down/results.db" "select avg(value) from metric_values where run_id='down1' and metric='rtt_p50'")
+check "the way in alone is impaired next to the user's ingress filter [rc=$rc, p50=$p50 s]" \
+    sh -c "[ $rc = 0 ] && awk -v v='$p50' 'BEGIN { exit !(v >= 0.020 && v <= 0.026) }'"
+state | diff "$out/state.user" - >"$out/diff.user-down"
+check "... and the user's root tree, its filter and the ingress filter are as they were" [ $? = 0 ]
+tc qdisc del dev wlhost0 root; tc qdisc del dev wlhost0 ingress
+
+# 6. Nobody reads the progress any more (a pipe closed early): the run still gives the
+#    machine back instead of dying of SIGPIPE.
+"$wanlab" run "$src/tests/vm/run/host-long.toml" --out "$out/pipe" --run pipe1 --set run.repeats=2 2>&1 | true
+i=0; while [ $i -lt 100 ] && [ -e /run/wanlab/pipe1.journal ]; do sleep 0.1; i=$((i + 1)); done
+check "with its output pipe closed, the run still restored the interface and sysctl" same_state pipe
+
 kill $http 2>/dev/null
 pkill -f "iperf3 -s -D -B 198.18.9.2" 2>/dev/null
 ip link del wlhost0 2>/dev/null
