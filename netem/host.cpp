@@ -277,7 +277,8 @@ HostImpairment::HostImpairment(QdiscKernel& kernel, std::string dev, Filter targ
                                         "or remove them first (`tc filter show dev {}`)",
                                         dev_, filters, filters == 1 ? "" : "s", dev_);
     }
-    const TcObject* existing = ingress_of(kernel_.dump(ifindex_, false));
+    auto qdiscs = kernel_.dump(ifindex_, false);  // kept: `existing` points into it
+    const TcObject* existing = ingress_of(qdiscs);
     if (!existing) {
         plan_.ingress_created = true;
         plan_.filter_parent = 0xffff0000;
