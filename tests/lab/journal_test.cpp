@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lab/capabilities.h"
@@ -51,6 +52,31 @@ TEST_CASE("a journal records entries in order and removes its file when the run 
         CHECK(back.entries[1]["old"] == "4096\t8192");
     }
     CHECK_FALSE(fs::exists(path));
+}
+
+TEST_CASE("a run killed but not yet reaped (a zombie) is not live: its journal can be restored", "[journal]") {
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) ::_exit(0);
+    JournalFile j;
+    j.pid = child;
+    // The start time is readable while the zombie lasts, so only its state tells it is dead.
+    for (int i = 0; i < 200 && (j.start_time = process_start_time(child)) == 0; ++i) ::usleep(1000);
+    REQUIRE(j.start_time != 0);
+    for (int i = 0; i < 2000; ++i) {  // until the child has exited (state Z)
+        std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        if (line.find(") Z") != std::string::npos) break;
+        ::usleep(1000);
+    }
+    CHECK_FALSE(j.live());
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    CHECK_FALSE(j.live());
+    j.pid = ::getpid();
+    j.start_time = process_start_time(::getpid());
+    CHECK(j.live());
 }
 
 TEST_CASE("a journal that was asked to keep its file leaves it for wanlab restore") {
