@@ -163,14 +163,8 @@ void DeviceQdiscs::apply(const Direction& d, std::uint32_t mtu, const Psched& ps
     });
     // No shaper now but one before: remove it; netem then queues in its own tfifo.
     if (old_shaper && !kind) {
-        Request del = delete_root(ifindex_, dev_);
-        tcmsg t;
-        std::memcpy(&t, del.bytes.data() + NLMSG_HDRLEN, sizeof t);
-        t.tcm_parent = layout.netem | 1;
-        t.tcm_handle = old_shaper->handle;
-        std::memcpy(del.bytes.data() + NLMSG_HDRLEN, &t, sizeof t);
-        del.what = fmt::format("remove {} below netem on {}", old_shaper->kind, dev_);
-        requests.push_back(std::move(del));
+        requests.push_back(delete_qdisc(ifindex_, layout.netem | 1, old_shaper->handle,
+                                        fmt::format("remove {} below netem on {}", old_shaper->kind, dev_)));
     }
     apply_requests(requests);
     auto mismatches = verify_tree(*kernel_, ifindex_, d, psched, effective);

@@ -324,9 +324,13 @@ std::vector<Request> tree_requests(const Direction& d, int ifindex, const std::s
     return out;
 }
 
+Request delete_qdisc(int ifindex, std::uint32_t parent, std::uint32_t handle, std::string what) {
+    Msg m = new_message(RTM_DELQDISC, 0, ifindex, parent, handle);
+    return to_request(std::move(what), m.get());
+}
+
 Request delete_root(int ifindex, const std::string& dev) {
-    Msg m = new_message(RTM_DELQDISC, 0, ifindex, TC_H_ROOT, 0);
-    return to_request(fmt::format("delete root qdisc of {}", dev), m.get());
+    return delete_qdisc(ifindex, TC_H_ROOT, 0, fmt::format("delete root qdisc of {}", dev));
 }
 
 }  // namespace wanlab::netem

@@ -68,6 +68,9 @@ inline constexpr TreeLayout kFilteredLayout{0x00010002, 0x00100000, 0x00200000, 
 std::vector<Request> tree_requests(const Direction& d, int ifindex, const std::string& dev, std::uint32_t mtu,
                                    const Psched& psched, const TreeLayout& layout = {});
 
+/// Deletes the qdisc at `parent` of `ifindex` (`handle` 0: whichever is there), such as the
+/// ingress qdisc (TC_H_INGRESS) or a shaper below netem; `what` names it in errors.
+Request delete_qdisc(int ifindex, std::uint32_t parent, std::uint32_t handle, std::string what);
 /// Deletes the root qdisc of `ifindex` (the kernel then restores its default qdisc).
 Request delete_root(int ifindex, const std::string& dev);
 

@@ -171,16 +171,6 @@ Request delete_filters(int ifindex, const std::string& dev, std::uint32_t parent
 }
 
 namespace {
-Request delete_ingress(int ifindex, const std::string& dev) {
-    Request r = delete_root(ifindex, dev);
-    tcmsg t;
-    std::memcpy(&t, r.bytes.data() + NLMSG_HDRLEN, sizeof t);
-    t.tcm_parent = TC_H_INGRESS;
-    std::memcpy(r.bytes.data() + NLMSG_HDRLEN, &t, sizeof t);
-    r.what = fmt::format("delete ingress qdisc of {}", dev);
-    return r;
-}
-
 // Whether the device's root tree (qdiscs and classes: kind, handle, parent, options) is the
 // snapshot's.
 bool same_tree(QdiscKernel& kernel, int ifindex, const DeviceQdiscs& snapshot) {
@@ -222,7 +212,7 @@ void undo_host(QdiscKernel& kernel, const HostUndo& u) {
     if (int ifindex = exists(u.dev)) {
         if (u.ingress_created) {
             attempt([&] {
-                if (ingress_of(kernel.dump(ifindex, false))) kernel.send(delete_ingress(ifindex, u.dev));
+                if (ingress_of(kernel.dump(ifindex, false))) kernel.send(delete_qdisc(ifindex, TC_H_INGRESS, 0, fmt::format("delete ingress qdisc of {}", u.dev)));
             });
         } else if (u.filter_parent) {
             attempt([&] {

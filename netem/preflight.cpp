@@ -63,15 +63,6 @@ Request minimal_qdisc(const std::string& kind, int ifindex) {
     return replay_request(o, false, "lo");
 }
 
-Request delete_qdisc(int ifindex, std::uint32_t parent) {
-    if (parent == TC_H_ROOT) return delete_root(ifindex, "lo");
-    Request r = delete_root(ifindex, "lo");
-    tcmsg t;
-    std::memcpy(&t, r.bytes.data() + NLMSG_HDRLEN, sizeof t);
-    t.tcm_parent = parent;
-    std::memcpy(r.bytes.data() + NLMSG_HDRLEN, &t, sizeof t);
-    return r;
-}
 
 // After "what: reason (kernel text)", the part a user needs.
 std::string reason_of(const std::string& message) {
@@ -103,7 +94,7 @@ void probe_in_scratch_namespace(std::vector<Feature>& out) {
             k.send(minimal_qdisc(kind, lo));
             f.available = true;
             bool ingress = std::string(kind) == "ingress" || std::string(kind) == "clsact";
-            k.send(delete_qdisc(lo, ingress ? TC_H_INGRESS : TC_H_ROOT));
+            k.send(delete_qdisc(lo, ingress ? TC_H_INGRESS : TC_H_ROOT, 0, fmt::format("delete {} of lo", kind)));
         } catch (const Error& e) {
             f.detail = reason_of(e.what());
         }
