@@ -1,8 +1,5 @@
 #include "lab/experiment.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -13,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/address.h"
 #include "core/error.h"
 #include "core/units.h"
 #include "lab/ssh_guard.h"
@@ -32,25 +30,6 @@ bool valid_variant_name(const std::string& s) {
     return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
     });
-}
-
-// "203.0.113.7", "203.0.113.0/24", "2001:db8::1", "2001:db8::/32".
-bool valid_prefix(const std::string& text) {
-    auto slash = text.find('/');
-    std::string addr = text.substr(0, slash);
-    unsigned char buf[sizeof(in6_addr)];
-    int max_len = 0;
-    if (inet_pton(AF_INET, addr.c_str(), buf) == 1)
-        max_len = 32;
-    else if (inet_pton(AF_INET6, addr.c_str(), buf) == 1)
-        max_len = 128;
-    else
-        return false;
-    if (slash == std::string::npos) return true;
-    auto len = text.substr(slash + 1);
-    if (len.empty() || len.size() > 3 || !std::all_of(len.begin(), len.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
-        return false;
-    return std::stoi(len) <= max_len;
 }
 
 // ---- merging documents -------------------------------------------------------------------
@@ -243,7 +222,7 @@ LabSpec parse_lab(const Node* table, Diagnostics& diag) {
                                                       "own devices",
                                                       key));
     }
-    if (!lab.target.empty() && !valid_prefix(lab.target))
+    if (!lab.target.empty() && !addr::parse_prefix(lab.target))
         diag.error(r.value_at("target"),
                    fmt::format("`target` = \"{}\" must be an IP address or prefix such as \"203.0.113.7\" or "
                                "\"203.0.113.0/24\"",
@@ -339,9 +318,10 @@ namespace {
 // what the filter impairs.
 void check_host_probes(const Trial& t, Diagnostics& diag) {
     const auto& lab = t.lab;
-    auto slash = lab.target.find('/');
-    bool single = slash == std::string::npos || lab.target.substr(slash + 1) == "32";
-    bool v4 = lab.target.find(':') == std::string::npos;
+    auto target = addr::parse_prefix(lab.target);
+    if (!target) return;  // reported at the key
+    bool single = target->single();
+    bool v4 = target->family == AF_INET;
     for (const auto& p : t.probes) {
         if (p.kind.empty()) continue;
         auto where = [&](const std::string& why) {
@@ -375,9 +355,6 @@ void check_host_probes(const Trial& t, Diagnostics& diag) {
     }
 }
 
-}  // namespace
-
-namespace {
 
 // Where the run happens is one place for all its trials: the mode, and in host mode the
 // interface, target filter and line rate. (A namespace lab's mtu, offloads and queue

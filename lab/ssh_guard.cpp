@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "core/address.h"
 #include "core/error.h"
 #include "probes/sys.h"
 
@@ -52,26 +53,6 @@ std::string read_file(const std::string& path) {
     std::stringstream s;
     s << in.rdbuf();
     return s.str();
-}
-
-bool in_prefix(const std::string& address, const std::string& prefix) {
-    auto slash = prefix.find('/');
-    std::string net = prefix.substr(0, slash);
-    unsigned char a[16] = {}, n[16] = {};
-    int bytes = 4;
-    if (inet_pton(AF_INET, address.c_str(), a) == 1 && inet_pton(AF_INET, net.c_str(), n) == 1) {
-        bytes = 4;
-    } else if (inet_pton(AF_INET6, address.c_str(), a) == 1 && inet_pton(AF_INET6, net.c_str(), n) == 1) {
-        bytes = 16;
-    } else {
-        return false;  // different families (or not addresses): the target filter does not match it
-    }
-    int bits = slash == std::string::npos ? bytes * 8 : std::stoi(prefix.substr(slash + 1));
-    for (int i = 0; i < bytes && bits > 0; ++i, bits -= 8) {
-        auto mask = static_cast<unsigned char>(bits >= 8 ? 0xff : 0xff << (8 - bits));
-        if ((a[i] & mask) != (n[i] & mask)) return false;
-    }
-    return true;
 }
 
 }  // namespace
@@ -150,7 +131,7 @@ std::vector<std::string> interface_addresses(const std::string& netns, const std
 bool spared(const std::string& peer, const std::string& prefix, std::uint16_t port, std::uint16_t peer_port) {
     if (port != 0 && port != peer_port) return true;  // only another port's traffic is impaired
     if (prefix.empty()) return false;
-    return !in_prefix(peer, prefix);
+    return !addr::in_prefix(peer, prefix);
 }
 
 void refuse_if_ssh(const std::string& netns, const std::string& dev, const std::string& prefix, std::uint16_t port,

@@ -22,6 +22,7 @@
 #include <netlink/route/qdisc/htb.h>
 #include <netlink/route/tc.h>
 
+#include "core/address.h"
 #include "core/error.h"
 
 namespace wanlab::netem {
@@ -39,27 +40,10 @@ Request take(std::string what, nl_msg* m) {
     return r;
 }
 
-// "198.18.0.0/15" -> address bytes, family and prefix length.
-struct Prefix {
-    int family = AF_INET;
-    unsigned char addr[16] = {};
-    int length = 32;
-};
-
-Prefix parse_prefix(const std::string& text) {
-    Prefix p;
-    auto slash = text.find('/');
-    std::string addr = text.substr(0, slash);
-    if (inet_pton(AF_INET, addr.c_str(), p.addr) == 1) {
-        p.length = 32;
-    } else if (inet_pton(AF_INET6, addr.c_str(), p.addr) == 1) {
-        p.family = AF_INET6;
-        p.length = 128;
-    } else {
-        throw InputError(fmt::format("target `{}` is not an IP address or prefix", text));
-    }
-    if (slash != std::string::npos) p.length = std::stoi(text.substr(slash + 1));
-    return p;
+addr::Prefix parse_prefix(const std::string& text) {
+    auto p = addr::parse_prefix(text);
+    if (!p) throw InputError(fmt::format("target `{}` is not an IP address or prefix", text));
+    return *p;
 }
 
 Request htb_root(int ifindex, const std::string& dev) {
@@ -122,16 +106,16 @@ bool is_v6(const Filter& f) { return !f.prefix.empty() && parse_prefix(f.prefix)
 
 Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent, const Filter& f, std::uint32_t classid,
                       int redirect_ifindex, std::uint16_t prio) {
-    Prefix p = f.prefix.empty() ? Prefix{} : parse_prefix(f.prefix);
+    addr::Prefix p = f.prefix.empty() ? addr::Prefix{} : parse_prefix(f.prefix);
     bool v6 = p.family == AF_INET6;
     ClsPtr cls = u32_at(ifindex, parent, prio, v6);
     if (!f.prefix.empty()) {
         // Offsets in the IP header: v4 source 12, destination 16; v6 source 8, destination 24.
         int off = v6 ? (f.match_source ? 8 : 24) : (f.match_source ? 12 : 16);
         if (v6)
-            check(rtnl_u32_add_key_in6_addr(cls.get(), reinterpret_cast<const in6_addr*>(p.addr), p.length, off, 0), "u32 key");
+            check(rtnl_u32_add_key_in6_addr(cls.get(), reinterpret_cast<const in6_addr*>(p.bytes), p.length, off, 0), "u32 key");
         else
-            check(rtnl_u32_add_key_in_addr(cls.get(), reinterpret_cast<const in_addr*>(p.addr), p.length, off, 0), "u32 key");
+            check(rtnl_u32_add_key_in_addr(cls.get(), reinterpret_cast<const in_addr*>(p.bytes), p.length, off, 0), "u32 key");
     }
     if (f.port) {
         // Ports right after a header without options (as tc's `match ip dport` assumes).

@@ -1,0 +1,30 @@
+// IP addresses and prefixes as the target filter, the loader and the SSH guard read them:
+// "203.0.113.7", "198.18.0.0/15", "2001:db8::/32". One parser, so what the loader accepts,
+// what the u32 filter matches and what the guard thinks is impaired cannot drift apart.
+// Pure; thread-safe.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <optional>
+#include <string>
+
+namespace wanlab::addr {
+
+struct Prefix {
+    int family = 0;              ///< AF_INET or AF_INET6
+    unsigned char bytes[16] = {};  ///< network order; the first 4 for AF_INET
+    int length = 0;              ///< prefix length; 32 or 128 for a single address
+    /// True when the prefix names one address (no length, or /32, /128).
+    bool single() const { return length == (family == AF_INET ? 32 : 128); }
+};
+
+/// The address or prefix in `text`, or nullopt when it is neither (or its length is out of
+/// range for its family).
+std::optional<Prefix> parse_prefix(const std::string& text);
+
+/// Whether `address` (an address, as text) lies inside `prefix`; false across families or
+/// when either does not parse.
+bool in_prefix(const std::string& address, const std::string& prefix);
+
+}  // namespace wanlab::addr
