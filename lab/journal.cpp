@@ -33,19 +33,28 @@ std::string text_of(const json& e, const char* key) {
 
 }  // namespace
 
-unsigned long long process_start_time(pid_t pid) {
+namespace {
+// /proc/PID/stat from field 3 (state) on, "" if there is no such process. Field 2 (comm)
+// may contain spaces and parentheses, so the fields start after the last ')'.
+std::string stat_after_comm(pid_t pid) {
     std::ifstream in(fmt::format("/proc/{}/stat", pid));
     std::string stat;
-    if (!std::getline(in, stat)) return 0;
-    // Field 2 (comm) may contain spaces and parentheses: count fields after the last ')'.
+    if (!std::getline(in, stat)) return "";
     auto close = stat.rfind(')');
-    if (close == std::string::npos) return 0;
-    std::istringstream rest(stat.substr(close + 2));
+    return close == std::string::npos || close + 2 > stat.size() ? "" : stat.substr(close + 2);
+}
+
+// Field 22 (start time) of such a line, 0 if it has none.
+unsigned long long start_time_of(const std::string& fields) {
+    std::istringstream rest(fields);
     std::string field;
     for (int i = 3; i <= 22 && rest >> field; ++i)
         if (i == 22) return std::stoull(field);
     return 0;
 }
+}  // namespace
+
+unsigned long long process_start_time(pid_t pid) { return start_time_of(stat_after_comm(pid)); }
 
 Journal::Journal(const std::filesystem::path& dir, const std::string& run) : path_(dir / (run + ".journal")), run_(run) {
     std::error_code ec;
@@ -127,23 +136,12 @@ netem::HostUndo host_undo_of(const json& e) {
     return u;
 }
 
-namespace {
-// The state letter of /proc/PID/stat (field 3), '\0' if there is no such process.
-char process_state(pid_t pid) {
-    std::ifstream in(fmt::format("/proc/{}/stat", pid));
-    std::string stat;
-    if (!std::getline(in, stat)) return '\0';
-    auto close = stat.rfind(')');
-    return close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : '\0';
-}
-}  // namespace
-
 bool JournalFile::live() const {
     if (pid <= 0) return false;
-    if (process_start_time(pid) != start_time || start_time == 0) return false;
+    auto fields = stat_after_comm(pid);  // one read: start time and state of the same process
+    if (start_time == 0 || start_time_of(fields) != start_time) return false;
     // A zombie (killed, not yet reaped by its parent) will never undo anything.
-    char state = process_state(pid);
-    return state != 'Z' && state != 'X' && state != '\0';
+    return fields[0] != 'Z' && fields[0] != 'X';
 }
 
 JournalFile read_journal(const std::filesystem::path& path) {
