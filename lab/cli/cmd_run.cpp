@@ -70,7 +70,6 @@ int report_and_gate(const RunArgs& a, const lab::Experiment& exp, const results:
 }
 
 int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& text) {
-    lab::require_capabilities("wanlab run");
     lab::SignalEvents signals;  // before any thread exists, so every thread blocks them
     fs::create_directories(a.out);
     results::Store store(fs::path(a.out) / "results.db");
@@ -147,46 +146,42 @@ int run(const RunArgs& a) {
     (void)report::parse_format(a.format);  // bad input fails before anything runs
     std::string text;
     auto exp = load_or_throw(a.file, a.sets, &text);
-    if (exp.trials.front().lab.mode == lab::LabSpec::Mode::host && !a.inner) {
-        // Host mode impairs this machine's own interface: the micro-VM has none of it.
-        if (a.vm) throw InputError(fmt::format("{}: [lab] mode = \"host\" impairs this machine's interface {}; it cannot "
-                                               "run in the micro-VM (drop --vm)",
-                                               a.file, exp.trials.front().lab.dev));
+    if (a.inner) {  // inside the micro-VM
         lab::require_capabilities("wanlab run");
-        auto missing = lab::missing_qdiscs(exp);
-        if (!missing.empty())
+        return run_here(a, exp, text);
+    }
+    // Host mode impairs this machine's own interface: the micro-VM has none of it.
+    const bool host = exp.trials.front().lab.mode == lab::LabSpec::Mode::host;
+    if (host && a.vm)
+        throw InputError(fmt::format("{}: [lab] mode = \"host\" impairs this machine's interface {}; it cannot run in "
+                                     "the micro-VM (drop --vm)",
+                                     a.file, exp.trials.front().lab.dev));
+#ifdef WANLAB_HAVE_VM
+    if (a.vm) return run_in_vm(a, exp);
+#else
+    if (a.vm) throw InputError("this wanlab was built without the micro-VM (lab/vm)");
+#endif
+    lab::require_capabilities("wanlab run");
+    auto missing = lab::missing_qdiscs(exp);
+    if (!missing.empty()) {
+        if (host)
             throw Error(fmt::format("this kernel lacks {} (needed by {}); host mode impairs this machine's own interface, "
                                     "so it needs them here. {}",
                                     fmt::join(missing, ", "), a.file, netem::advice_for(missing.front())),
                         2);
-        return run_here(a, exp, text);
-    }
-    if (a.inner || a.no_vm) {
-        if (a.no_vm && !a.inner) {
-            lab::require_capabilities("wanlab run");
-            auto missing = lab::missing_qdiscs(exp);
-            if (!missing.empty())
-                throw Error(fmt::format("this kernel lacks {} (needed by {}); drop --no-vm to run in the micro-VM. {}",
-                                        fmt::join(missing, ", "), a.file, netem::advice_for(missing.front())),
-                            2);
-        }
-        return run_here(a, exp, text);
-    }
+        if (a.no_vm)
+            throw Error(fmt::format("this kernel lacks {} (needed by {}); drop --no-vm to run in the micro-VM. {}",
+                                    fmt::join(missing, ", "), a.file, netem::advice_for(missing.front())),
+                        2);
 #ifdef WANLAB_HAVE_VM
-    if (a.vm) return run_in_vm(a, exp);
-    lab::require_capabilities("wanlab run");
-    auto missing = lab::missing_qdiscs(exp);
-    if (!missing.empty()) {
         std::fputs(fmt::format("wanlab: this kernel has no {}: running the experiment in the micro-VM "
                                "(--no-vm refuses instead)\n",
                                fmt::join(missing, ", "))
                        .c_str(),
                    stderr);
         return run_in_vm(a, exp);
-    }
-#else
-    if (a.vm) throw InputError("this wanlab was built without the micro-VM (lab/vm)");
 #endif
+    }
     return run_here(a, exp, text);
 }
 
