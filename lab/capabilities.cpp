@@ -45,8 +45,8 @@ std::set<std::string> needed_qdiscs(const Experiment& exp) {
             if (d->queue != netem::Queue::none) kinds.insert(netem::to_string(d->queue));
             // Host mode's own tree: the htb root with the target's class on the way out,
             // the ingress hook and an ifb on the way in.
-            if (t.lab.mode == LabSpec::Mode::host) kinds.insert(d == &t.link.up ? "htb" : "ingress");
-            if (t.lab.mode == LabSpec::Mode::host && d == &t.link.down) kinds.insert("ifb");
+            if (t.lab.mode == LabSpec::Mode::host && d == &t.link.up) kinds.insert("htb");
+            if (t.lab.mode == LabSpec::Mode::host && d == &t.link.down) kinds.insert({"ingress", "ifb"});
         }
     return kinds;
 }

@@ -45,18 +45,15 @@ struct Prepared {
 
 [[noreturn]] void watch(const WatchdogOptions& o, const Prepared& p) {
     const pid_t parent = p.parent;
-    const char* journal = p.journal;
-    const char* log = p.log;
-    char* const* argv = p.argv;
     const long deadline = now_ms() + static_cast<long>(o.seconds) * 1000;
     bool seen = false;
-    auto exists = [journal] { return ::access(journal, F_OK) == 0; };
+    auto exists = [&p] { return ::access(p.journal, F_OK) == 0; };
     for (;;) {
         if (o.watch_parent) {
             seen = seen || exists();
-            if (seen && !exists()) stand_down(log);  // the run gave the machine back
+            if (seen && !exists()) stand_down(p.log);  // the run gave the machine back
             if (::getppid() != parent) {             // it died
-                if (!exists()) stand_down(log);     // before changing anything, or after giving it back
+                if (!exists()) stand_down(p.log);     // before changing anything, or after giving it back
                 break;                               // killed: its journal is stale now
             }
         }
@@ -74,7 +71,7 @@ struct Prepared {
         }
         nap_ms(100);
     }
-    ::execv(argv[0], argv);
+    ::execv(p.argv[0], p.argv);
     static const char failed[] = "wanlab watchdog: could not start wanlab to restore; run `wanlab restore`\n";
     (void)!::write(2, failed, sizeof failed - 1);
     ::_exit(127);
