@@ -15,8 +15,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "lab/experiment.h"
-#include "lab/plan.h"
+#include "experiment/experiment.h"
+#include "experiment/plan.h"
 #include "netem/device.h"
 #include "netem/kernel.h"
 #include "netem/tc_command.h"

@@ -39,4 +39,10 @@ bool in_prefix(const std::string& address, const std::string& prefix) {
     return true;
 }
 
+bool spared(const std::string& peer, const std::string& prefix, std::uint16_t port, std::uint16_t peer_port) {
+    if (port != 0 && port != peer_port) return true;  // only another port's traffic is impaired
+    if (prefix.empty()) return false;
+    return !in_prefix(peer, prefix);
+}
+
 }  // namespace wanlab::addr

@@ -6,6 +6,7 @@
 
 #include <sys/socket.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -26,5 +27,11 @@ std::optional<Prefix> parse_prefix(const std::string& text);
 /// Whether `address` (an address, as text) lies inside `prefix`; false across families or
 /// when either does not parse.
 bool in_prefix(const std::string& address, const std::string& prefix);
+
+/// Whether traffic to `peer`, whose end of the connection is port `peer_port`, escapes an
+/// impairment limited to `prefix` ("" = all traffic, "198.18.0.0/15", "2001:db8::/32") and
+/// `port` (0 = any): the target filter matches the port on the peer's side (destination port
+/// out, source port in), so an SSH client's session escapes any port filter but its own port.
+bool spared(const std::string& peer, const std::string& prefix, std::uint16_t port, std::uint16_t peer_port);
 
 }  // namespace wanlab::addr

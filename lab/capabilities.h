@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "lab/experiment.h"
+#include "experiment/experiment.h"
 
 namespace wanlab::lab {
 

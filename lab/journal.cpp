@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "sysctl/syscall.h"
+#include "core/sys.h"
 
 namespace wanlab::lab {
 namespace {

@@ -23,7 +23,7 @@
 #include "lab/netns.h"
 #include "netem/kernel.h"
 #include "sysctl/proc_sys.h"
-#include "sysctl/syscall.h"
+#include "core/sys.h"
 
 namespace wanlab::lab {
 namespace {

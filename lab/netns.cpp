@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "lab/journal.h"
-#include "sysctl/syscall.h"
+#include "core/sys.h"
 
 namespace wanlab::lab {
 namespace {

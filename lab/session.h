@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "lab/experiment.h"
+#include "experiment/experiment.h"
 #include "lab/journal.h"
 #include "lab/restore.h"
 #include "lab/topology.h"

@@ -128,12 +128,6 @@ std::vector<std::string> interface_addresses(const std::string& netns, const std
     return out;
 }
 
-bool spared(const std::string& peer, const std::string& prefix, std::uint16_t port, std::uint16_t peer_port) {
-    if (port != 0 && port != peer_port) return true;  // only another port's traffic is impaired
-    if (prefix.empty()) return false;
-    return !addr::in_prefix(peer, prefix);
-}
-
 void refuse_if_ssh(const std::string& netns, const std::string& dev, const std::string& prefix, std::uint16_t port,
                    bool force) {
     if (force) return;
@@ -142,7 +136,7 @@ void refuse_if_ssh(const std::string& netns, const std::string& dev, const std::
         bool here = std::find(addresses.begin(), addresses.end(), s.local) != addresses.end();
         // A port filter matches the peer's side of the connection: destination port on the
         // way out, source port on the way in.
-        if (!here || spared(s.peer, prefix, port, s.peer_port)) continue;
+        if (!here || addr::spared(s.peer, prefix, port, s.peer_port)) continue;
         throw InputError(fmt::format(
             "{} carries the SSH session from {} (to {} port {}): impairing it could cut you off. Impair "
             "another interface, use host mode with a [lab] target that spares {}, or give --force (and consider "

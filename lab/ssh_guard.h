@@ -32,12 +32,6 @@ std::vector<SshSession> ssh_sessions(const std::string& netns);
 /// The addresses `dev` holds in namespace `netns`.
 std::vector<std::string> interface_addresses(const std::string& netns, const std::string& dev);
 
-/// Whether traffic to `peer`, whose end of the connection is port `peer_port`, escapes an
-/// impairment limited to `prefix` ("" = all traffic, "198.18.0.0/15", "2001:db8::/32") and
-/// `port` (0 = any): the target filter matches the port on the peer's side (destination port
-/// out, source port in), so an SSH client's session escapes any port filter but its own port.
-bool spared(const std::string& peer, const std::string& prefix, std::uint16_t port, std::uint16_t peer_port);
-
 /// Throws wanlab::InputError (exit 2) naming the session and the way out when impairing `dev`
 /// in `netns` with the given filter would cut off an SSH session, unless `force`.
 void refuse_if_ssh(const std::string& netns, const std::string& dev, const std::string& prefix, std::uint16_t port,

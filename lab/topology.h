@@ -18,10 +18,10 @@
 #include <optional>
 #include <string>
 
-#include "lab/experiment.h"
+#include "experiment/experiment.h"
 #include "lab/link.h"
 #include "lab/netns.h"
-#include "lab/plan.h"
+#include "experiment/lab_names.h"
 #include "sysctl/proc_sys.h"
 #include "sysctl/snapshot.h"
 

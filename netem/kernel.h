@@ -86,26 +86,4 @@ private:
     AckError ack_;
 };
 
-/// Records requests and models qdiscs per device: a create-or-replace stores the object at
-/// its (parent, handle), replacing what was there; deleting the root restores `defaults`.
-class RecordingKernel final : public QdiscKernel {
-public:
-    std::map<std::string, int> devices{{"wl-rs", 7}, {"wl-rc", 8}, {"eth0", 2}};
-    std::vector<Request> sent;
-    /// Qdiscs per ifindex; the root starts as the kernel default (noqueue, handle 0).
-    std::map<int, std::vector<TcObject>> qdiscs;
-    std::map<int, std::vector<TcObject>> classes;
-    std::map<int, std::vector<TcObject>> filters;
-    /// If set, the next send() fails with this message (once).
-    std::optional<std::string> fail_next;
-
-    int ifindex(const std::string& dev) override;
-    void send(const Request& r) override;
-    std::vector<TcObject> dump(int ifindex, bool classes) override;
-    std::vector<TcObject> dump_filters(int ifindex, std::uint32_t parent) override;
-    int create_ifb(const std::string& name) override;
-    void delete_link(const std::string& name) override;
-    std::vector<std::string> link_log;  ///< "add ifb NAME", "delete NAME"
-};
-
 }  // namespace wanlab::netem

@@ -2,7 +2,7 @@
 // `wanlab link apply --dry-run`. wanlab itself never runs tc: it sends the same settings
 // through netlink. Pure; thread-safe.
 //
-// The tree (provisional until issue 4 measures the alternatives):
+// The tree:
 //   root 1: netem (delay, loss, ...; with its own `rate` when shaper = "netem")
 //     └ 1:1 -> 2: tbf | htb (rate, when shaper = "tbf" / "htb")
 //                 └ 3: pfifo | bfifo | fq_codel | cake (the bottleneck queue, if set)

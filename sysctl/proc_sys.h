@@ -1,13 +1,13 @@
 // The narrow interface to /proc/sys that everything which reads or writes kernel settings
-// goes through, with the real implementation and an in-memory fake for unit tests.
+// goes through, and its real implementation.
 //
 // Contract: keys are dotted (net.ipv4.tcp_rmem); a namespace is the name of a network
-// namespace under /run/netns, "" meaning the namespace wanlab runs in (the init namespace
+// namespace, "" meaning the namespace wanlab runs in (the init namespace
 // on a host). read() returns the value exactly as the kernel prints it, without the final
 // newline (triplets keep their tabs: "4096\t131072\t6291456"), so writing it back restores
 // it exactly; nullopt when the key does not exist there. write() throws wanlab::Error naming
-// the key, the namespace, the value and the kernel's errno text. RealProcSys is thread-safe;
-// FakeProcSys is not.
+// the key, the namespace, the value and the kernel's errno text. RealProcSys is thread-safe.
+// The unit tests' in-memory fake is tests/support/fake_proc_sys.h.
 #pragma once
 
 #include <map>
@@ -39,25 +39,6 @@ std::string where(const std::string& ns);
 /// Reads and writes /proc/sys, inside the namespace (through sys::in_netns).
 class RealProcSys final : public ProcSys {
 public:
-    std::optional<std::string> read(const std::string& ns, const std::string& key) override;
-    void write(const std::string& ns, const std::string& key, const std::string& value) override;
-    bool namespace_exists(const std::string& ns) override;
-};
-
-/// An in-memory /proc/sys: values per (namespace, key), with a log of writes.
-class FakeProcSys final : public ProcSys {
-public:
-    struct Write {
-        std::string ns, key, value;
-        bool operator==(const Write&) const = default;
-    };
-    std::map<std::pair<std::string, std::string>, std::string> values;
-    std::set<std::string> namespaces;  ///< besides ""
-    std::vector<Write> writes;
-    /// Writes to these (ns, key) fail with this errno, like a read-only or refused key.
-    std::map<std::pair<std::string, std::string>, int> refuse;
-
-    void set(const std::string& ns, const std::string& key, const std::string& value) { values[{ns, key}] = value; }
     std::optional<std::string> read(const std::string& ns, const std::string& key) override;
     void write(const std::string& ns, const std::string& key, const std::string& value) override;
     bool namespace_exists(const std::string& ns) override;

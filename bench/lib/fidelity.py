@@ -3,7 +3,7 @@
 
 Reads what `wanlab run --vm` stored for the experiments in bench/experiments/fidelity-*.toml
 (the newest run of each in RESULTS_DB): the trials' configuration and emulation check
-(lab/run/check.cpp: RTT by 20 TCP handshakes, rate by a paced UDP stream counted in wire
+(run/check.cpp: RTT by 20 TCP handshakes, rate by a paced UDP stream counted in wire
 bytes) and the probes' metrics. LIMITS_JSON is `wanlab plan --json` of fidelity-limit.toml
 (the netem limit each trial got). Nothing is computed that the database does not hold, except
 the derived columns each table explains (ratios, intervals, expected values).

@@ -71,7 +71,7 @@ queue limit ${took[fidelity-limit]} s, each including a VM boot).${failed:+ Runs
 
 How: the experiments \`bench/experiments/fidelity-*.toml\`, each run with \`wanlab run --vm\`
 into one results database, which \`bench/lib/fidelity.py\` reads: the probes' metrics and the
-emulation check wanlab stores with every trial (\`lab/run/check.cpp\`: RTT by 20 TCP handshakes,
+emulation check wanlab stores with every trial (\`run/check.cpp\`: RTT by 20 TCP handshakes,
 median; rate by a UDP stream paced at 125% of the rate for 1 s, counted in wire bytes at the
 receiver, the better of two tries). The netem tree sits on the router between the client and
 server namespaces, one qdisc per direction, so an RTT of R is R/2 of delay each way.

@@ -192,6 +192,6 @@ to it at the same time.
 Found and fixed while writing this section: `wanlab run` recorded the planned trials one
 transaction each before the first trial, so a 1,000-trial run made 1,000 commits (about
 4,000 syncs) before it measured anything, several seconds on a disk; they are now recorded
-with the run in one transaction (`Store::begin_run`, lab/results/store.cpp), which is what
+with the run in one transaction (`Store::begin_run`, results/store.cpp), which is what
 "before the first trial" shows.
 DOC

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "lab/experiment.h"
-#include "lab/plan.h"
+#include "experiment/experiment.h"
+#include "experiment/plan.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     std::string text(reinterpret_cast<const char*>(data), size);

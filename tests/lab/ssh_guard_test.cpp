@@ -2,9 +2,11 @@
 // whether a filtered impairment spares a peer.
 #include <catch2/catch.hpp>
 
+#include "core/address.h"
 #include "lab/ssh_guard.h"
 
 using namespace wanlab::lab;
+using wanlab::addr::spared;
 
 TEST_CASE("ssh guard reads SSH_CONNECTION as peer, peer port, local address, local port", "[lab][ssh]") {
     auto s = parse_ssh_connection("198.51.100.7 51234 198.18.5.2 22");

@@ -8,8 +8,9 @@
 
 #include "core/error.h"
 #include "netem/device.h"
+#include "tests/support/recording_kernel.h"
 #include "netem/readback.h"
-#include "tests/lab/load_helper.h"
+#include "tests/support/load_helper.h"
 
 using namespace wanlab::netem;
 using wanlab::testing::up_of;

@@ -14,7 +14,7 @@
 #include "netem/encode.h"
 #include "netem/kernel.h"
 #include "netem/readback.h"
-#include "tests/lab/load_helper.h"
+#include "tests/support/load_helper.h"
 
 using namespace wanlab::netem;
 

@@ -2,7 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include "netem/host.h"
-#include "tests/lab/load_helper.h"
+#include "tests/support/recording_kernel.h"
+#include "tests/support/load_helper.h"
 
 using namespace wanlab::netem;
 

@@ -23,7 +23,7 @@
 #include "netem/preflight.h"
 #include "netem/readback.h"
 #include "probes/probe.h"
-#include "tests/lab/load_helper.h"
+#include "tests/support/load_helper.h"
 
 using namespace wanlab::netem;
 using wanlab::testing::up_of;
@@ -382,7 +382,7 @@ TEST_CASE("host mode keeps a user's own ingress qdisc and filters and gives them
     CHECK(run(fmt::format("tc -n {} filter show dev a0 ingress", p.left)) == filters_before);
 }
 
-// ---- Probes through netem (issue 6): run in the micro-VM with the rest of this file.
+// ---- Probes through netem: run in the micro-VM with the rest of this file.
 
 namespace {
 wanlab::probes::ProbeSpec probe_of(const std::string& kind, const std::string& options) {

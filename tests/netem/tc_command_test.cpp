@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "netem/tc_command.h"
-#include "tests/lab/load_helper.h"
+#include "tests/support/load_helper.h"
 
 using namespace wanlab::netem;
 using wanlab::testing::up_of;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "lab/report/report.h"
+#include "report/report.h"
 #include "tests/report/fixtures.h"
 
 using namespace wanlab;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "lab/report/report.h"
+#include "report/report.h"
 #include "tests/report/fixtures.h"
 
 using namespace wanlab;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "lab/results/model.h"
+#include "results/model.h"
 
 namespace wanlab::report::testing {
 

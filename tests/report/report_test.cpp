@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "lab/report/report.h"
+#include "report/report.h"
 #include "tests/report/fixtures.h"
 
 using namespace wanlab;

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "lab/report/detail.h"
-#include "lab/report/report.h"
+#include "report/detail.h"
+#include "report/report.h"
 
 using namespace wanlab::report;
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "lab/results/model.h"
+#include "results/model.h"
 
 namespace wanlab::results::testing {
 

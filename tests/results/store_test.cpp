@@ -4,7 +4,7 @@
 #include <sqlite3.h>
 
 #include "core/error.h"
-#include "lab/results/store.h"
+#include "results/store.h"
 #include "tests/results/sample_run.h"
 
 using namespace wanlab::results;

@@ -14,7 +14,7 @@
 #include "netem/kernel.h"
 #include "lab/session.h"
 #include "sysctl/proc_sys.h"
-#include "tests/lab/load_helper.h"
+#include "tests/support/load_helper.h"
 
 using namespace wanlab;
 using namespace wanlab::root_testing;

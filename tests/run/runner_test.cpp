@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <string>
 
-#include "lab/run/check.h"
-#include "lab/run/progress.h"
-#include "lab/run/runner.h"
-#include "tests/lab/load_helper.h"
+#include "run/check.h"
+#include "run/progress.h"
+#include "run/runner.h"
+#include "tests/support/load_helper.h"
 
 using namespace wanlab;
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "sysctl/proc_sys.h"
+#include "tests/support/fake_proc_sys.h"
 #include "sysctl/snapshot.h"
 
 using namespace wanlab::sysctl;

@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "sysctl/proc_sys.h"
+#include "tests/support/fake_proc_sys.h"
 #include "sysctl/validate.h"
 
 using namespace wanlab::sysctl;

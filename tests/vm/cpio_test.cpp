@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "lab/vm/cpio.h"
+#include "vm/cpio.h"
 
 namespace {
 

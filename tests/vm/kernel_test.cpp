@@ -5,9 +5,9 @@
 #include <string>
 
 #include "core/error.h"
-#include "lab/vm/kernel.h"
-#include "lab/vm/sys.h"
-#include "lab/vm/vmlinux.h"
+#include "vm/kernel.h"
+#include "vm/sys.h"
+#include "vm/vmlinux.h"
 
 using namespace wanlab::vm;
 namespace fs = std::filesystem;

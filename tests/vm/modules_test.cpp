@@ -4,9 +4,9 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "lab/vm/initramfs.h"
-#include "lab/vm/modules.h"
-#include "lab/vm/sys.h"
+#include "vm/initramfs.h"
+#include "vm/modules.h"
+#include "vm/sys.h"
 
 using wanlab::vm::module_name;
 using wanlab::vm::ModuleIndex;

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "lab/vm/accel.h"
-#include "lab/vm/qemu.h"
-#include "lab/vm/vm.h"
+#include "vm/accel.h"
+#include "vm/qemu.h"
+#include "vm/vm.h"
 
 using namespace wanlab::vm;
 

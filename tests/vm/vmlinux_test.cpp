@@ -8,8 +8,8 @@
 #include <string>
 
 #include "core/error.h"
-#include "lab/vm/initramfs.h"
-#include "lab/vm/vmlinux.h"
+#include "vm/initramfs.h"
+#include "vm/vmlinux.h"
 
 using namespace wanlab::vm;
 

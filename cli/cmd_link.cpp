@@ -1,0 +1,247 @@
+// `wanlab link apply|show|clear --dev DEV`: link conditions on one device, interactively, in
+// the spirit of tcset/tcshow/tcdel. Every [link] key of the experiment format is a flag of
+// the same name and goes through the same loader, so values and cross-field rules are
+// checked exactly as in an experiment file. The device's original qdiscs are saved under
+// /run/wanlab/link/ on the first apply; `clear` puts them back.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/units.h"
+#include "cli/command.h"
+#include "cli/load.h"
+#include "experiment/experiment.h"
+#include "lab/journal.h"
+#include "experiment/plan.h"
+#include "lab/ssh_guard.h"
+#include "lab/watchdog.h"
+#include "netem/device.h"
+#include "netem/kernel.h"
+#include "netem/readback.h"
+#include "netem/tc_command.h"
+
+namespace wanlab::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The [link] keys that take one value on the command line (tables such as slot and the
+// loss models are for experiment files).
+const char* kLinkFlags[] = {"delay", "jitter", "correlation", "distribution", "loss", "loss_correlation",
+                            "duplicate", "duplicate_correlation", "reorder", "reorder_correlation", "gap",
+                            "corrupt", "corrupt_correlation", "rate", "packet_overhead", "cell_size",
+                            "cell_overhead", "shaper", "qdisc", "qdisc_limit", "limit", "ecn"};
+
+struct Options {
+    std::string dev;
+    std::string netns;
+    std::string profile;
+    std::map<std::string, std::string> values;
+    std::uint32_t mtu = 1500;
+    bool dry_run = false;
+    bool json = false;
+    bool force = false;
+    unsigned auto_restore_s = 0;
+};
+
+std::string netns_path(const Options& o) { return o.netns.empty() ? std::string() : "/run/netns/" + o.netns; }
+
+/// The device's lock, the one a host-mode run holds (lab/session.cpp): `link apply` and
+/// `link clear` never change a device a run is impairing.
+lab::FileLock lock_device(const Options& o) {
+    std::string name = o.netns.empty() ? o.dev : o.netns + "--" + o.dev;
+    return lab::FileLock(fs::path(lab::kRunDir) / fmt::format("dev-{}.lock", name), false, "device " + o.dev);
+}
+
+fs::path snapshot_path(const Options& o) {
+    return fs::path("/run/wanlab/link") / fmt::format("{}{}.snapshot", o.netns.empty() ? "" : o.netns + "--", o.dev);
+}
+
+netem::Direction resolve(const Options& o) {
+    std::string text = "[link]\n";
+    if (!o.profile.empty()) text += "profile = " + toml_value(o.profile) + "\n";
+    for (const auto& [k, v] : o.values) text += fmt::format("{} = {}\n", k, toml_value(v));
+    text += fmt::format("[lab]\nmtu = {}\n", o.mtu);
+    config::Documents docs;
+    Diagnostics diag;
+    auto exp = lab::load_experiment("command line", text, {}, lab::ProfileLibrary::standard(), docs, diag);
+    std::fputs(diag.render(docs.sources()).c_str(), stderr);
+    if (!exp) throw InputError("the link options have errors (shown above as the [link] table they make)");
+    // One device has one egress: the [link] keys describe it as they describe "up".
+    return exp->trials.front().link.up;
+}
+
+void write_file_synced(const fs::path& path, const std::string& text) {
+    fs::create_directories(path.parent_path());
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw Error(fmt::format("writing {}: {}", path.string(), std::strerror(errno)));
+    bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
+    int saved = errno;
+    ::close(fd);
+    if (!ok) throw Error(fmt::format("writing {}: {}", path.string(), std::strerror(saved)));
+}
+
+/// A watchdog that runs `wanlab link clear` for this device after `seconds`, whatever happens
+/// to this process or the SSH session that started it. Returns its pid.
+pid_t arm_auto_restore(const Options& o, unsigned seconds) {
+    lab::WatchdogOptions w;
+    w.seconds = seconds;
+    w.argv = {lab::self_exe(), "link", "clear", "--dev", o.dev};
+    if (!o.netns.empty()) w.argv.insert(w.argv.end(), {"--netns", o.netns});
+    return lab::arm_watchdog(w);
+}
+
+int apply(const Options& o) {
+    auto d = resolve(o);
+    if (!o.dry_run) lab::refuse_if_ssh(netns_path(o), o.dev, "", 0, o.force);
+    if (o.dry_run) {
+        for (const auto& line : netem::tc_commands(d, o.dev, o.netns.empty() ? "" : "ip netns exec " + o.netns + " ", o.mtu))
+            std::puts(line.c_str());
+        return 0;
+    }
+    auto lock = lock_device(o);
+    netem::NetlinkKernel kernel(netns_path(o));
+    auto path = snapshot_path(o);
+    // The first apply saves what the device had; later ones keep that original snapshot.
+    std::optional<netem::DeviceQdiscs> device;
+    if (fs::exists(path)) {
+        std::ifstream in(path);
+        std::stringstream text;
+        text << in.rdbuf();
+        device.emplace(netem::DeviceQdiscs::from_serialized(kernel, o.dev, text.str()));
+    } else {
+        device.emplace(kernel, o.dev);
+        write_file_synced(path, device->serialize());
+    }
+    try {
+        device->apply(d, o.mtu, netem::Psched::from_proc());
+    } catch (...) {
+        // Give the device back and forget the snapshot, whatever restore() says.
+        try {
+            device->restore();
+        } catch (const Error& e) {
+            std::fputs(fmt::format("wanlab: {}\n", e.what()).c_str(), stderr);
+        }
+        device->release();
+        std::error_code ec;
+        fs::remove(path, ec);
+        throw;
+    }
+    device->release();  // stays applied until `wanlab link clear`
+    std::printf("%s: %s (saved the previous qdiscs; `wanlab link clear --dev %s` restores them)\n", o.dev.c_str(),
+                lab::direction_summary(d).c_str(), o.dev.c_str());
+    if (o.auto_restore_s > 0) {
+        pid_t pid = arm_auto_restore(o, o.auto_restore_s);
+        std::printf("%s: auto-restore in %u s by watchdog pid %d (`kill %d` keeps the conditions)\n", o.dev.c_str(),
+                    o.auto_restore_s, pid, pid);
+    }
+    return 0;
+}
+
+int clear(const Options& o) {
+    auto path = snapshot_path(o);
+    if (!fs::exists(path)) {
+        std::printf("%s: nothing to clear (wanlab has no saved qdiscs for it)\n", o.dev.c_str());
+        return 0;
+    }
+    auto lock = lock_device(o);
+    netem::NetlinkKernel kernel(netns_path(o));
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    auto device = netem::DeviceQdiscs::from_serialized(kernel, o.dev, text.str());
+    device.restore();
+    device.release();
+    fs::remove(path);
+    std::printf("%s: qdiscs restored\n", o.dev.c_str());
+    return 0;
+}
+
+int show(const Options& o) {
+    netem::NetlinkKernel kernel(netns_path(o));
+    int ifindex = kernel.ifindex(o.dev);
+    auto psched = netem::Psched::from_proc();
+    nlohmann::json qdiscs = nlohmann::json::array();
+    for (const auto& q : kernel.dump(ifindex, false)) {
+        nlohmann::json j{{"kind", q.kind},
+                         {"handle", fmt::format("{:x}:", q.handle >> 16)},
+                         {"parent", q.parent == 0xffffffffu ? "root" : fmt::format("{:x}:{:x}", q.parent >> 16, q.parent & 0xffff)}};
+        std::string summary;
+        if (q.kind == "netem") {
+            netem::Direction d;
+            d.netem = netem::decode_netem(q.options, psched);
+            d.rate_bps = d.netem.rate_bps;
+            summary = netem::netem_arguments(d.netem);
+            j["delay"] = static_cast<double>(d.netem.delay.count()) / 1e9;
+            j["jitter"] = static_cast<double>(d.netem.jitter.count()) / 1e9;
+            j["loss"] = d.netem.loss.probability;
+            j["rate"] = d.netem.rate_bps;
+            j["limit"] = d.netem.limit_packets;
+        } else if (q.kind == "tbf") {
+            summary = "rate " + units::format_rate(netem::decode_tbf_rate(q.options));
+            j["rate"] = netem::decode_tbf_rate(q.options);
+        }
+        j["summary"] = summary;
+        qdiscs.push_back(j);
+        if (!o.json)
+            std::printf("qdisc %s %s %s %s\n", q.kind.c_str(), j["handle"].get<std::string>().c_str(),
+                        j["parent"].get<std::string>().c_str(), summary.c_str());
+    }
+    if (o.json) std::puts(nlohmann::json{{"dev", o.dev}, {"qdiscs", qdiscs}}.dump(2).c_str());
+    if (!o.json && fs::exists(snapshot_path(o)))
+        std::printf("(changed by wanlab; `wanlab link clear --dev %s` restores the previous qdiscs)\n", o.dev.c_str());
+    return 0;
+}
+
+}  // namespace
+
+Runner setup_link(CLI::App& sub) {
+    auto o = std::make_shared<Options>();
+    auto action = std::make_shared<std::string>();
+    sub.require_subcommand(1);
+    auto common = [o](CLI::App* app) {
+        app->add_option("--dev", o->dev, "Network device")->required();
+        app->add_option("--netns", o->netns, "Network namespace (as `ip netns` names it) the device is in");
+    };
+    CLI::App* a = sub.add_subcommand("apply", "Put link conditions on a device (replacing what wanlab put there before)");
+    common(a);
+    for (const char* flag : kLinkFlags)
+        a->add_option_function<std::string>(std::string("--") + flag, [o, flag](const std::string& v) { o->values[flag] = v; },
+                                            fmt::format("[link] {} (see docs/experiment-format.md)", flag));
+    a->add_option("--profile", o->profile, "A link profile to start from (profiles/link/NAME.toml)");
+    a->add_option("--mtu", o->mtu, "MTU the netem limit is sized for (bytes)");
+    a->add_flag("--dry-run", o->dry_run, "Print the equivalent tc commands and change nothing");
+    a->add_flag("--force", o->force, "Impair the device even if it carries an SSH session");
+    a->add_option("--auto-restore", o->auto_restore_s,
+                  "Undo the change after SECONDS, even if wanlab or your session is gone (a detached watchdog)")
+        ->type_name("SECONDS")
+        ->check(CLI::Range(1u, 86400u));
+    a->final_callback([action] { *action = "apply"; });
+    CLI::App* s = sub.add_subcommand("show", "Show the device's qdiscs as the kernel reports them");
+    common(s);
+    s->add_flag("--json", o->json, "JSON, base units");
+    s->final_callback([action] { *action = "show"; });
+    CLI::App* c = sub.add_subcommand("clear", "Give the device back the qdiscs it had before `link apply`");
+    common(c);
+    c->final_callback([action] { *action = "clear"; });
+    return [o, action] {
+        if (*action == "apply") return apply(*o);
+        if (*action == "show") return show(*o);
+        return clear(*o);
+    };
+}
+
+}  // namespace wanlab::cli

@@ -1,0 +1,207 @@
+// `wanlab probe KIND [--OPTION VALUE]... [--json]`: one probe, ad hoc. Without --address it
+// builds a bare two-namespace lab (wanlab-probe-PID-a and -b joined by a veth pair,
+// 198.18.100.1 <-> 198.18.100.2), measures across it and removes it; with --address it
+// measures between namespaces the user already has. Every option of the kind is a flag of
+// the same name and goes through the [[probe]] parser, so values are checked exactly as in
+// an experiment file.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/units.h"
+#include "cli/command.h"
+#include "cli/load.h"
+#include "lab/link.h"
+#include "lab/netns.h"
+#include "core/signals.h"
+#include "probes/probe.h"
+#include "probes/probe_spec.h"
+
+namespace wanlab::cli {
+namespace {
+
+struct Options {
+    std::string kind;
+    std::map<std::string, std::string> values;
+    std::string server_ns, client_ns, address, client_address;
+    std::uint16_t port = 0;
+    bool json = false, samples = false;
+};
+
+/// BareLab: two namespaces joined by one veth pair, nothing else.
+/// Creates: wanlab-probe-PID-a and -b (loopback up), veth wlp-a/wlp-b (kernel-default
+/// offloads on), 198.18.100.1/30 and .2/30. Undoes: deletes the pair and both namespaces
+/// (member order). The destructor never throws.
+struct BareLab {
+    static constexpr const char* kClientIp = "198.18.100.1";
+    static constexpr const char* kServerIp = "198.18.100.2";
+    lab::NetNamespace a, b;
+    std::optional<lab::VethPair> veth;
+
+    explicit BareLab(const std::string& prefix) : a(prefix + "-a", nullptr), b(prefix + "-b", nullptr) {
+        veth.emplace(a.name(), "wlp-a", b.name(), "wlp-b", lab::LinkOptions{1500, 1000, true}, nullptr);
+        lab::RouteSocket sa(a.name()), sb(b.name());
+        lab::set_up(sa, "lo");
+        lab::set_up(sb, "lo");
+        lab::add_address(sa, "wlp-a", std::string(kClientIp) + "/30");
+        lab::add_address(sb, "wlp-b", std::string(kServerIp) + "/30");
+    }
+};
+
+
+probes::ProbeSpec resolve(const Options& o) {
+    std::string text = fmt::format("[[probe]]\nkind = {}\n", toml_value(o.kind));
+    for (const auto& [k, v] : o.values) text += fmt::format("{} = {}\n", k, toml_value(v));
+    config::Documents docs;
+    Diagnostics diag;
+    const toml::table* table = docs.parse("command line", text, diag);
+    probes::ProbeSpec spec;
+    if (table) {
+        config::Node root = config::from_toml(*table);
+        const config::Node* list = root.find("probe");
+        if (list && !list->items.empty()) spec = probes::parse_probe(list->items.front(), 0, std::chrono::seconds(10), diag);
+    }
+    std::fputs(diag.render(docs.sources()).c_str(), stderr);
+    if (diag.has_errors() || spec.kind.empty())
+        throw InputError("the probe options have errors (shown above as the [[probe]] table they make)");
+    return spec;
+}
+
+std::string human(probes::Unit unit, double v) {
+    if (std::isnan(v)) return "-";
+    switch (unit) {
+        case probes::Unit::bits_per_second:
+            if (v >= 1e9) return fmt::format("{:.2f} Gbit/s", v / 1e9);
+            if (v >= 1e6) return fmt::format("{:.2f} Mbit/s", v / 1e6);
+            return fmt::format("{:.1f} kbit/s", v / 1e3);
+        case probes::Unit::seconds:
+            if (v >= 1) return fmt::format("{:.3f} s", v);
+            if (v >= 1e-3) return fmt::format("{:.3f} ms", v * 1e3);
+            return fmt::format("{:.1f} us", v * 1e6);
+        case probes::Unit::fraction: return fmt::format("{:.2f}%", v * 100);
+        case probes::Unit::count: return fmt::format("{:.0f}", v);
+        case probes::Unit::per_second: return fmt::format("{:.0f}/s", v);
+        case probes::Unit::bytes: return units::format_size(static_cast<std::uint64_t>(v));
+    }
+    return fmt::format("{}", v);
+}
+
+void print_human(const probes::ProbeKind& kind, const probes::ProbeResult& r) {
+    std::printf("%s (%s)\n", kind.name, r.tool.c_str());
+    // The kind's table first, in its order; then the extra metrics the probe added.
+    for (const auto& m : kind.metrics)
+        if (auto it = r.metrics.find(m.name); it != r.metrics.end())
+            std::printf("  %-24s %s\n", m.name, human(m.unit, it->second).c_str());
+    for (const auto& [name, value] : r.metrics)
+        if (const auto* m = probes::describe_metric(kind, name); m && !probes::find_metric(kind, name))
+            std::printf("  %-24s %s\n", name.c_str(), human(m->unit, value).c_str());
+    if (!r.connections.empty()) {
+        std::printf("  connections:\n");
+        for (const auto& c : r.connections) {
+            auto get = [&c](const char* k) {
+                auto it = c.values.find(k);
+                return it == c.values.end() ? std::nan("") : it->second;
+            };
+            using U = probes::Unit;
+            std::printf("    %-8s %-6s %s, retrans %s, rtt %s, cwnd %s, delivery %s, rwnd-limited %s, sndbuf-limited %s, "
+                        "rcvbuf %s\n",
+                        c.direction.c_str(), c.congestion_control.c_str(), human(U::bits_per_second, get("throughput")).c_str(),
+                        human(U::count, get("retransmits")).c_str(), human(U::seconds, get("rtt")).c_str(),
+                        human(U::count, get("cwnd")).c_str(), human(U::bits_per_second, get("delivery_rate")).c_str(),
+                        human(U::fraction, get("rwnd_limited")).c_str(), human(U::fraction, get("sndbuf_limited")).c_str(),
+                        human(U::bytes, get("rcvbuf_granted")).c_str());
+        }
+    }
+    if (auto s = r.samples.find("throughput"); s != r.samples.end()) {
+        std::printf("  per interval:");
+        for (double v : s->second) std::printf(" %.2f", v / 1e9);
+        std::printf(" Gbit/s\n");
+    }
+    for (const auto& n : r.notes) std::printf("  note: %s\n", n.c_str());
+}
+
+nlohmann::json to_json(const probes::ProbeKind& kind, const probes::ProbeSpec& spec, const probes::ProbeResult& r,
+                       bool all_samples) {
+    nlohmann::json j{{"kind", r.kind}, {"tool", r.tool}, {"notes", r.notes}};
+    for (const auto& [k, v] : spec.options) j["options"][k] = probes::format_option(kind, k, v);
+    for (const auto& [k, v] : r.metrics) {
+        j["metrics"][k] = std::isnan(v) ? nlohmann::json() : nlohmann::json(v);
+        if (const auto* m = probes::describe_metric(kind, k)) j["units"][k] = probes::unit_name(m->unit);
+    }
+    for (const auto& [k, v] : r.samples)
+        if (all_samples || k != "latency") j["samples"][k] = v;
+    j["connections"] = nlohmann::json::array();
+    for (const auto& c : r.connections)
+        j["connections"].push_back({{"direction", c.direction}, {"congestion_control", c.congestion_control}, {"values", c.values}});
+    return j;
+}
+
+int run(const Options& o) {
+    lab::SignalEvents signals;  // before any thread exists, so every thread blocks them
+    auto spec = resolve(o);
+    const auto* kind = probes::find_kind(spec.kind);
+    auto probe = probes::make_probe(spec);
+    std::optional<BareLab> bare;
+    probes::Endpoints where;
+    if (o.address.empty()) {
+        if (!o.server_ns.empty() || !o.client_ns.empty())
+            throw InputError("--server-ns and --client-ns need --address (the server's address in --server-ns)");
+        bare.emplace(fmt::format("wanlab-probe-{}", ::getpid()));
+        where.server = {"/run/netns/" + bare->b.name(), BareLab::kServerIp, o.port};
+        where.client = {"/run/netns/" + bare->a.name(), BareLab::kClientIp, 0};
+    } else {
+        auto path = [](const std::string& ns) { return ns.empty() ? std::string() : "/run/netns/" + ns; };
+        where.server = {path(o.server_ns), o.address, o.port};
+        where.client = {path(o.client_ns), o.client_address, 0};
+    }
+    auto result = probe->run(where, [&signals] { signals.check(); });
+    if (o.json)
+        std::puts(to_json(*kind, spec, result, o.samples).dump(2).c_str());
+    else
+        print_human(*kind, result);
+    return 0;
+}
+
+}  // namespace
+
+Runner setup_probe(CLI::App& sub) {
+    auto o = std::make_shared<Options>();
+    std::string kinds;
+    for (const auto& k : probes::probe_kinds()) kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", k.name);
+    sub.add_option("kind", o->kind, "Probe kind: " + kinds)->required();
+    std::set<std::string> seen;
+    for (const auto& k : probes::probe_kinds())
+        for (const auto& opt : k.options) {
+            if (!seen.insert(opt.name).second) continue;
+            std::string name = opt.name;
+            sub.add_option_function<std::string>("--" + name, [o, name](const std::string& v) { o->values[name] = v; },
+                                                 fmt::format("{} (default {})", opt.help, opt.default_value));
+        }
+    sub.add_option("--server-ns", o->server_ns, "Namespace (as `ip netns` names it) the server runs in; needs --address");
+    sub.add_option("--client-ns", o->client_ns, "Namespace the client runs in");
+    sub.add_option("--address", o->address, "Server address (IPv4) to measure to, instead of a bare lab");
+    sub.add_option("--client-address", o->client_address, "Address the client binds to");
+    sub.add_option("--port", o->port, "Server port (default: any free one; iperf3: 5201)");
+    sub.add_flag("--json", o->json, "JSON in base units (seconds, bit/s, bytes, fractions)");
+    sub.add_flag("--samples", o->samples, "With --json: every latency sample of an rr probe too");
+    sub.footer(
+        "Examples:\n"
+        "  wanlab probe throughput --streams 4 --duration 5s\n"
+        "  wanlab probe rtt --method icmp --count 20 --json\n"
+        "  wanlab probe rr --server_split_write true --server_nodelay false\n"
+        "  wanlab probe throughput --tool iperf3 --address 198.18.0.6 --server-ns wanlab-RUN-server "
+        "--client-ns wanlab-RUN-client");
+    return [o] { return run(*o); };
+}
+
+}  // namespace wanlab::cli

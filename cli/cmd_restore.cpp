@@ -1,0 +1,64 @@
+// `wanlab restore [RUN]...`: gives the machine back after a run that was killed (SIGKILL,
+// power to the process cut) and left its journal under /run/wanlab. Replays each stale
+// journal newest entry first; safe to run again. Live runs are left alone.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "lab/capabilities.h"
+#include "cli/command.h"
+#include "lab/journal.h"
+#include "lab/restore.h"
+#include "sysctl/proc_sys.h"
+
+namespace wanlab::cli {
+
+Runner setup_restore(CLI::App& sub) {
+    struct Options {
+        std::vector<std::string> runs;
+    };
+    auto o = std::make_shared<Options>();
+    sub.add_option("RUN", o->runs, "Only these runs (default: every stale journal)");
+    return [o] {
+        auto say = [](const std::string& s) { std::fputs(fmt::format("  {}\n", s).c_str(), stdout); };
+        auto wanted = [&] {
+            auto journals = lab::find_journals(lab::kRunDir);
+            std::erase_if(journals, [&](const lab::JournalFile& j) {
+                return !o->runs.empty() && std::find(o->runs.begin(), o->runs.end(), j.run) == o->runs.end();
+            });
+            return journals;
+        };
+        if (wanted().empty()) {
+            std::puts("wanlab restore: nothing to restore");
+            return 0;
+        }
+        lab::require_capabilities("wanlab restore");
+        lab::FileLock lock(std::filesystem::path(lab::kRunDir) / "lock", true, "the journal directory");
+        auto journals = wanted();  // again, under the lock
+        sysctl::RealProcSys proc;
+        auto undo = lab::machine_undo(proc, say);
+        int status = 0;
+        bool skipped = false;
+        for (const auto& j : journals) {
+            if (j.live()) {
+                std::puts(fmt::format("wanlab restore: run {} is live (pid {}); stop it with `wanlab lab down {}`", j.run,
+                                      j.pid, j.run)
+                              .c_str());
+                skipped = true;
+                if (!o->runs.empty()) status = 1;  // asked for by name, and not restored
+                continue;
+            }
+            std::puts(fmt::format("wanlab restore: run {} ({} entries)", j.run, j.entries.size()).c_str());
+            auto failures = lab::restore_journal(j, undo);
+            for (const auto& f : failures) std::fputs(fmt::format("wanlab: error: {}\n", f).c_str(), stderr);
+            if (!failures.empty()) status = 1;
+        }
+        if (status == 0 && !skipped) std::puts("wanlab restore: the machine is back as it was");
+        return status;
+    };
+}
+
+}  // namespace wanlab::cli

@@ -1,0 +1,143 @@
+// `wanlab results list|show` and `wanlab compare`: reading the results database a run wrote
+// (results/store.h) and reporting from it (report/report.h), without measuring.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "cli/command.h"
+#include "experiment/experiment.h"
+#include "report/report.h"
+#include "results/store.h"
+
+namespace wanlab::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path database(const std::string& out) {
+    auto db = fs::path(out) / "results.db";
+    if (!fs::exists(db))
+        throw InputError(fmt::format("no results database {} (give the folder `wanlab run --out` wrote with --out)",
+                                     db.string()));
+    return db;
+}
+
+/// The asserts of the run's experiment, re-read from the text stored with it; none (and a
+/// warning) when it no longer loads, e.g. a profile it named is gone.
+std::vector<lab::AssertSpec> stored_asserts(const results::Run& run) {
+    config::Documents docs;
+    Diagnostics diag;
+    auto exp = lab::load_experiment(run.file, run.text, run.sets, lab::ProfileLibrary::standard(), docs, diag);
+    if (!exp) {
+        std::fputs(fmt::format("wanlab: warning: the stored experiment of run {} no longer loads; asserts not shown\n",
+                               run.id)
+                       .c_str(),
+                   stderr);
+        return {};
+    }
+    return exp->asserts;
+}
+
+struct ListArgs {
+    std::string out = "wanlab-results";
+};
+struct ShowArgs {
+    std::string out = "wanlab-results";
+    std::string run = "latest";
+    std::string format = "table";
+    std::string pivot;
+    std::string export_as;
+};
+struct CompareArgs {
+    std::string out = "wanlab-results";
+    std::string other;
+    std::string a, b;
+    std::string format = "table";
+};
+
+int list(const ListArgs& a) {
+    results::Store store(database(a.out));
+    auto runs = store.list_runs();
+    if (runs.empty()) {
+        std::printf("no runs in %s\n", store.path().c_str());
+        return 0;
+    }
+    std::printf("%-10s %-21s %-12s %-8s %-24s %s\n", "run", "started", "status", "trials", "experiment", "where");
+    for (const auto& r : runs)
+        std::printf("%-10s %-21s %-12s %-8zu %-24s %s\n", r.id.c_str(), r.started.c_str(), r.status.c_str(),
+                    r.planned_trials, r.experiment.c_str(), r.env.where.c_str());
+    return 0;
+}
+
+int show(const ShowArgs& a) {
+    results::Store store(database(a.out));
+    auto data = store.load_run(a.run);
+    if (a.export_as == "json") {
+        std::puts(results::to_json(data).dump(2).c_str());
+        return 0;
+    }
+    if (a.export_as == "csv") {
+        std::fputs(results::to_csv(data).c_str(), stdout);
+        return 0;
+    }
+    report::ReportOptions ro;
+    ro.format = report::parse_format(a.format);
+    ro.pivot = a.pivot;
+    std::fputs(report::render(data, stored_asserts(data.run), ro).c_str(), stdout);
+    return 0;
+}
+
+int compare(const CompareArgs& a) {
+    results::Store store(database(a.out));
+    auto first = store.load_run(a.a);
+    results::RunData second;
+    if (a.other.empty()) {
+        second = store.load_run(a.b);
+    } else {
+        results::Store other(database(a.other));
+        second = other.load_run(a.b);
+    }
+    if (first.run.experiment != second.run.experiment)
+        std::fputs(fmt::format("wanlab: warning: comparing different experiments ({} and {}); only trials with the "
+                               "same id are compared\n",
+                               first.run.experiment, second.run.experiment)
+                       .c_str(),
+                   stderr);
+    std::fputs(report::render_comparison(first, second, report::parse_format(a.format)).c_str(), stdout);
+    return 0;
+}
+
+}  // namespace
+
+Runner setup_results(CLI::App& sub) {
+    sub.require_subcommand(1);
+    auto l = std::make_shared<ListArgs>();
+    auto s = std::make_shared<ShowArgs>();
+    CLI::App* list_cmd = sub.add_subcommand("list", "Every run in the results database, newest first");
+    list_cmd->add_option("--out", l->out, "Folder holding results.db (default: ./wanlab-results)");
+    CLI::App* show_cmd = sub.add_subcommand("show", "The report of one run (before/after, pivot, explanations, asserts)");
+    show_cmd->add_option("RUN", s->run, "Run id, a unique prefix of one, or `latest` (default)");
+    show_cmd->add_option("--out", s->out, "Folder holding results.db (default: ./wanlab-results)");
+    show_cmd->add_option("--format", s->format, "table, csv, json, markdown")
+        ->check(CLI::IsMember({"table", "csv", "json", "markdown"}));
+    show_cmd->add_option("--pivot", s->pivot, "Metric of the sweep pivot (probe.metric)");
+    show_cmd->add_option("--export", s->export_as, "Every measurement and sample instead of the report: json or csv")
+        ->check(CLI::IsMember({"json", "csv"}));
+    return [l, s, list_cmd] { return list_cmd->parsed() ? list(*l) : show(*s); };
+}
+
+Runner setup_compare(CLI::App& sub) {
+    auto c = std::make_shared<CompareArgs>();
+    sub.add_option("RUN_A", c->a, "The reference run (id, prefix or `latest`)")->required();
+    sub.add_option("RUN_B", c->b, "The run compared with it")->required();
+    sub.add_option("--out", c->out, "Folder holding RUN_A's results.db (default: ./wanlab-results)");
+    sub.add_option("--other", c->other, "Folder holding RUN_B's results.db, when it is another one (another machine)");
+    sub.add_option("--format", c->format, "table, csv, json, markdown")
+        ->check(CLI::IsMember({"table", "csv", "json", "markdown"}));
+    return [c] { return compare(*c); };
+}
+
+}  // namespace wanlab::cli

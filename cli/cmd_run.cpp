@@ -1,0 +1,211 @@
+// `wanlab run FILE`: the experiment end to end (run/runner.h), then its report
+// (report/report.h) and CI gates. Where the kernel lacks a qdisc the experiment needs
+// (sch_netem on many machines), the whole run moves into the micro-VM (vm/) with a one-line
+// notice: the VM runs this same binary with --no-vm, writing into the same results database
+// through a writable share, and the report is rendered here from that database.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "lab/capabilities.h"
+#include "cli/command.h"
+#include "cli/load.h"
+#include "report/report.h"
+#include "results/store.h"
+#include "run/runner.h"
+#include "lab/session.h"
+#include "core/signals.h"
+#include "lab/watchdog.h"
+#include "netem/preflight.h"
+#include "vm/vm.h"
+
+namespace wanlab::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunArgs {
+    std::string file;
+    std::string out = "wanlab-results";
+    std::vector<std::string> sets;
+    bool vm = false, no_vm = false;
+    std::string format = "table";
+    std::string junit;
+    std::string run_id;
+    std::string pivot;
+    bool quiet = false;
+    bool restore = false;
+    bool force = false;
+    unsigned auto_restore_s = 0;
+    // Set by the outer wanlab for the run inside the micro-VM.
+    std::string where;
+    bool inner = false;
+};
+
+/// Prints the report of `data` and applies the CI gates; returns the exit status.
+int report_and_gate(const RunArgs& a, const lab::Experiment& exp, const results::RunData& data, int run_status) {
+    report::ReportOptions ro;
+    ro.format = report::parse_format(a.format);
+    ro.pivot = a.pivot;
+    std::fputs(report::render(data, exp.asserts, ro).c_str(), stdout);
+    std::fflush(stdout);
+    auto outcomes = report::evaluate(data, exp.asserts);
+    if (!a.junit.empty()) {
+        std::ofstream j(a.junit);
+        j << report::junit_xml(data, outcomes);
+        if (!j) throw Error(fmt::format("writing the JUnit report {}", a.junit));
+    }
+    if (run_status != 0) return run_status;
+    for (const auto& o : outcomes)
+        if (!o.passed) return 3;
+    return 0;
+}
+
+int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& text) {
+    lab::SignalEvents signals;  // before any thread exists, so every thread blocks them
+    fs::create_directories(a.out);
+    results::Store store(fs::path(a.out) / "results.db");
+    run::Progress progress(a.quiet ? run::Progress::Mode::quiet : run::Progress::detect(stderr));
+    run::RunnerOptions ro;
+    ro.run_id = a.run_id.empty() ? lab::new_run_id() : a.run_id;
+    ro.restore_stale = a.restore;
+    ro.force = a.force;
+    if (a.auto_restore_s > 0)
+        ro.on_stage = [&](const std::string& stage) {
+            if (stage != "journal") return;  // armed once the journal it watches exists
+            auto w = lab::run_watchdog(ro.run_id, a.auto_restore_s, ro.journal_dir);
+            pid_t pid = lab::arm_watchdog(w);
+            progress.line(fmt::format("run {}: auto-restore by watchdog pid {}: the run ends and the machine is given "
+                                      "back after {} s, or at once if wanlab is killed (log: {})",
+                                      ro.run_id, pid, a.auto_restore_s, w.log.string()));
+        };
+    ro.where = a.where.empty() ? "host" : a.where;
+    auto outcome = run::run_experiment(exp, text, ro, store, progress, [&signals] { signals.check(); });
+    const auto& run = outcome.data.run;
+    if (run.status != "complete")
+        progress.line(fmt::format("run {} {}: {}; machine restored; {} measurement{} kept in {}", run.id, run.status,
+                                  run.error, outcome.data.measurements.size(),
+                                  outcome.data.measurements.size() == 1 ? "" : "s", store.path().string()));
+    if (a.inner) return outcome.exit_code;
+    int status = report_and_gate(a, exp, outcome.data, outcome.exit_code);
+    if (run.status == "failed") throw Error(run.error, outcome.exit_code);
+    return status;
+}
+
+int run_in_vm(const RunArgs& a, const lab::Experiment& exp) {
+    if (a.auto_restore_s > 0)
+        std::fputs("wanlab: --auto-restore does not apply to a run in the micro-VM: it changes only the VM, which "
+                   "goes away with everything in it when the run ends or wanlab is killed\n",
+                   stderr);
+    fs::create_directories(a.out);
+    fs::path out = fs::absolute(a.out);
+    std::string id = a.run_id.empty() ? lab::new_run_id() : a.run_id;
+    vm::VmOptions vo;
+    vo.out_dir = out;
+    vm::Vm machine(vo);
+    std::vector<std::string> argv{lab::self_exe(), "run", fs::absolute(a.file).string(), "--no-vm", "--out", out.string(),
+                                  "--run", id, "--inner",
+                                  "--where", fmt::format("vm ({}, {} cpus)", vm::accel_name(machine.accel().accel),
+                                                         machine.cpus())};
+    for (const auto& s : a.sets) argv.insert(argv.end(), {"--set", s});
+    if (a.quiet) argv.push_back("--quiet");
+    auto r = machine.run(argv);
+    results::Store store(out / "results.db");
+    results::RunData data;
+    try {
+        data = store.load_run(id);
+    } catch (const InputError&) {
+        // The VM never got as far as recording the run: its own message said why.
+        if (r.interrupted) return r.exit_status;
+        throw Error(fmt::format("the run in the micro-VM ended (exit {}) before recording anything", r.exit_status));
+    }
+    if (data.run.status == "running") {  // the VM was killed mid-run: keep what it committed
+        data.run.status = r.interrupted ? "interrupted" : "failed";
+        data.run.error = r.interrupted ? "interrupted; the micro-VM was stopped"
+                                       : fmt::format("the micro-VM ended mid-run (exit {})", r.exit_status);
+        data.run.finished = run::utc_now();
+        store.finish_run(id, data.run.status, data.run.finished, data.run.error);
+    }
+    int status = r.exit_status;
+    if (r.timed_out || r.out_of_memory) status = status ? status : 1;
+    return report_and_gate(a, exp, data, status);
+}
+
+int run(const RunArgs& a) {
+    if (a.vm && a.no_vm) throw InputError("--vm and --no-vm contradict each other; give one");
+    (void)report::parse_format(a.format);  // bad input fails before anything runs
+    std::string text;
+    auto exp = load_or_throw(a.file, a.sets, &text);
+    if (a.inner) {  // inside the micro-VM
+        lab::require_capabilities("wanlab run");
+        return run_here(a, exp, text);
+    }
+    // Host mode impairs this machine's own interface: the micro-VM has none of it.
+    const bool host = exp.trials.front().lab.mode == lab::LabSpec::Mode::host;
+    if (host && a.vm)
+        throw InputError(fmt::format("{}: [lab] mode = \"host\" impairs this machine's interface {}; it cannot run in "
+                                     "the micro-VM (drop --vm)",
+                                     a.file, exp.trials.front().lab.dev));
+    if (a.vm) return run_in_vm(a, exp);
+    lab::require_capabilities("wanlab run");
+    auto missing = lab::missing_qdiscs(exp);
+    if (!missing.empty()) {
+        if (host)
+            throw Error(fmt::format("this kernel lacks {} (needed by {}); host mode impairs this machine's own interface, "
+                                    "so it needs them here. {}",
+                                    fmt::join(missing, ", "), a.file, netem::advice_for(missing.front())),
+                        2);
+        if (a.no_vm)
+            throw Error(fmt::format("this kernel lacks {} (needed by {}); drop --no-vm to run in the micro-VM. {}",
+                                    fmt::join(missing, ", "), a.file, netem::advice_for(missing.front())),
+                        2);
+        std::fputs(fmt::format("wanlab: this kernel has no {}: running the experiment in the micro-VM "
+                               "(--no-vm refuses instead)\n",
+                               fmt::join(missing, ", "))
+                       .c_str(),
+                   stderr);
+        return run_in_vm(a, exp);
+    }
+    return run_here(a, exp, text);
+}
+
+}  // namespace
+
+Runner setup_run(CLI::App& sub) {
+    auto a = std::make_shared<RunArgs>();
+    sub.add_option("FILE", a->file, "Experiment file (TOML)")->required();
+    sub.add_option("--out", a->out, "Folder for results.db (default: ./wanlab-results)");
+    sub.add_option("--set", a->sets, "Override a key (repeatable)")->type_name("KEY=VALUE");
+    sub.add_flag("--vm", a->vm, "Run inside the micro-VM even if this kernel has everything");
+    sub.add_flag("--no-vm", a->no_vm, "Never fall back to the micro-VM: refuse if this kernel lacks a qdisc");
+    sub.add_option("--format", a->format, "Report format: table, csv, json, markdown")
+        ->check(CLI::IsMember({"table", "csv", "json", "markdown"}));
+    sub.add_option("--junit", a->junit, "Also write the [[assert]] outcomes as JUnit XML");
+    sub.add_option("--pivot", a->pivot, "Metric of the sweep pivot (probe.metric)");
+    sub.add_option("--run", a->run_id, "Run id (default: random); namespaces are wanlab-RUN-*");
+    sub.add_flag("--quiet", a->quiet, "No progress on stderr");
+    sub.add_flag("--restore", a->restore, "Restore a stale journal left by a killed run first, instead of refusing");
+    sub.add_flag("--force", a->force, "Host mode: impair the interface even if it carries an SSH session the target filter does not spare");
+    sub.add_option("--auto-restore", a->auto_restore_s,
+                   "Arm a watchdog: the run ends and the machine is given back after SECONDS, or at once if wanlab is killed")
+        ->type_name("SECONDS")
+        ->check(CLI::Range(1u, 7u * 86400u));
+    sub.add_option("--where", a->where, "Environment note (set by wanlab itself for runs in the VM)")->group("");
+    sub.add_flag("--inner", a->inner, "Measure and record only (the run inside the micro-VM)")->group("");
+    sub.footer(
+        "Exit status: 0 complete and every [[assert]] passed, 1 failure, 2 bad input, 3 an assert failed,\n"
+        "130 interrupted (the machine is restored and the partial results kept).\n"
+        "Examples:\n"
+        "  wanlab run examples/buffer-sweep.toml\n"
+        "  wanlab run examples/buffer-sweep.toml --set run.duration=3s --set run.repeats=2 --junit report.xml\n"
+        "  wanlab results show latest --out wanlab-results");
+    return [a] { return run(*a); };
+}
+
+}  // namespace wanlab::cli

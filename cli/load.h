@@ -1,0 +1,21 @@
+// Shared by the sub-commands that read an experiment file: read it, load it, print every
+// diagnostic to stderr. Throws InputError (exit 2) when the file cannot be read or has errors.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "experiment/experiment.h"
+
+namespace wanlab::cli {
+
+/// `text`, when given, receives the file's text as read.
+lab::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets,
+                              std::string* text = nullptr);
+
+/// A command-line flag's value as a TOML value, for commands that turn flags into the
+/// table an experiment file would hold (link apply, probe): integers and booleans as they
+/// are, anything else as a quoted string ("20ms", "1%").
+std::string toml_value(const std::string& flag_value);
+
+}  // namespace wanlab::cli

@@ -1,0 +1,99 @@
+// An experiment: the TOML file a user writes, loaded, validated and expanded into trials.
+//
+// Contract: load_experiment() never touches the machine and never needs root. It parses
+// (TOML syntax), then validates in separate passes (each section strictly, then cross-field
+// rules), collecting every error it can find into Diagnostics with file:line:column. On
+// success the experiment holds an ordered list of fully concrete trials: defaults resolved,
+// `rtt` split, profiles merged, netem limits sized, base units throughout, each with a stable
+// id. `--set KEY=VALUE` overrides are applied to the document before validation, so they get
+// the same checks and messages (located in the --set argument). Not thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/config.h"
+#include "core/diagnostic.h"
+#include "experiment/profiles.h"
+#include "netem/link_spec.h"
+#include "probes/probe_spec.h"
+#include "sysctl/sysctl_spec.h"
+
+namespace wanlab::lab {
+
+/// [lab]: where the experiment runs.
+struct LabSpec {
+    enum class Mode { netns, host };
+    Mode mode = Mode::netns;
+    std::string dev;           ///< host mode: the interface to impair
+    std::string target;        ///< host mode: impair only traffic to/from this address or prefix
+    std::uint16_t port = 0;    ///< host mode: ... and this port (0 = any)
+    std::uint32_t mtu = 1500;  ///< bytes, on every lab link
+    bool offloads = false;     ///< GSO/TSO/GRO on the lab's links (off: shapers see real packets)
+    std::uint32_t queue_length = 1000;       ///< txqueuelen of lab links, packets
+    std::uint64_t line_rate_bps = 10'000'000'000;  ///< sizes `limit = "auto"` when no rate is set
+
+    /// The hosts sysctls can be set on: client, router, server (netns) or host.
+    std::vector<std::string> hosts() const;
+};
+
+/// [run]: how trials are measured.
+struct RunSpec {
+    std::uint32_t repeats = 3;
+    std::chrono::nanoseconds warmup{std::chrono::seconds(1)};
+    std::chrono::nanoseconds cooldown{std::chrono::seconds(1)};
+    std::chrono::nanoseconds duration{std::chrono::seconds(10)};  ///< default probe duration
+    std::uint64_t seed = 1;
+    std::string baseline;  ///< variant name; the first variant when not set
+};
+
+/// [[assert]]: a CI gate on one metric.
+struct AssertSpec {
+    std::string probe;     ///< probe name
+    std::string metric;    ///< a metric of that probe's kind
+    std::string variant;   ///< "" = every variant (for bounds) / every non-baseline variant (gains)
+    std::optional<double> at_least;  ///< base units of the metric
+    std::optional<double> at_most;
+    std::optional<double> min_gain;  ///< fraction: improvement over the baseline, in the better direction
+    Location at;
+};
+
+/// One configuration to measure: a variant at one sweep point.
+struct Trial {
+    std::size_t index = 0;  ///< 1-based position in the plan
+    std::string id;         ///< stable: a hash of variant and sweep values
+    std::string variant;
+    std::vector<std::pair<std::string, std::string>> sweep;  ///< path, value as written
+    LabSpec lab;
+    netem::LinkSpec link;
+    sysctl::SysctlSpec sysctl;
+    std::vector<probes::ProbeSpec> probes;
+};
+
+struct Experiment {
+    std::string file;
+    std::string name;
+    std::string description;
+    RunSpec run;
+    std::vector<std::string> variants;  ///< in file order; "default" when none is declared
+    std::vector<std::string> sweep_keys;
+    std::string sweep_mode;  ///< "cross" or "zip"
+    std::vector<AssertSpec> asserts;
+    std::vector<Trial> trials;
+    std::vector<std::string> sets;  ///< the --set arguments applied
+};
+
+inline constexpr std::size_t kMaxTrials = 10'000;
+
+/// Loads `text` (named `file` in messages) with `sets` ("KEY=VALUE") applied. Returns the
+/// experiment, or nullopt with errors in `diag`; warnings may be present either way.
+/// `docs` keeps the sources for rendering diagnostics and must outlive the call's use of them.
+std::optional<Experiment> load_experiment(const std::string& file, const std::string& text,
+                                          const std::vector<std::string>& sets, const ProfileLibrary& profiles,
+                                          config::Documents& docs, Diagnostics& diag);
+
+}  // namespace wanlab::lab

@@ -1,0 +1,309 @@
+#include "experiment/plan.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+#include "netem/host.h"
+#include "netem/tc_command.h"
+
+namespace wanlab::lab {
+namespace {
+
+using nlohmann::json;
+
+double seconds(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e9; }
+
+json loss_json(const netem::Loss& l) {
+    json j{{"model", netem::to_string(l.model)}};
+    switch (l.model) {
+        case netem::Loss::Model::random: j["p"] = l.probability; j["correlation"] = l.correlation; break;
+        case netem::Loss::Model::gemodel:
+            j.update({{"p", l.probability}, {"r", l.r}, {"1-h", l.one_minus_h}, {"1-k", l.one_minus_k}});
+            break;
+        case netem::Loss::Model::state:
+            j.update({{"p13", l.probability}, {"p31", l.r}, {"p32", l.one_minus_h}, {"p23", l.one_minus_k}, {"p14", l.p14}});
+            break;
+        default: break;
+    }
+    return j;
+}
+
+json direction_json(const netem::Direction& d) {
+    const netem::Netem& n = d.netem;
+    json j{{"delay", seconds(n.delay)},
+           {"jitter", seconds(n.jitter)},
+           {"correlation", n.delay_correlation},
+           {"distribution", n.distribution.empty() ? "uniform" : n.distribution},
+           {"loss", loss_json(n.loss)},
+           {"duplicate", n.duplicate},
+           {"duplicate_correlation", n.duplicate_correlation},
+           {"reorder", n.reorder},
+           {"reorder_correlation", n.reorder_correlation},
+           {"gap", n.gap},
+           {"corrupt", n.corrupt},
+           {"corrupt_correlation", n.corrupt_correlation},
+           {"rate", d.rate_bps},
+           {"shaper", netem::to_string(d.shaper)},
+           {"packet_overhead", n.packet_overhead},
+           {"cell_size", n.cell_size},
+           {"cell_overhead", n.cell_overhead},
+           {"ecn", n.ecn},
+           {"limit", n.limit_packets},
+           {"limit_auto", !n.limit.has_value()},
+           {"qdisc", netem::to_string(d.queue)},
+           {"qdisc_limit", d.queue_limit}};
+    if (n.slot) {
+        const auto& s = *n.slot;
+        j["slot"] = {{"min_delay", seconds(s.min_delay)}, {"max_delay", seconds(s.max_delay)},
+                     {"distribution", s.distribution}, {"delay", seconds(s.dist_delay)},
+                     {"jitter", seconds(s.dist_jitter)}, {"packets", s.packets}, {"bytes", s.bytes}};
+    } else {
+        j["slot"] = nullptr;
+    }
+    return j;
+}
+
+json option_json(const probes::OptionValue& v, const probes::OptionSpec* spec) {
+    if (auto b = std::get_if<bool>(&v)) return *b;
+    if (auto s = std::get_if<std::string>(&v)) return *s;
+    if (auto f = std::get_if<double>(&v)) return *f;
+    auto i = std::get<std::int64_t>(v);
+    if (spec && spec->type == probes::OptionType::duration) return static_cast<double>(i) / 1e9;
+    return i;
+}
+
+json probe_json(const probes::ProbeSpec& p) {
+    const auto* kind = probes::find_kind(p.kind);
+    json options = json::object();
+    for (const auto& [name, value] : p.options) {
+        const probes::OptionSpec* spec = nullptr;
+        for (const auto& o : kind->options)
+            if (name == o.name) spec = &o;
+        options[name] = option_json(value, spec);
+    }
+    return {{"name", p.name}, {"kind", p.kind}, {"options", options}};
+}
+
+json sysctl_json(const sysctl::SysctlSpec& s) {
+    json j{{"global", json::object()}};
+    for (const auto& g : s.global) j["global"][g.key] = g.value;
+    for (const auto& [host, list] : s.per_host) {
+        j[host] = json::object();
+        for (const auto& e : list) j[host][e.key] = e.value;
+    }
+    return j;
+}
+
+std::string sysctl_arg(const sysctl::Setting& s) {
+    if (s.value.find(' ') != std::string::npos) return fmt::format("{}=\"{}\"", s.key, s.value);
+    return fmt::format("{}={}", s.key, s.value);
+}
+
+std::string probe_summary(const probes::ProbeSpec& p) {
+    const auto* kind = probes::find_kind(p.kind);
+    std::string out = fmt::format("{} ({}", p.name, p.kind);
+    for (const auto& o : kind->options) {
+        auto it = p.options.find(o.name);
+        if (it == p.options.end()) continue;
+        auto text = probes::format_option(*kind, o.name, it->second);
+        if (text.empty()) continue;
+        // Options left at their default are noise in a one-line summary, except duration.
+        bool is_default = std::string(o.default_value) == text || std::string(o.default_value) == "\"" + text + "\"";
+        if (is_default && std::string(o.name) != "duration") continue;
+        out += fmt::format(", {} {}", o.name, text);
+    }
+    return out + ")";
+}
+
+std::string pad(const std::string& s, std::size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
+
+std::vector<std::string> global_keys(const Experiment& exp) {
+    std::vector<std::string> keys;
+    for (const auto& t : exp.trials)
+        for (const auto& g : t.sysctl.global)
+            if (std::find(keys.begin(), keys.end(), g.key) == keys.end()) keys.push_back(g.key);
+    return keys;
+}
+
+std::string human_duration(std::chrono::nanoseconds total) {
+    auto s = std::chrono::duration_cast<std::chrono::seconds>(total).count();
+    if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+    if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+    return fmt::format("{}s", s);
+}
+
+}  // namespace
+
+std::string direction_summary(const netem::Direction& d) {
+    std::string args = netem::netem_arguments(d.netem);
+    // Drop the leading "limit N" and netem's own rate (shown below with the shaper).
+    auto space = args.find(' ', 6);
+    args = space == std::string::npos ? "" : args.substr(space + 1);
+    if (auto r = args.find(" rate "); r != std::string::npos && d.shaper == netem::Shaper::netem) args = args.substr(0, r);
+    if (args.starts_with("rate ")) args.clear();
+    std::string out = args;
+    if (d.rate_bps) {
+        out += (out.empty() ? "" : " ") + fmt::format("rate {}", units::format_rate(d.rate_bps));
+        if (d.shaper != netem::Shaper::netem) out += fmt::format(" ({})", netem::to_string(d.shaper));
+    }
+    if (d.queue != netem::Queue::none) out += fmt::format(" queue {}", netem::to_string(d.queue));
+    return out.empty() ? "-" : out;
+}
+
+std::vector<std::string> trial_commands(const Trial& t, const LabNames& names) {
+    std::vector<std::string> out;
+    if (t.lab.mode == LabSpec::Mode::netns) {
+        std::string router = fmt::format("ip netns exec {} ", names.ns("router"));
+        for (const auto& [dir, dev] : {std::pair{&t.link.up, LabNames::kRouterToServer},
+                                       std::pair{&t.link.down, LabNames::kRouterToClient}}) {
+            if (!dir->impaired()) continue;
+            for (auto& c : netem::tc_commands(*dir, dev, router, t.lab.mtu)) out.push_back(std::move(c));
+        }
+    } else {
+        netem::Filter to_target{t.lab.target, t.lab.port, false, t.lab.line_rate_bps};
+        netem::Filter from_target{t.lab.target, t.lab.port, true, t.lab.line_rate_bps};
+        if (t.link.up.impaired())
+            for (auto& c : netem::tc_commands(t.link.up, t.lab.dev, "", t.lab.mtu, to_target)) out.push_back(std::move(c));
+        if (t.link.down.impaired()) {
+            std::string ifb = netem::ifb_name(t.lab.dev);
+            out.push_back(fmt::format("ip link add {} type ifb && ip link set {} up", ifb, ifb));
+            out.push_back(fmt::format("tc qdisc replace dev {} handle ffff: ingress", t.lab.dev));
+            out.push_back(fmt::format("tc filter replace dev {} parent ffff: protocol ip prio 1 u32 match ip src {}{} "
+                                      "action mirred egress redirect dev {}",
+                                      t.lab.dev, t.lab.target,
+                                      t.lab.port ? fmt::format(" match ip sport {} 0xffff", t.lab.port) : "", ifb));
+            for (auto& c : netem::tc_commands(t.link.down, ifb, "", t.lab.mtu)) out.push_back(std::move(c));
+        }
+    }
+    for (const auto& g : t.sysctl.global) out.push_back("sysctl -w " + sysctl_arg(g));
+    for (const auto& [host, list] : t.sysctl.per_host) {
+        std::string prefix = t.lab.mode == LabSpec::Mode::netns ? fmt::format("ip netns exec {} ", names.ns(host)) : "";
+        for (const auto& s : list) out.push_back(prefix + "sysctl -w " + sysctl_arg(s));
+    }
+    return out;
+}
+
+std::string render_plan_text(const Experiment& exp) {
+    std::string out;
+    out += fmt::format("Experiment \"{}\" ({})\n", exp.name, exp.file);
+    if (!exp.description.empty()) out += fmt::format("  {}\n", exp.description);
+    std::size_t points = exp.trials.size() / std::max<std::size_t>(exp.variants.size(), 1);
+    out += fmt::format("  {} trial{} = {} sweep point{} x {} variant{}; baseline: {}\n", exp.trials.size(),
+                       exp.trials.size() == 1 ? "" : "s", points, points == 1 ? "" : "s", exp.variants.size(),
+                       exp.variants.size() == 1 ? "" : "s", exp.run.baseline);
+    const auto& first = exp.trials.front();
+    std::chrono::nanoseconds per_repeat{0};
+    for (const auto& p : first.probes) {
+        out += fmt::format("  probe {}\n", probe_summary(p));
+        per_repeat += std::chrono::nanoseconds{std::get<std::int64_t>(p.options.at("duration"))};
+    }
+    if (first.probes.empty()) out += "  no probes: trials only apply and check the link conditions\n";
+    auto total = (per_repeat + exp.run.cooldown) * exp.run.repeats * exp.trials.size() + exp.run.warmup * exp.trials.size();
+    out += fmt::format("  {} repeat{} per probe, warmup {}, cooldown {}: about {} of measurement\n", exp.run.repeats,
+                       exp.run.repeats == 1 ? "" : "s", units::format_duration(exp.run.warmup),
+                       units::format_duration(exp.run.cooldown), human_duration(total));
+    if (first.lab.mode == LabSpec::Mode::netns)
+        out += fmt::format("  lab: namespaces wanlab-RUN-{{client,router,server}}, mtu {}, offloads {}; link conditions on "
+                           "the router\n",
+                           first.lab.mtu, first.lab.offloads ? "on" : "off");
+    else
+        out += fmt::format("  lab: host interface {} toward {}{}\n", first.lab.dev, first.lab.target,
+                           first.lab.port ? fmt::format(" port {}", first.lab.port) : "");
+    auto globals = global_keys(exp);
+    if (!globals.empty()) {
+        std::string list;
+        for (const auto& k : globals) list += (list.empty() ? "" : ", ") + k;
+        out += fmt::format("  host-global sysctls changed (for the whole machine, restored afterwards): {}\n", list);
+    }
+    if (!exp.asserts.empty()) out += fmt::format("  {} assert{}\n", exp.asserts.size(), exp.asserts.size() == 1 ? "" : "s");
+
+    // The table: one row per trial.
+    std::vector<std::string> header{"#", "trial", "variant"};
+    for (const auto& k : exp.sweep_keys) header.push_back(k);
+    header.push_back("up (client->server)");
+    header.push_back("down (server->client)");
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& t : exp.trials) {
+        std::vector<std::string> row{std::to_string(t.index), t.id, t.variant};
+        for (const auto& [path, value] : t.sweep) row.push_back(value);
+        row.push_back(direction_summary(t.link.up));
+        row.push_back(direction_summary(t.link.down));
+        rows.push_back(std::move(row));
+    }
+    std::vector<std::size_t> width(header.size());
+    for (std::size_t c = 0; c < header.size(); ++c) {
+        width[c] = header[c].size();
+        for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+    }
+    auto line = [&](const std::vector<std::string>& cells) {
+        std::string l = " ";
+        for (std::size_t c = 0; c < cells.size(); ++c) l += " " + (c + 1 == cells.size() ? cells[c] : pad(cells[c], width[c]));
+        return l + "\n";
+    };
+    out += "\n" + line(header);
+    for (const auto& r : rows) out += line(r);
+
+    out += "\nEquivalent commands (wanlab applies these through netlink and /proc/sys, not by running them):\n";
+    for (const auto& t : exp.trials) {
+        std::string sweep;
+        for (const auto& [path, value] : t.sweep) sweep += fmt::format(", {}={}", path, value);
+        out += fmt::format("\n  trial {} ({}): variant {}{}\n", t.index, t.id, t.variant, sweep);
+        auto commands = trial_commands(t);
+        if (commands.empty()) out += "    (nothing to change)\n";
+        for (const auto& c : commands) out += "    " + c + "\n";
+    }
+    return out;
+}
+
+json plan_json(const Experiment& exp) {
+    json trials = json::array();
+    for (const auto& t : exp.trials) {
+        json sweep = json::object();
+        for (const auto& [path, value] : t.sweep) sweep[path] = value;
+        json probes = json::array();
+        for (const auto& p : t.probes) probes.push_back(probe_json(p));
+        json lab{{"mode", t.lab.mode == LabSpec::Mode::host ? "host" : "netns"},
+                 {"mtu", t.lab.mtu},
+                 {"offloads", t.lab.offloads},
+                 {"queue_length", t.lab.queue_length},
+                 {"line_rate", t.lab.line_rate_bps}};
+        if (t.lab.mode == LabSpec::Mode::host) lab.update({{"dev", t.lab.dev}, {"target", t.lab.target}, {"port", t.lab.port}});
+        trials.push_back({{"index", t.index},
+                          {"id", t.id},
+                          {"variant", t.variant},
+                          {"sweep", sweep},
+                          {"lab", lab},
+                          {"link", {{"up", direction_json(t.link.up)}, {"down", direction_json(t.link.down)}}},
+                          {"sysctl", sysctl_json(t.sysctl)},
+                          {"probes", probes},
+                          {"commands", trial_commands(t)}});
+    }
+    json asserts = json::array();
+    for (const auto& a : exp.asserts) {
+        json j{{"probe", a.probe}, {"metric", a.metric}, {"variant", a.variant.empty() ? json(nullptr) : json(a.variant)}};
+        j["at_least"] = a.at_least ? json(*a.at_least) : json(nullptr);
+        j["at_most"] = a.at_most ? json(*a.at_most) : json(nullptr);
+        j["min_gain"] = a.min_gain ? json(*a.min_gain) : json(nullptr);
+        asserts.push_back(j);
+    }
+    return {{"experiment", exp.name},
+            {"file", exp.file},
+            {"description", exp.description},
+            {"sets", exp.sets},
+            {"variants", exp.variants},
+            {"baseline", exp.run.baseline},
+            {"sweep", {{"mode", exp.sweep_mode}, {"keys", exp.sweep_keys}}},
+            {"run",
+             {{"repeats", exp.run.repeats},
+              {"warmup", seconds(exp.run.warmup)},
+              {"cooldown", seconds(exp.run.cooldown)},
+              {"duration", seconds(exp.run.duration)},
+              {"seed", exp.run.seed}}},
+            {"asserts", asserts},
+            {"trials", trials}};
+}
+
+}  // namespace wanlab::lab

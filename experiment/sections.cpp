@@ -1,0 +1,239 @@
+#include "experiment/sections.h"
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/address.h"
+#include "core/error.h"
+#include "experiment/document.h"
+#include "probes/http.h"
+#include "probes/probe.h"
+
+namespace wanlab::lab {
+namespace {
+
+using config::Node;
+using config::Reader;
+
+LabSpec parse_lab(const Node* table, Diagnostics& diag) {
+    LabSpec lab;
+    if (!table) return lab;
+    Reader r(*table, "[lab]", diag);
+    if (auto m = r.choice("mode", {"netns", "host"})) lab.mode = *m == "host" ? LabSpec::Mode::host : LabSpec::Mode::netns;
+    if (auto v = r.string("dev")) lab.dev = *v;
+    if (auto v = r.string("target")) lab.target = *v;
+    if (auto v = r.integer("port", 1, 65535)) lab.port = static_cast<std::uint16_t>(*v);
+    if (auto v = r.integer("mtu", 68, 65535)) lab.mtu = static_cast<std::uint32_t>(*v);
+    if (auto v = r.boolean("offloads")) lab.offloads = *v;
+    if (auto v = r.integer("queue_length", 1, 1'000'000)) lab.queue_length = static_cast<std::uint32_t>(*v);
+    if (auto v = r.rate("line_rate")) {
+        if (*v == 0)
+            diag.error(r.value_at("line_rate"), "`line_rate` must be above zero");
+        else
+            lab.line_rate_bps = *v;
+    }
+    if (lab.mode == LabSpec::Mode::host) {
+        if (lab.dev.empty())
+            diag.error(r.key_at("mode"), "[lab] mode = \"host\" needs `dev`: the interface to impair, e.g. dev = \"eth0\"");
+        if (lab.target.empty())
+            diag.error(r.key_at("mode"),
+                       "[lab] mode = \"host\" needs `target`: the address or prefix whose traffic is impaired, "
+                       "so the rest of the machine (and your SSH session) is spared");
+    } else {
+        for (const char* key : {"dev", "target", "port"})
+            if (r.has(key))
+                diag.error(r.key_at(key), fmt::format("`{}` applies only to mode = \"host\"; a namespace lab makes its "
+                                                      "own devices",
+                                                      key));
+    }
+    if (!lab.target.empty() && !addr::parse_prefix(lab.target))
+        diag.error(r.value_at("target"),
+                   fmt::format("`target` = \"{}\" must be an IP address or prefix such as \"203.0.113.7\" or "
+                               "\"203.0.113.0/24\"",
+                               lab.target));
+    r.finish();
+    return lab;
+}
+
+// A profile file: description, source and one section ([link] or [sysctl]).
+std::optional<Node> load_profile(const std::string& kind, const Node& name_node, const ProfileLibrary& profiles,
+                                 config::Documents& docs, Diagnostics& diag) {
+    auto name = name_node.kind == Node::Kind::value ? name_node.value->value_exact<std::string>() : std::nullopt;
+    if (!name) {
+        diag.error(name_node.value_at, fmt::format("`profile` must be a string naming a {} profile", kind));
+        return std::nullopt;
+    }
+    auto path = profiles.find(kind, *name);
+    if (!path) {
+        auto names = profiles.names(kind);
+        auto guess = did_you_mean(*name, names);
+        std::string list;
+        for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+        diag.error(name_node.value_at,
+                   fmt::format("no {} profile named \"{}\"{}", kind, *name,
+                               guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess)),
+                   list.empty() ? fmt::format("no {} profiles found in: {}", kind, fmt::join(profiles.dirs(), ", "))
+                                : fmt::format("available: {}", list));
+        return std::nullopt;
+    }
+    const toml::table* t = nullptr;
+    std::ifstream in(*path);
+    std::stringstream text;
+    text << in.rdbuf();
+    t = docs.parse(*path, text.str(), diag);
+    if (!t) return std::nullopt;
+    Node doc = config::from_toml(*t);
+    normalize(doc, diag);
+    Reader r(doc, fmt::format("{} profile \"{}\"", kind, *name), diag);
+    r.string("description");
+    r.string("source");
+    const char* section = kind == "link" ? "link" : "sysctl";
+    const Node* body = r.table(section);
+    r.finish();
+    if (!body) {
+        diag.error(Location{*path, 0, 0, 0}, fmt::format("{} profile \"{}\" has no [{}] table", kind, *name, section));
+        return std::nullopt;
+    }
+    if (body->find("profile"))
+        diag.error(body->find("profile")->key_at, "a profile cannot name another profile");
+    return *body;
+}
+
+// The user's table over the profile it names (the user's keys win).
+Node with_profile(const Node& table, const std::string& kind, const ProfileLibrary& profiles,
+                  config::Documents& docs, Diagnostics& diag) {
+    const Node* name = table.find("profile");
+    if (!name) return table;
+    auto profile = load_profile(kind, *name, profiles, docs, diag);
+    if (!profile) return table;
+    Node merged = *profile;
+    // The file's `delay` replaces a profile's `rtt` and the other way round: both set the
+    // same thing, and the file wins.
+    auto drop = [&](const char* key) {
+        merged.members.erase(std::remove_if(merged.members.begin(), merged.members.end(),
+                                            [&](const config::Member& m) { return m.first == key; }),
+                             merged.members.end());
+    };
+    if (table.find("delay")) drop("rtt");
+    if (table.find("rtt")) drop("delay");
+    // A key the file sets for both directions also beats the profile's per-direction value
+    // of it: the profile's [link.up] rate must not win over the file's [link] rate.
+    for (auto& [sub, body] : merged.members) {
+        if (sub != "up" && sub != "down") continue;
+        std::erase_if(body.members, [&](const config::Member& m) {
+            return (table.find(m.first) && !table.find(m.first)->is_table()) ||
+                   (m.first == "delay" && table.find("rtt"));
+        });
+    }
+    merged.key_at = table.key_at;
+    merged.value_at = table.value_at;
+    config::merge(merged, table);
+    return merged;
+}
+
+// Host mode's probes run here against servers already running on the target, through the
+// target filter: each must be one that needs no wanlab server there, and its traffic must be
+// what the filter impairs.
+void check_host_probes(const Trial& t, Diagnostics& diag) {
+    const auto& lab = t.lab;
+    auto target = addr::parse_prefix(lab.target);
+    if (!target) return;  // reported at the key
+    bool single = target->single();
+    bool v4 = target->family == AF_INET;
+    for (const auto& p : t.probes) {
+        if (p.kind.empty()) continue;
+        auto where = [&](const std::string& why) {
+            diag.error(p.at, fmt::format("probe `{}` in [lab] mode = \"host\": {}", p.name, why));
+        };
+        if (auto why = probes::remote_unsupported(p, lab.port); !why.empty()) {
+            where(why);
+            continue;
+        }
+        auto url = p.options.find("url");
+        if (url != p.options.end() && !std::get<std::string>(url->second).empty()) {
+            probes::http::Url u;
+            try {
+                u = probes::http::parse_url(std::get<std::string>(url->second));
+            } catch (const InputError&) {
+                continue;  // reported where the url is read
+            }
+            if (addr::spared(u.address, lab.target, lab.port, u.port))
+                where(fmt::format("its url ({}:{}) is outside [lab] target = \"{}\"{}: the probe would measure an "
+                                  "unimpaired path",
+                                  u.address, u.port, lab.target,
+                                  lab.port ? fmt::format(", port = {}", lab.port) : std::string()));
+            continue;
+        }
+        if (!v4)
+            where("the probes connect over IPv4 only: give an IPv4 [lab] target");
+        else if (!single)
+            where(fmt::format("the probe connects to the target, so [lab] target must be one address, not the prefix "
+                              "\"{}\" (or use an http probe with a url inside it)",
+                              lab.target));
+    }
+}
+
+}  // namespace
+
+RunSpec parse_run(const Node* table, Diagnostics& diag) {
+    RunSpec run;
+    if (!table) return run;
+    Reader r(*table, "[run]", diag);
+    if (auto v = r.integer("repeats", 1, 1000)) run.repeats = static_cast<std::uint32_t>(*v);
+    if (auto v = r.duration("warmup")) run.warmup = *v;
+    if (auto v = r.duration("cooldown")) run.cooldown = *v;
+    if (auto v = r.duration("duration")) {
+        if (v->count() == 0)
+            diag.error(r.value_at("duration"), "`duration` must be above zero");
+        else
+            run.duration = *v;
+    }
+    if (auto v = r.integer("seed", 0, std::numeric_limits<std::int64_t>::max())) run.seed = static_cast<std::uint64_t>(*v);
+    if (auto v = r.string("baseline")) run.baseline = *v;
+    r.finish();
+    return run;
+}
+
+std::vector<std::string> LabSpec::hosts() const {
+    if (mode == Mode::host) return {"host"};
+    return {"client", "router", "server"};
+}
+
+Trial parse_trial(const Node& doc, const RunSpec& run, const ProfileLibrary& profiles, config::Documents& docs,
+                  Diagnostics& diag) {
+    Trial t;
+    Reader r(doc, "the experiment", diag);
+    // Top-level keys are checked by load_experiment; here only the sections are read.
+    const Node* lab = r.table("lab");
+    t.lab = parse_lab(lab, diag);
+    Node empty;
+    const Node* link = r.table("link");
+    Node link_table = link ? with_profile(*link, "link", profiles, docs, diag) : empty;
+    if (!link) link_table.value_at = doc.value_at;
+    t.link = netem::parse_link(link_table, diag);
+    netem::validate_link(t.link, diag);
+    netem::resolve_limit(t.link.up, t.lab.line_rate_bps, t.lab.mtu, diag);
+    netem::resolve_limit(t.link.down, t.lab.line_rate_bps, t.lab.mtu, diag);
+    const Node* sys = r.table("sysctl");
+    Node sys_table = sys ? with_profile(*sys, "tuning", profiles, docs, diag) : empty;
+    t.sysctl = sysctl::parse_sysctls(sys_table, t.lab.hosts(), diag);
+    if (const Node* probes = r.table_array("probe")) {
+        for (std::size_t i = 0; i < probes->items.size(); ++i) {
+            auto p = probes::parse_probe(probes->items[i], i, run.duration, diag);
+            auto dup = std::find_if(t.probes.begin(), t.probes.end(), [&](const auto& q) { return q.name == p.name; });
+            if (!p.kind.empty() && dup != t.probes.end())
+                diag.error(p.at, fmt::format("two probes are named `{}`: give each a distinct `name`", p.name));
+            t.probes.push_back(std::move(p));
+        }
+    }
+    if (t.lab.mode == LabSpec::Mode::host) check_host_probes(t, diag);
+    return t;
+}
+
+
+}  // namespace wanlab::lab

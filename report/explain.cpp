@@ -1,0 +1,282 @@
+// explain(): sentences the measurements support, for the reader who asks "why this number?".
+//
+// Two kinds, and nothing without the data behind it:
+//  - buffer limits, from TCP_INFO as the throughput probe reports it: a stream that spent
+//    most of its busy time limited by the receive window (or its send buffer) moves at most
+//    one buffer per round trip, so the buffer it was granted names the cap;
+//  - bandwidth-delay advice, from a trial's configured rate and RTT against the buffer
+//    maxima the trial set (or, for keys it did not set, those the host had before the run).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+#include "report/detail.h"
+#include "probes/stats.h"
+
+namespace wanlab::report {
+namespace {
+
+using nlohmann::json;
+using probes::Unit;
+constexpr double kNaN = results::kNaN;
+
+double number_at(const json& object, const std::string& key) {
+    if (!object.is_object()) return kNaN;
+    auto it = object.find(key);
+    return it != object.end() && it->is_number() ? it->get<double>() : kNaN;
+}
+
+const json& values_of(const json& connection) {
+    static const json kNone = json::object();
+    if (!connection.is_object()) return kNone;
+    auto it = connection.find("values");
+    return it != connection.end() && it->is_object() ? *it : kNone;
+}
+
+double median_or_nan(std::vector<double> v) {
+    std::erase_if(v, [](double x) { return !std::isfinite(x); });
+    return probes::stats::median(std::move(v));  // NaN when empty
+}
+
+using Measurements = std::vector<const results::Measurement*>;
+
+double metric_median(const Measurements& ms, const std::string& metric) {
+    std::vector<double> v;
+    for (const auto* m : ms)
+        if (auto it = m->metrics.find(metric); it != m->metrics.end()) v.push_back(it->second);
+    return median_or_nan(std::move(v));
+}
+
+// The share of its busy time one repeat spent limited by `what` ("rwnd_limited"): the
+// probe's metric, else from its connections, weighted by their busy time when known.
+double limited_share(const results::Measurement& m, const std::string& what) {
+    if (auto it = m.metrics.find(what); it != m.metrics.end() && std::isfinite(it->second)) return it->second;
+    double busy = 0, limited = 0, sum = 0;
+    std::size_t n = 0;
+    bool timed = true;
+    for (const auto& c : m.connections) {
+        const auto& v = values_of(c);
+        double b = number_at(v, "busy_time"), l = number_at(v, what + "_time"), f = number_at(v, what);
+        if (std::isfinite(b) && std::isfinite(l)) busy += b, limited += l;
+        else timed = false;
+        if (std::isfinite(f)) sum += f, ++n;
+    }
+    if (timed && busy > 0) return limited / busy;
+    return n ? sum / static_cast<double>(n) : kNaN;
+}
+
+// The buffer one stream had: the median over every connection of every repeat, else the
+// probe's metric (the smallest connection's) when connections were not reported.
+double granted(const Measurements& ms, const std::string& key) {
+    std::vector<double> v;
+    for (const auto* m : ms)
+        for (const auto& c : m->connections) v.push_back(number_at(values_of(c), key));
+    double per_stream = median_or_nan(v);
+    return std::isfinite(per_stream) ? per_stream : metric_median(ms, key);
+}
+
+std::size_t streams(const Measurements& ms) {
+    std::size_t n = 0;
+    for (const auto* m : ms) n = std::max(n, m->connections.size());
+    return n;
+}
+
+std::string where(const results::Trial& t) {
+    auto point = detail::point_label(t);
+    return point.empty() ? t.variant : t.variant + " @ " + point;
+}
+
+std::string flag(const results::Trial& t) {
+    return detail::emulation_failed(&t) ? " [! emulation did not hold in this trial]" : "";
+}
+
+struct Limit {
+    const char* share;    // metric: share of busy time limited
+    const char* granted;  // connection value: the buffer behind it, bytes
+    const char* limited;  // words for the sentence
+    const char* buffer;
+};
+const Limit kLimits[] = {
+    {"rwnd_limited", "rcvbuf_granted", "receive-window limited", "a receive buffer"},
+    {"sndbuf_limited", "sndbuf_granted", "send-buffer limited", "a send buffer"},
+};
+
+void buffer_limits(std::vector<std::string>& out, const results::Trial& t, const std::string& probe,
+                   const Measurements& ms) {
+    // The configured RTT is what the cap is about; without one, the RTT TCP measured.
+    double rtt = t.link_rtt;
+    std::string rtt_text = detail::human(Unit::seconds, rtt);
+    if (!(rtt > 0)) {
+        rtt = metric_median(ms, "rtt");
+        rtt_text = detail::human(Unit::seconds, rtt) + " measured";
+    }
+    for (const auto& limit : kLimits) {
+        std::vector<double> shares;
+        for (const auto* m : ms) shares.push_back(limited_share(*m, limit.share));
+        double share = median_or_nan(shares);
+        if (!(share > 0.5)) continue;  // a minority of the time explains little
+        auto s = fmt::format("{}, {}: {} {:.0f}% of the time", probe, where(t), limit.limited, share * 100);
+        double buffer = granted(ms, limit.granted);
+        // The kernel counts skb overhead against a socket buffer: with the default
+        // tcp_adv_win_scale (1) only about half of it carries data, so the window per round
+        // trip, and the cap, is about half of what the buffer's size suggests.
+        if (buffer > 0 && rtt > 0)
+            s += fmt::format(": {} of {} (about {} of window) caps one stream near {} at this RTT ({})", limit.buffer,
+                             detail::human_bytes(buffer), detail::human_bytes(buffer / 2),
+                             detail::human(Unit::bits_per_second, buffer / 2 * 8 / rtt), rtt_text);
+        if (double tput = metric_median(ms, "throughput"); std::isfinite(tput)) {
+            auto n = streams(ms);
+            s += fmt::format("; measured {}{}", detail::human(Unit::bits_per_second, tput),
+                             n > 1 ? fmt::format(" over {} streams", n) : "");
+        }
+        out.push_back(s + flag(t));
+    }
+}
+
+// --- bandwidth-delay advice ---------------------------------------------------------------
+
+struct Buffer {
+    const char* key;
+    bool receive;  // sized on the receiving host (rmem) or the sending one (wmem)
+    bool triple;   // "min default max"
+};
+const Buffer kBuffers[] = {
+    {"net.core.rmem_max", true, false},
+    {"net.ipv4.tcp_rmem", true, true},
+    {"net.core.wmem_max", false, false},
+    {"net.ipv4.tcp_wmem", false, true},
+};
+
+/// One value of a buffer key as it applied to the trial.
+struct Setting {
+    std::string host;  // "" for a global key
+    std::vector<std::uint64_t> fields;
+    bool before = false;  // not set by the trial: the host's value before the run
+};
+
+// "4096\t131072\t6291456", "212992" (as written to /proc/sys) or "64M" -> bytes.
+std::optional<std::vector<std::uint64_t>> parse_fields(const std::string& value) {
+    std::istringstream in(value);
+    std::vector<std::uint64_t> fields;
+    for (std::string word; in >> word;) {
+        auto parsed = units::parse_size(word);
+        if (!units::ok(parsed)) return std::nullopt;
+        fields.push_back(std::get<std::uint64_t>(parsed));
+    }
+    if (fields.empty()) return std::nullopt;
+    return fields;
+}
+
+std::vector<Setting> settings_of(const results::RunData& data, const results::Trial& t, const Buffer& b) {
+    std::vector<Setting> out;
+    for (const auto& kv : t.sysctls) {
+        auto colon = kv.first.find(':');
+        std::string host = colon == std::string::npos ? "" : kv.first.substr(0, colon);
+        std::string key = colon == std::string::npos ? kv.first : kv.first.substr(colon + 1);
+        if (key != b.key) continue;
+        if (auto fields = parse_fields(kv.second); fields && (!b.triple || fields->size() == 3))
+            out.push_back(Setting{host, *fields, false});
+    }
+    if (out.empty())
+        if (auto it = data.run.env.sysctls_before.find(b.key); it != data.run.env.sysctls_before.end())
+            if (auto fields = parse_fields(it->second); fields && (!b.triple || fields->size() == 3))
+                out.push_back(Setting{"", *fields, true});
+    return out;
+}
+
+// Does this host's value apply to the transfers measured? Upload: the server receives,
+// the client sends; download the reverse. Global keys and host mode ("host") always do.
+bool applies(const std::string& host, bool receive, const std::vector<std::string>& directions) {
+    if (host.empty() || host == "host") return true;
+    for (const auto& d : directions) {
+        bool upload = d == "upload";
+        if (receive && host == (upload ? "server" : "client")) return true;
+        if (!receive && host == (upload ? "client" : "server")) return true;
+    }
+    return false;
+}
+
+std::uint64_t next_power_of_two(double x) {
+    std::uint64_t p = 1;
+    while (static_cast<double>(p) < x) p <<= 1;
+    return p;
+}
+
+void bdp_advice(std::vector<std::string>& out, const results::RunData& data, const results::Trial& t,
+                const Measurements& bulk) {
+    if (!(t.link_rate > 0 && t.link_rtt > 0) || bulk.empty()) return;  // buffers matter to bulk transfers
+    std::vector<std::string> directions;
+    for (const auto* m : bulk)
+        for (const auto& c : m->connections)
+            if (c.is_object() && c.contains("direction") && c["direction"].is_string())
+                directions.push_back(c["direction"].get<std::string>());
+    if (directions.empty()) directions = {"upload", "download"};  // unknown: either could apply
+
+    double bdp = t.link_rate * t.link_rtt / 8;
+    // With the default tcp_adv_win_scale the kernel keeps about half of a socket buffer for
+    // its own overhead, so a window of one BDP needs a buffer of two.
+    auto target = next_power_of_two(2 * bdp);
+    std::vector<std::string> below_bdp, below_twice, set;
+    bool core = false;
+    for (const auto& b : kBuffers)
+        for (const auto& s : settings_of(data, t, b)) {
+            if (!applies(s.host, b.receive, directions)) continue;
+            double max = static_cast<double>(s.fields.back());
+            if (max >= 2 * bdp) continue;
+            auto on = s.host.empty() ? std::string() : " on " + s.host;
+            auto name = fmt::format("{}{}{} = {} ({})", b.key, b.triple ? " max" : "", on, s.fields.back(),
+                                    detail::human_bytes(max)) + (s.before ? " before the run" : "");
+            (max < bdp ? below_bdp : below_twice).push_back(name);
+            if (b.triple)
+                set.push_back(fmt::format("{}=\"{} {} {}\"{}", b.key, s.fields[0], s.fields[1], target, on));
+            else
+                set.push_back(fmt::format("{}={}{}", b.key, target, on));
+            core = core || !b.triple;
+        }
+    if (set.empty()) return;
+    auto s = fmt::format("{}: bandwidth-delay product {} x {} = {} ({:.0f} bytes)", where(t),
+                         detail::human(Unit::bits_per_second, t.link_rate), detail::human(Unit::seconds, t.link_rtt),
+                         detail::human_bytes(bdp), bdp);
+    auto list = [](const std::vector<std::string>& v) {
+        std::string joined;
+        for (const auto& x : v) joined += (joined.empty() ? "" : ", ") + x;
+        return joined;
+    };
+    if (!below_bdp.empty()) s += "; below the BDP: " + list(below_bdp);
+    if (!below_twice.empty())
+        s += "; below 2 x BDP (the kernel keeps about half of a buffer for overhead): " + list(below_twice);
+    s += fmt::format("; set {} ({}, the power of two at or above 2 x BDP)", list(set),
+                     detail::human_bytes(static_cast<double>(target)));
+    if (core) s += "; rmem_max/wmem_max cap what SO_RCVBUF/SO_SNDBUF can ask for (iperf3 -w), tcp_rmem/tcp_wmem cap autotuning";
+    out.push_back(s + flag(t));
+}
+
+}  // namespace
+
+std::vector<std::string> explain(const results::RunData& data) {
+    std::vector<std::string> out;
+    for (const auto& t : data.trials) {
+        Measurements bulk;
+        std::vector<std::string> probes;
+        for (const auto& m : data.measurements)
+            if (m.trial == t.index && m.kind == "throughput") {
+                bulk.push_back(&m);
+                if (std::find(probes.begin(), probes.end(), m.probe) == probes.end()) probes.push_back(m.probe);
+            }
+        for (const auto& p : probes) {
+            Measurements of_probe;
+            for (const auto* m : bulk)
+                if (m->probe == p) of_probe.push_back(m);
+            buffer_limits(out, t, p, of_probe);
+        }
+        bdp_advice(out, data, t, bulk);
+    }
+    return out;
+}
+
+}  // namespace wanlab::report

@@ -1,0 +1,117 @@
+// The shape of a run as the reports walk it: sweep points in plan order, variants with the
+// baseline first, probes in the order measured, and the repeats of one cell.
+#include <algorithm>
+#include <cmath>
+
+#include "report/detail.h"
+#include "probes/probe.h"
+
+namespace wanlab::report::detail {
+namespace {
+
+void add_unique(std::vector<std::string>& list, const std::string& s) {
+    if (std::find(list.begin(), list.end(), s) == list.end()) list.push_back(s);
+}
+
+// What a performance engineer looks at first for each kind; metrics a kind does not declare
+// (yet) are dropped by headline_metrics(), so the table never shows a row that cannot exist.
+struct Headline {
+    const char* kind;
+    std::vector<const char*> metrics;
+};
+const std::vector<Headline> kHeadlines{
+    {"throughput", {"throughput", "retransmits", "rwnd_limited"}},
+    {"rtt", {"rtt_avg", "loss"}},
+    {"rr", {"transactions_per_second", "latency_p50", "latency_p99"}},
+    {"http", {"requests_per_second", "latency_p50", "latency_p99"}},
+};
+
+}  // namespace
+
+std::string point_label(const results::Trial& t) {
+    std::string s;
+    for (const auto& kv : t.sweep) s += (s.empty() ? "" : ", ") + kv.first + "=" + kv.second;
+    return s;
+}
+
+std::vector<std::string> points_of(const results::RunData& data) {
+    std::vector<std::string> points;
+    for (const auto& t : data.trials) add_unique(points, point_label(t));
+    if (points.empty()) points.emplace_back();
+    return points;
+}
+
+std::string baseline_of(const results::RunData& data) {
+    if (!data.run.baseline.empty()) return data.run.baseline;
+    return data.trials.empty() ? "" : data.trials.front().variant;
+}
+
+std::vector<std::string> variants_of(const results::RunData& data) {
+    std::vector<std::string> variants;
+    if (auto b = baseline_of(data); !b.empty()) variants.push_back(b);
+    for (const auto& t : data.trials) add_unique(variants, t.variant);
+    return variants;
+}
+
+const results::Trial* trial_at(const results::RunData& data, const std::string& point, const std::string& variant) {
+    for (const auto& t : data.trials)
+        if (t.variant == variant && point_label(t) == point) return &t;
+    return nullptr;
+}
+
+bool has_sweep(const results::RunData& data) {
+    return std::any_of(data.trials.begin(), data.trials.end(), [](const results::Trial& t) { return !t.sweep.empty(); });
+}
+
+std::vector<ProbeRef> probes_of(const results::RunData& data) {
+    std::vector<ProbeRef> probes;
+    for (const auto& m : data.measurements) {
+        auto same = [&m](const ProbeRef& p) { return p.name == m.probe; };
+        if (std::none_of(probes.begin(), probes.end(), same)) probes.push_back(ProbeRef{m.probe, m.kind});
+    }
+    return probes;
+}
+
+const ProbeRef* find_probe(const std::vector<ProbeRef>& probes, const std::string& name, const std::string& metric) {
+    for (const auto& p : probes) {
+        if (!name.empty() && p.name == name) return &p;
+        if (name.empty() && metric_spec(p.kind, metric)) return &p;
+    }
+    return nullptr;
+}
+
+const probes::MetricSpec* metric_spec(const std::string& kind, const std::string& metric) {
+    const auto* k = probes::find_kind(kind);
+    return k ? probes::describe_metric(*k, metric) : nullptr;
+}
+
+std::vector<std::string> headline_metrics(const std::string& kind) {
+    std::vector<std::string> out;
+    for (const auto& h : kHeadlines)
+        if (kind == h.kind)
+            for (const char* m : h.metrics)
+                if (metric_spec(kind, m)) out.emplace_back(m);
+    return out;
+}
+
+std::vector<double> values_of(const results::RunData& data, std::size_t trial_index, const std::string& probe,
+                              const std::string& metric) {
+    std::vector<double> v;
+    for (const auto& m : data.measurements) {
+        if (m.trial != trial_index || m.probe != probe) continue;
+        if (auto it = m.metrics.find(metric); it != m.metrics.end() && std::isfinite(it->second)) v.push_back(it->second);
+    }
+    return v;
+}
+
+bool emulation_failed(const results::Trial* t) { return t && !t->check.held; }
+
+std::string subject(const std::string& probe, const std::string& metric, const std::string& variant,
+                    const std::string& point) {
+    std::string s = probe.empty() ? metric : probe + "." + metric;
+    if (!variant.empty()) s += " " + variant;
+    if (!point.empty()) s += " @ " + point;
+    return s;
+}
+
+}  // namespace wanlab::report::detail

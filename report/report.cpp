@@ -1,0 +1,614 @@
+// render(): one model of the report (header, before/after rows, pivot, explanations, assert
+// outcomes) built once from a run, then printed by one of four printers. The human ones
+// (table, markdown) write human units; the machine ones (json, csv) base units, and both
+// halves come from the same rows, so they cannot disagree.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "report/detail.h"
+
+namespace wanlab::report {
+namespace {
+
+using detail::ProbeRef;
+// Keys in the order a reader expects them (run first), not alphabetical.
+using json = nlohmann::ordered_json;
+constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+
+// --- the model ------------------------------------------------------------------------------
+
+/// One (sweep point, variant, probe, metric) over its repeats.
+struct Cell {
+    std::string point;
+    std::string variant;
+    ProbeRef probe;
+    std::string metric;
+    const probes::MetricSpec* spec = nullptr;
+    const results::Trial* trial = nullptr;  // nullptr: the variant has no trial at this point
+    std::vector<double> values;
+    Summary summary;
+};
+
+/// A line of the before/after table: the baseline cell against one other variant's (or
+/// alone, when the run has one variant).
+struct Row {
+    std::size_t base = kNone, other = kNone;
+    Difference diff;
+};
+
+struct PivotGroup {
+    std::string label;  // "" when the columns are the variants
+    std::vector<std::string> rows, columns;
+    std::map<std::pair<std::string, std::string>, Cell> cells;
+};
+
+struct Pivot {
+    ProbeRef probe;
+    std::string metric;
+    const probes::MetricSpec* spec = nullptr;
+    std::string row_key, column_key;
+    std::vector<PivotGroup> groups;
+};
+
+struct Model {
+    const results::RunData* data = nullptr;
+    std::string baseline;
+    std::vector<std::string> points, variants, sweep_keys;
+    std::vector<Cell> cells;
+    std::vector<Row> rows;
+    std::vector<std::string> notes;  // what the reader asked for that the run cannot show
+    std::optional<Pivot> pivot;
+    std::vector<std::string> explanations;
+    std::vector<AssertOutcome> outcomes;
+    bool asserted = false;
+};
+
+// "probe.metric" or "metric" -> (probe, metric); probe and metric names have no dots.
+std::pair<std::string, std::string> split_metric(const std::string& name) {
+    auto dot = name.find('.');
+    if (dot == std::string::npos) return {"", name};
+    return {name.substr(0, dot), name.substr(dot + 1)};
+}
+
+std::vector<std::string> metrics_for(const ProbeRef& p, const std::vector<std::string>& wanted) {
+    if (wanted.empty()) return detail::headline_metrics(p.kind);
+    std::vector<std::string> out;
+    for (const auto& w : wanted) {
+        auto [probe, metric] = split_metric(w);
+        if ((probe.empty() || probe == p.name) && detail::metric_spec(p.kind, metric) &&
+            std::find(out.begin(), out.end(), metric) == out.end())
+            out.push_back(metric);
+    }
+    return out;
+}
+
+Cell make_cell(const results::RunData& data, const std::string& point, const std::string& variant, const ProbeRef& p,
+               const std::string& metric) {
+    Cell c;
+    c.point = point;
+    c.variant = variant;
+    c.probe = p;
+    c.metric = metric;
+    c.spec = detail::metric_spec(p.kind, metric);
+    c.trial = detail::trial_at(data, point, variant);
+    if (c.trial) c.values = detail::values_of(data, c.trial->index, p.name, metric);
+    c.summary = summarize(c.values);
+    return c;
+}
+
+void build_rows(Model& m, const std::vector<ProbeRef>& probes, const ReportOptions& options) {
+    const auto& data = *m.data;
+    for (const auto& point : m.points)
+        for (const auto& p : probes)
+            for (const auto& metric : metrics_for(p, options.metrics)) {
+                std::vector<Cell> cells;
+                bool any = false;
+                for (const auto& v : m.variants) {
+                    cells.push_back(make_cell(data, point, v, p, metric));
+                    any = any || cells.back().summary.n > 0;
+                }
+                if (!any) continue;  // e.g. a tool that does not report this metric
+                std::size_t base = m.cells.size();
+                m.cells.push_back(cells.front());
+                if (cells.size() == 1) m.rows.push_back(Row{base, kNone, Difference{}});
+                for (std::size_t i = 1; i < cells.size(); ++i) {
+                    Row r{base, m.cells.size(), Difference{}};
+                    bool higher = !cells[i].spec || cells[i].spec->higher_is_better;
+                    r.diff = difference(cells.front().values, cells[i].values, higher);
+                    m.cells.push_back(cells[i]);
+                    m.rows.push_back(r);
+                }
+            }
+    for (const auto& w : options.metrics) {
+        bool found = std::any_of(probes.begin(), probes.end(), [&w](const ProbeRef& p) {
+            auto ms = metrics_for(p, {w});
+            return !ms.empty();
+        });
+        if (!found) m.notes.push_back(fmt::format("metric {}: no probe in this run reports it", w));
+    }
+}
+
+// The pivot's metric: asked for, else the first assert's, else the first probe's headline.
+std::optional<std::pair<ProbeRef, std::string>> pivot_metric(const std::vector<ProbeRef>& probes,
+                                                             const std::vector<lab::AssertSpec>& asserts,
+                                                             const ReportOptions& options, std::vector<std::string>& notes) {
+    using Choice = std::pair<ProbeRef, std::string>;
+    if (!options.pivot.empty()) {
+        auto [probe, metric] = split_metric(options.pivot);
+        for (const auto& p : probes)
+            if ((probe.empty() || p.name == probe) && detail::metric_spec(p.kind, metric)) return Choice{p, metric};
+        notes.push_back(fmt::format("pivot {}: no probe in this run reports it", options.pivot));
+        return std::nullopt;
+    }
+    for (const auto& a : asserts)
+        if (const auto* p = detail::find_probe(probes, a.probe, a.metric); p && detail::metric_spec(p->kind, a.metric))
+            return Choice{*p, a.metric};
+    for (const auto& p : probes)
+        if (auto h = detail::headline_metrics(p.kind); !h.empty()) return Choice{p, h.front()};
+    return std::nullopt;
+}
+
+// Rows: the first swept path's values. Columns: the second's, with one table per variant
+// (and per value of any further path); else the variants, in one table.
+void build_pivot(Model& m, const std::vector<ProbeRef>& probes, const std::vector<lab::AssertSpec>& asserts,
+                 const ReportOptions& options) {
+    const auto& data = *m.data;
+    if (!detail::has_sweep(data)) return;
+    auto choice = pivot_metric(probes, asserts, options, m.notes);
+    if (!choice) return;
+    Pivot pv;
+    pv.probe = choice->first;
+    pv.metric = choice->second;
+    pv.spec = detail::metric_spec(pv.probe.kind, pv.metric);
+    pv.row_key = m.sweep_keys.at(0);
+    pv.column_key = m.sweep_keys.size() > 1 ? m.sweep_keys[1] : "variant";
+    auto add_unique = [](std::vector<std::string>& list, const std::string& s) {
+        if (std::find(list.begin(), list.end(), s) == list.end()) list.push_back(s);
+    };
+    for (const auto& t : data.trials) {
+        if (t.sweep.empty()) continue;
+        std::string row = t.sweep[0].second, column = t.variant, label;
+        if (m.sweep_keys.size() > 1 && t.sweep.size() > 1) {
+            column = t.sweep[1].second;
+            label = t.variant;
+            for (std::size_t i = 2; i < t.sweep.size(); ++i)
+                label += (i == 2 ? " @ " : ", ") + t.sweep[i].first + "=" + t.sweep[i].second;
+        }
+        auto g = std::find_if(pv.groups.begin(), pv.groups.end(), [&label](const PivotGroup& x) { return x.label == label; });
+        if (g == pv.groups.end()) {
+            pv.groups.push_back(PivotGroup{label, {}, {}, {}});
+            g = pv.groups.end() - 1;
+        }
+        add_unique(g->rows, row);
+        add_unique(g->columns, column);
+        auto& cell = g->cells[{row, column}];
+        if (!cell.trial) cell.trial = &t;
+        auto v = detail::values_of(data, t.index, pv.probe.name, pv.metric);
+        cell.values.insert(cell.values.end(), v.begin(), v.end());
+        cell.summary = summarize(cell.values);
+    }
+    // Variants as columns: the baseline first, as in every other table.
+    if (pv.column_key == "variant")
+        for (auto& g : pv.groups) {
+            std::vector<std::string> ordered;
+            for (const auto& v : m.variants)
+                if (std::find(g.columns.begin(), g.columns.end(), v) != g.columns.end()) ordered.push_back(v);
+            g.columns = ordered;
+        }
+    m.pivot = std::move(pv);
+}
+
+Model build(const results::RunData& data, const std::vector<lab::AssertSpec>& asserts, const ReportOptions& options) {
+    Model m;
+    m.data = &data;
+    m.baseline = detail::baseline_of(data);
+    m.points = detail::points_of(data);
+    m.variants = detail::variants_of(data);
+    for (const auto& t : data.trials)
+        for (const auto& kv : t.sweep)
+            if (std::find(m.sweep_keys.begin(), m.sweep_keys.end(), kv.first) == m.sweep_keys.end())
+                m.sweep_keys.push_back(kv.first);
+    auto probes = detail::probes_of(data);
+    build_rows(m, probes, options);
+    build_pivot(m, probes, asserts, options);
+    m.explanations = explain(data);
+    m.outcomes = evaluate(data, asserts);
+    m.asserted = !asserts.empty();
+    return m;
+}
+
+// --- shared by the printers ---------------------------------------------------------------
+
+std::string status_text(const results::Run& run) {
+    std::string why = run.error.empty() ? "" : ": " + run.error;
+    if (run.status == "interrupted") return "interrupted: partial results" + why;
+    if (run.status == "failed") return "failed: partial results" + why;
+    if (run.status == "running") return "running: partial results";
+    return run.status + why;
+}
+
+std::size_t trials_done(const results::RunData& data) {
+    return static_cast<std::size_t>(
+        std::count_if(data.trials.begin(), data.trials.end(), [](const results::Trial& t) { return t.status == "done"; }));
+}
+
+std::size_t trials_planned(const results::RunData& data) {
+    return data.run.planned_trials ? data.run.planned_trials : data.trials.size();
+}
+
+std::string trial_name(const results::Trial& t) {
+    auto point = detail::point_label(t);
+    return fmt::format("trial {} ({}) {}{}", t.index, t.id, t.variant, point.empty() ? "" : " @ " + point);
+}
+
+// Lines of the header that a reader must not miss: trials whose emulation did not hold (the
+// numbers do not describe the configured path) and trials that failed.
+std::vector<std::string> trial_warnings(const results::RunData& data) {
+    std::vector<std::string> out;
+    for (const auto& t : data.trials) {
+        if (detail::emulation_failed(&t))
+            out.push_back(fmt::format("! {}: emulation did not hold{}{}", trial_name(t), t.check.note.empty() ? "" : ": ",
+                                      t.check.note));
+        if (t.status == "failed" || t.status == "interrupted")
+            out.push_back(fmt::format("x {}: {}{}{}", trial_name(t), t.status, t.error.empty() ? "" : ": ", t.error));
+    }
+    return out;
+}
+
+probes::Unit unit(const Cell& c) { return c.spec ? c.spec->unit : probes::Unit::count; }
+
+std::string flagged(const Cell& c, std::string text) {
+    return detail::emulation_failed(c.trial) ? text + " !" : text;
+}
+
+std::string cell_text(const Cell& c) { return flagged(c, detail::human_ci(unit(c), c.summary)); }
+
+std::string delta_text(const Row& r) {
+    if (r.other == kNone) return "";
+    return detail::signed_percent(r.diff.delta) + (r.diff.significant ? " *" : "");
+}
+
+std::string verdict(const Row& r) {
+    if (r.other == kNone || !r.diff.significant) return "";
+    return r.diff.better ? "better" : "worse";
+}
+
+// "[CI]: ... 75% at 3 repeats": the coverage of the intervals actually shown.
+std::string coverage_legend(const Model& m) {
+    std::map<std::size_t, double> by_n;
+    for (const auto& c : m.cells)
+        if (c.summary.n > 0) by_n[c.summary.n] = c.summary.confidence;
+    std::string s;
+    for (const auto& kv : by_n) {
+        if (!s.empty()) s += ", ";
+        s += kv.first < 2 ? "none at 1 repeat"
+                          : fmt::format("{:.1f}% at {} repeats", kv.second * 100, kv.first);
+    }
+    return s;
+}
+
+// The before/after table, for table and markdown.
+detail::TextTable before_after(const Model& m) {
+    bool sweep = detail::has_sweep(*m.data), compare = m.variants.size() > 1;
+    std::vector<std::string> header;
+    std::vector<bool> right;
+    if (sweep) header.push_back("point"), right.push_back(false);
+    header.push_back("metric"), right.push_back(false);
+    header.push_back(m.baseline + (compare ? " (baseline)" : "")), right.push_back(true);
+    if (compare) {
+        for (const char* h : {"variant", "median [CI]", "delta", "verdict"}) header.push_back(h);
+        for (bool r : {false, true, true, false}) right.push_back(r);
+    }
+    detail::TextTable table(header, right);
+    std::string last_point, last_metric;
+    for (const auto& r : m.rows) {
+        const auto& base = m.cells[r.base];
+        std::vector<std::string> row;
+        std::string metric = base.probe.name + "." + base.metric;
+        bool same = base.point == last_point && metric == last_metric;
+        // Repeated point/metric/baseline cells left blank: the eye follows the variants.
+        if (sweep) row.push_back(base.point == last_point ? "" : base.point);
+        row.push_back(same ? "" : metric);
+        row.push_back(same ? "" : cell_text(base));
+        if (compare && r.other != kNone) {
+            const auto& o = m.cells[r.other];
+            row.push_back(o.variant);
+            row.push_back(cell_text(o));
+            row.push_back(delta_text(r));
+            row.push_back(verdict(r));
+        }
+        last_point = base.point, last_metric = metric;
+        table.add(row);
+    }
+    return table;
+}
+
+std::vector<detail::TextTable> pivot_tables(const Model& m) {
+    std::vector<detail::TextTable> out;
+    const auto& pv = *m.pivot;
+    auto u = pv.spec ? pv.spec->unit : probes::Unit::count;
+    for (const auto& g : pv.groups) {
+        std::vector<std::string> header{pv.row_key + " \\ " + pv.column_key};
+        std::vector<bool> right{false};
+        for (const auto& c : g.columns) header.push_back(c), right.push_back(true);
+        detail::TextTable t(header, right);
+        for (const auto& r : g.rows) {
+            std::vector<std::string> row{r};
+            for (const auto& c : g.columns) {
+                auto it = g.cells.find({r, c});
+                row.push_back(it == g.cells.end() ? "-" : flagged(it->second, detail::human(u, it->second.summary.median)));
+            }
+            t.add(row);
+        }
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+std::string assert_summary(const Model& m) {
+    auto failed = std::count_if(m.outcomes.begin(), m.outcomes.end(), [](const AssertOutcome& o) { return !o.passed; });
+    return fmt::format("{} checks, {} passed, {} failed", m.outcomes.size(), m.outcomes.size() - failed, failed);
+}
+
+std::string environment_line(const results::Environment& e) {
+    std::string s = e.where.empty() ? "?" : e.where;
+    if (!e.kernel.empty()) s += ", kernel " + e.kernel;
+    if (!e.machine.empty()) s += " " + e.machine;
+    if (!e.hostname.empty()) s += " on " + e.hostname;
+    if (!e.wanlab_version.empty()) s += ", wanlab " + e.wanlab_version;
+    return s;
+}
+
+// --- table and markdown ---------------------------------------------------------------------
+
+std::string render_text(const Model& m, bool markdown) {
+    const auto& data = *m.data;
+    const auto& run = data.run;
+    std::string out;
+    auto section = [&out, markdown](const std::string& title) {
+        out += markdown ? "\n## " + title + "\n\n" : "\n" + title + "\n";
+    };
+    auto line = [&out, markdown](const std::string& text) {
+        out += (markdown ? "- " + detail::markdown_text(text) : "  " + text) + "\n";
+    };
+    auto table = [&out, markdown](const detail::TextTable& t) { out += markdown ? t.markdown() : t.text("  "); };
+
+    out += markdown ? fmt::format("# {}\n\n", run.experiment) : fmt::format("Experiment {}\n", run.experiment);
+    line(fmt::format("run {}{}", run.id, run.file.empty() ? "" : " (" + run.file + ")"));
+    line("status: " + status_text(run));
+    line("where: " + environment_line(run.env));
+    line(fmt::format("trials: {} of {} done", trials_done(data), trials_planned(data)));
+    if (!run.started.empty())
+        line(fmt::format("started {}{}", run.started, run.finished.empty() ? "" : ", finished " + run.finished));
+    for (const auto& s : run.sets) line("--set " + s);
+    for (const auto& w : trial_warnings(data)) line(w);
+
+    section("Before/after");
+    line(fmt::format("median [CI] over repeats; baseline {}", m.baseline));
+    if (auto cov = coverage_legend(m); !cov.empty())
+        line("CI: distribution-free interval of the median (order statistics), coverage " + cov);
+    if (m.variants.size() > 1) line("* significant at 5% (Welch's t-test on the repeats); verdict only when significant");
+    if (std::any_of(data.trials.begin(), data.trials.end(), [](const results::Trial& t) { return detail::emulation_failed(&t); }))
+        line("! from a trial whose emulation did not hold");
+    for (const auto& n : m.notes) line(n);
+    if (markdown) out += "\n";
+    if (m.rows.empty()) line("no measurements");
+    else table(before_after(m));
+
+    if (m.pivot) {
+        const auto& pv = *m.pivot;
+        section(fmt::format("Pivot: {}.{}, median", pv.probe.name, pv.metric));
+        auto tables = pivot_tables(m);
+        for (std::size_t i = 0; i < tables.size(); ++i) {
+            if (!pv.groups[i].label.empty()) out += markdown ? "\n**" + pv.groups[i].label + "**\n\n" : "  " + pv.groups[i].label + "\n";
+            table(tables[i]);
+        }
+    }
+    if (!m.explanations.empty()) {
+        section("Explanations");
+        for (const auto& e : m.explanations) line(e);
+    }
+    if (m.asserted) {
+        section("Asserts: " + assert_summary(m));
+        for (const auto& o : m.outcomes) line(o.message);
+    }
+    return out;
+}
+
+// --- json and csv ---------------------------------------------------------------------------
+
+json sweep_json(const Cell& c) {
+    json j = json::object();
+    if (c.trial)
+        for (const auto& kv : c.trial->sweep) j[kv.first] = kv.second;
+    return j;
+}
+
+json cell_json(const Cell& c) {
+    return json{{"point", c.point},
+                {"sweep", sweep_json(c)},
+                {"variant", c.variant},
+                {"probe", c.probe.name},
+                {"kind", c.probe.kind},
+                {"metric", c.metric},
+                {"unit", detail::unit_of(c.spec)},
+                {"higher_is_better", c.spec ? json(c.spec->higher_is_better) : json()},
+                {"trial", c.trial ? json(c.trial->index) : json()},
+                {"trial_id", c.trial ? json(c.trial->id) : json()},
+                {"n", c.summary.n},
+                {"median", detail::number<json>(c.summary.median)},
+                {"low", detail::number<json>(c.summary.low)},
+                {"high", detail::number<json>(c.summary.high)},
+                {"confidence", c.summary.confidence},
+                {"values", c.values},
+                {"emulation_held", !detail::emulation_failed(c.trial)}};
+}
+
+std::string render_json(const Model& m) {
+    const auto& data = *m.data;
+    const auto& run = data.run;
+    json trials_flagged = json::array();
+    for (const auto& t : data.trials)
+        if (detail::emulation_failed(&t) || t.status == "failed" || t.status == "interrupted")
+            trials_flagged.push_back({{"trial", t.index},
+                               {"id", t.id},
+                               {"variant", t.variant},
+                               {"point", detail::point_label(t)},
+                               {"status", t.status},
+                               {"error", t.error},
+                               {"emulation_held", t.check.held},
+                               {"emulation_note", t.check.note}});
+    json j;
+    j["run"] = {{"id", run.id},
+                {"experiment", run.experiment},
+                {"file", run.file},
+                {"status", run.status},
+                {"partial", run.status != "complete"},
+                {"error", run.error},
+                {"baseline", m.baseline},
+                {"started", run.started},
+                {"finished", run.finished},
+                {"sets", run.sets},
+                {"trials_done", trials_done(data)},
+                {"trials_planned", trials_planned(data)},
+                {"trials_flagged", trials_flagged}};
+    j["environment"] = {{"hostname", run.env.hostname},         {"kernel", run.env.kernel},
+                        {"machine", run.env.machine},           {"wanlab_version", run.env.wanlab_version},
+                        {"where", run.env.where},               {"sysctls_before", run.env.sysctls_before}};
+    j["cells"] = json::array();
+    for (const auto& c : m.cells) j["cells"].push_back(cell_json(c));
+    j["comparisons"] = json::array();
+    for (const auto& r : m.rows) {
+        if (r.other == kNone) continue;
+        const auto& b = m.cells[r.base];
+        const auto& o = m.cells[r.other];
+        j["comparisons"].push_back({{"point", b.point},
+                                    {"probe", b.probe.name},
+                                    {"metric", b.metric},
+                                    {"unit", detail::unit_of(b.spec)},
+                                    {"baseline", b.variant},
+                                    {"variant", o.variant},
+                                    {"base_median", detail::number<json>(b.summary.median)},
+                                    {"median", detail::number<json>(o.summary.median)},
+                                    {"delta", detail::number<json>(r.diff.delta)},
+                                    {"p_value", detail::number<json>(r.diff.p_value)},
+                                    {"significant", r.diff.significant},
+                                    {"better", r.diff.better},
+                                    {"emulation_held", !detail::emulation_failed(b.trial) && !detail::emulation_failed(o.trial)}});
+    }
+    j["pivot"] = nullptr;
+    if (m.pivot) {
+        const auto& pv = *m.pivot;
+        json groups = json::array();
+        for (const auto& g : pv.groups) {
+            json medians = json::array();
+            for (const auto& r : g.rows) {
+                json row = json::array();
+                for (const auto& c : g.columns) {
+                    auto it = g.cells.find({r, c});
+                    row.push_back(it == g.cells.end() ? json() : detail::number<json>(it->second.summary.median));
+                }
+                medians.push_back(row);
+            }
+            groups.push_back({{"group", g.label}, {"rows", g.rows}, {"columns", g.columns}, {"median", medians}});
+        }
+        j["pivot"] = {{"probe", pv.probe.name}, {"metric", pv.metric},      {"unit", detail::unit_of(pv.spec)},
+                      {"rows", pv.row_key},     {"columns", pv.column_key}, {"groups", groups}};
+    }
+    j["explanations"] = m.explanations;
+    j["asserts"] = json::array();
+    for (const auto& o : m.outcomes)
+        j["asserts"].push_back({{"probe", o.spec.probe},
+                                {"metric", o.spec.metric},
+                                {"variant", o.variant},
+                                {"point", o.point},
+                                {"check", check_name(o)},
+                                {"measured", detail::number<json>(o.measured)},
+                                {"bound", detail::number<json>(o.bound)},
+                                {"passed", o.passed},
+                                {"message", o.message}});
+    return j.dump(2) + "\n";
+}
+
+// One row per comparison (per baseline cell when the run has one variant), base units, with
+// a column per swept path so a spreadsheet can pivot on them.
+std::string render_csv(const Model& m) {
+    using detail::csv_field;
+    using detail::csv_number;
+    std::vector<std::string> header{"run", "point"};
+    for (const auto& k : m.sweep_keys) header.push_back(k);
+    for (const char* h : {"probe", "metric", "unit", "baseline", "base_trial_id", "base_n", "base_median", "base_low",
+                          "base_high", "base_confidence", "base_emulation_held", "variant", "trial_id", "n", "median",
+                          "low", "high", "confidence", "emulation_held", "delta", "p_value", "significant", "better"})
+        header.emplace_back(h);
+    std::string out;
+    auto emit = [&out](const std::vector<std::string>& fields) {
+        for (std::size_t i = 0; i < fields.size(); ++i) out += (i ? "," : "") + csv_field(fields[i]);
+        out += "\n";
+    };
+    emit(header);
+    auto summary = [](const Cell& c) {
+        return std::vector<std::string>{c.trial ? c.trial->id : "",
+                                        std::to_string(c.summary.n),
+                                        csv_number(c.summary.median),
+                                        csv_number(c.summary.low),
+                                        csv_number(c.summary.high),
+                                        csv_number(c.summary.confidence),
+                                        detail::emulation_failed(c.trial) ? "false" : "true"};
+    };
+    for (const auto& r : m.rows) {
+        const auto& b = m.cells[r.base];
+        std::vector<std::string> f{m.data->run.id, b.point};
+        for (const auto& k : m.sweep_keys) {
+            std::string v;
+            if (b.trial)
+                for (const auto& kv : b.trial->sweep)
+                    if (kv.first == k) v = kv.second;
+            f.push_back(v);
+        }
+        for (const auto& x : {b.probe.name, b.metric, detail::unit_of(b.spec), b.variant}) f.push_back(x);
+        auto bs = summary(b);
+        f.insert(f.end(), bs.begin(), bs.end());
+        if (r.other != kNone) {
+            const auto& o = m.cells[r.other];
+            f.push_back(o.variant);
+            auto os = summary(o);
+            f.insert(f.end(), os.begin(), os.end());
+            f.push_back(csv_number(r.diff.delta));
+            f.push_back(csv_number(r.diff.p_value));
+            f.push_back(r.diff.significant ? "true" : "false");
+            f.push_back(r.diff.better ? "true" : "false");
+        }
+        emit(f);
+    }
+    return out;
+}
+
+}  // namespace
+
+Format parse_format(const std::string& name) {
+    if (name == "table") return Format::table;
+    if (name == "csv") return Format::csv;
+    if (name == "json") return Format::json;
+    if (name == "markdown") return Format::markdown;
+    throw InputError(fmt::format("unknown report format `{}`: choose table, markdown, csv or json", name));
+}
+
+std::string render(const results::RunData& data, const std::vector<lab::AssertSpec>& asserts,
+                   const ReportOptions& options) {
+    auto m = build(data, asserts, options);
+    switch (options.format) {
+        case Format::table: return render_text(m, false);
+        case Format::markdown: return render_text(m, true);
+        case Format::json: return render_json(m);
+        case Format::csv: return render_csv(m);
+    }
+    return "";
+}
+
+}  // namespace wanlab::report

@@ -1,0 +1,91 @@
+// Reports: what a run's measurements say, as before/after tables, sweep pivots,
+// explanations, bandwidth-delay advice and CI gates, in four formats from the same rows.
+//
+// Contract: pure functions of a RunData (results/model.h) and the experiment's asserts;
+// nothing here measures or touches the machine. A "cell" is one (sweep point, variant,
+// probe, metric) over its repeats. The baseline variant is compared with every other
+// variant at the same sweep point: medians, a confidence interval of each median, the
+// relative difference, and whether it is significant. Human units in table/markdown, base
+// units in json/csv. Trials whose emulation did not hold are flagged in every format.
+// Thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "experiment/experiment.h"
+#include "results/model.h"
+
+namespace wanlab::report {
+
+/// The median of repeats with a distribution-free confidence interval (order statistics).
+struct Summary {
+    std::size_t n = 0;
+    double median = results::kNaN;
+    double low = results::kNaN, high = results::kNaN;  ///< CI of the median
+    double confidence = 0;                             ///< its coverage, e.g. 0.94 (0 if n < 2)
+};
+Summary summarize(std::vector<double> values);
+
+/// Baseline against another variant. `delta`: (other - base) / base. `better`: the change
+/// goes in the metric's better direction. `significant`: a two-sided test at 5%.
+struct Difference {
+    double delta = results::kNaN;
+    double p_value = results::kNaN;
+    bool significant = false;
+    bool better = false;
+};
+Difference difference(const std::vector<double>& base, const std::vector<double>& other, bool higher_is_better);
+
+enum class Format { table, csv, json, markdown };
+/// "table", "csv", "json", "markdown"; throws wanlab::InputError naming the choices otherwise.
+Format parse_format(const std::string& name);
+
+struct ReportOptions {
+    Format format = Format::table;
+    /// Metrics shown in the before/after table; empty = each probe kind's headline metrics.
+    std::vector<std::string> metrics;
+    /// The pivot's metric ("probe.metric" or "metric"); empty = the first asserted metric,
+    /// else the first probe's headline metric. The pivot is shown when there is a sweep.
+    std::string pivot;
+};
+
+/// The whole report of a run: header (experiment, environment, trials flagged), before/after
+/// table, pivot for sweeps, explanations and advice, assert outcomes.
+std::string render(const results::RunData& data, const std::vector<lab::AssertSpec>& asserts,
+                   const ReportOptions& options);
+
+/// Sentences the data supports ("bulk, default-buffers at 40ms: receive-window limited 92% of
+/// the time: ..."), and bandwidth-delay advice (rate x RTT against tcp_rmem/tcp_wmem maxima
+/// and rmem_max/wmem_max as the trial set them).
+std::vector<std::string> explain(const results::RunData& data);
+
+struct AssertOutcome {
+    lab::AssertSpec spec;
+    std::string variant;       ///< the variant it was evaluated on
+    std::string point;         ///< sweep point ("link.rtt=40ms"), "" without sweep
+    double measured = results::kNaN;  ///< median (bounds) or relative gain (min_gain), base units
+    double bound = results::kNaN;
+    bool passed = false;
+    std::string message;       ///< "PASS bulk.throughput large-buffers @ link.rtt=40ms: gain +61.2% >= 20%"
+};
+/// Every assert on every (variant, sweep point) it applies to. A metric with no measurement
+/// fails ("not measured").
+std::vector<AssertOutcome> evaluate(const results::RunData& data, const std::vector<lab::AssertSpec>& asserts);
+
+/// The check an outcome evaluated: "at_least", "at_most" or "min_gain". Each outcome's
+/// `spec` keeps only that one bound, so an assert with two bounds gives two outcomes.
+std::string check_name(const AssertOutcome& outcome);
+/// What an outcome is about: "bulk.throughput large-buffers @ link.rtt=40ms" (the message
+/// without PASS/FAIL and the numbers).
+std::string outcome_subject(const AssertOutcome& outcome);
+
+/// A JUnit XML report: one testsuite for the run, one testcase per outcome.
+std::string junit_xml(const results::RunData& data, const std::vector<AssertOutcome>& outcomes);
+
+/// Two runs of the same experiment (another machine, kernel or wanlab version): per trial id,
+/// probe and metric, the medians side by side with delta and significance.
+std::string render_comparison(const results::RunData& a, const results::RunData& b, Format format);
+
+}  // namespace wanlab::report

@@ -1,0 +1,260 @@
+#include "results/store.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "probes/probe.h"
+#include "probes/probe_spec.h"
+
+namespace wanlab::results {
+namespace {
+
+using nlohmann::json;
+
+/// A number, or null for NaN ("not measured").
+json number(double v) {
+    return std::isnan(v) ? json(nullptr) : json(v);
+}
+
+double number_from(const json& j) {
+    return j.is_null() ? kNaN : j.get<double>();
+}
+
+json numbers(const std::vector<double>& values) {
+    json out = json::array();
+    for (double v : values) out.push_back(number(v));
+    return out;
+}
+
+std::vector<double> numbers_from(const json& j) {
+    std::vector<double> out;
+    for (const auto& v : j) out.push_back(number_from(v));
+    return out;
+}
+
+json run_json(const Run& run) {
+    return {{"id", run.id},
+            {"experiment", run.experiment},
+            {"file", run.file},
+            {"text", run.text},
+            {"sets", run.sets},
+            {"baseline", run.baseline},
+            {"started", run.started},
+            {"finished", run.finished},
+            {"status", run.status},
+            {"error", run.error},
+            {"planned_trials", run.planned_trials},
+            {"env", run.env}};
+}
+
+Run run_from(const json& j) {
+    Run run;
+    j.at("id").get_to(run.id);
+    j.at("experiment").get_to(run.experiment);
+    j.at("file").get_to(run.file);
+    j.at("text").get_to(run.text);
+    j.at("sets").get_to(run.sets);
+    j.at("baseline").get_to(run.baseline);
+    j.at("started").get_to(run.started);
+    j.at("finished").get_to(run.finished);
+    j.at("status").get_to(run.status);
+    j.at("error").get_to(run.error);
+    j.at("planned_trials").get_to(run.planned_trials);
+    j.at("env").get_to(run.env);
+    return run;
+}
+
+json trial_json(const Trial& t) {
+    return {{"index", t.index},
+            {"id", t.id},
+            {"variant", t.variant},
+            {"sweep", t.sweep},
+            {"link_rtt", number(t.link_rtt)},
+            {"link_rate", number(t.link_rate)},
+            {"link_loss", number(t.link_loss)},
+            {"sysctls", t.sysctls},
+            {"check", t.check},
+            {"status", t.status},
+            {"error", t.error}};
+}
+
+Trial trial_from(const json& j) {
+    Trial t;
+    j.at("index").get_to(t.index);
+    j.at("id").get_to(t.id);
+    j.at("variant").get_to(t.variant);
+    j.at("sweep").get_to(t.sweep);
+    t.link_rtt = number_from(j.at("link_rtt"));
+    t.link_rate = number_from(j.at("link_rate"));
+    t.link_loss = number_from(j.at("link_loss"));
+    j.at("sysctls").get_to(t.sysctls);
+    j.at("check").get_to(t.check);
+    j.at("status").get_to(t.status);
+    j.at("error").get_to(t.error);
+    return t;
+}
+
+json measurement_json(const Measurement& m) {
+    json metrics = json::object();
+    for (const auto& [name, value] : m.metrics) metrics[name] = number(value);
+    json samples = json::object();
+    for (const auto& [name, values] : m.samples) samples[name] = numbers(values);
+    return {{"trial", m.trial},     {"probe", m.probe},     {"kind", m.kind},       {"tool", m.tool},
+            {"repeat", m.repeat},   {"started", m.started}, {"metrics", metrics},   {"samples", samples},
+            {"notes", m.notes},     {"connections", m.connections}};
+}
+
+Measurement measurement_from(const json& j) {
+    Measurement m;
+    j.at("trial").get_to(m.trial);
+    j.at("probe").get_to(m.probe);
+    j.at("kind").get_to(m.kind);
+    j.at("tool").get_to(m.tool);
+    j.at("repeat").get_to(m.repeat);
+    j.at("started").get_to(m.started);
+    for (const auto& [name, value] : j.at("metrics").items()) m.metrics[name] = number_from(value);
+    for (const auto& [name, values] : j.at("samples").items()) m.samples[name] = numbers_from(values);
+    j.at("notes").get_to(m.notes);
+    m.connections = j.at("connections");
+    return m;
+}
+
+/// RFC 4180: a field holding a comma, a quote or a line break is quoted, its quotes doubled.
+std::string csv_field(std::string_view s) {
+    if (s.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(s);
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"') out += '"';
+        out += c;
+    }
+    return out + '"';
+}
+
+void append_row(std::string& out, const std::vector<std::string>& fields) {
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+        if (i > 0) out += ',';
+        out += csv_field(fields[i]);
+    }
+    out += '\n';
+}
+
+/// Every swept path, the first trial's in its order, then any other trial's as first seen.
+std::vector<std::string> sweep_columns(const RunData& data) {
+    std::vector<std::string> paths;
+    for (const auto& t : data.trials)
+        for (const auto& entry : t.sweep)
+            if (std::find(paths.begin(), paths.end(), entry.first) == paths.end()) paths.push_back(entry.first);
+    return paths;
+}
+
+std::string sweep_value(const Trial* t, const std::string& path) {
+    if (t == nullptr) return "";
+    for (const auto& entry : t->sweep)
+        if (entry.first == path) return entry.second;
+    return "";
+}
+
+std::string unit_of(const std::string& kind, const std::string& metric) {
+    const probes::ProbeKind* k = probes::find_kind(kind);
+    const probes::MetricSpec* m = k != nullptr ? probes::describe_metric(*k, metric) : nullptr;
+    return m != nullptr ? probes::unit_name(m->unit) : "";
+}
+
+/// The shortest text that reads back as the same double (fmt's default); NaN empty.
+std::string csv_value(double v) {
+    return std::isnan(v) ? std::string() : fmt::format("{}", v);
+}
+
+std::vector<std::string> csv_header(const std::vector<std::string>& sweep) {
+    std::vector<std::string> h = {"run", "trial", "trial_id", "variant"};
+    h.insert(h.end(), sweep.begin(), sweep.end());
+    for (const char* name : {"probe", "kind", "tool", "repeat", "metric", "value", "unit"}) h.emplace_back(name);
+    return h;
+}
+
+void append_measurement(std::string& out, const RunData& data, const std::vector<std::string>& sweep,
+                        const Measurement& m) {
+    const Trial* t = data.trial(m.trial);
+    for (const auto& [metric, value] : m.metrics) {
+        std::vector<std::string> row = {data.run.id, std::to_string(m.trial), t ? t->id : "", t ? t->variant : ""};
+        for (const auto& path : sweep) row.push_back(sweep_value(t, path));
+        row.insert(row.end(), {m.probe, m.kind, m.tool, std::to_string(m.repeat), metric, csv_value(value),
+                               unit_of(m.kind, metric)});
+        append_row(out, row);
+    }
+}
+
+}  // namespace
+
+void to_json(json& j, const Environment& env) {
+    j = {{"hostname", env.hostname},
+         {"kernel", env.kernel},
+         {"machine", env.machine},
+         {"wanlab_version", env.wanlab_version},
+         {"where", env.where},
+         {"sysctls_before", env.sysctls_before}};
+}
+
+void from_json(const json& j, Environment& env) {
+    j.at("hostname").get_to(env.hostname);
+    j.at("kernel").get_to(env.kernel);
+    j.at("machine").get_to(env.machine);
+    j.at("wanlab_version").get_to(env.wanlab_version);
+    j.at("where").get_to(env.where);
+    j.at("sysctls_before").get_to(env.sysctls_before);
+}
+
+void to_json(json& j, const EmulationCheck& c) {
+    j = {{"checked", c.checked},
+         {"held", c.held},
+         {"rtt_configured", number(c.rtt_configured)},
+         {"rtt_measured", number(c.rtt_measured)},
+         {"rate_configured", number(c.rate_configured)},
+         {"rate_measured", number(c.rate_measured)},
+         {"note", c.note}};
+}
+
+void from_json(const json& j, EmulationCheck& c) {
+    j.at("checked").get_to(c.checked);
+    j.at("held").get_to(c.held);
+    c.rtt_configured = number_from(j.at("rtt_configured"));
+    c.rtt_measured = number_from(j.at("rtt_measured"));
+    c.rate_configured = number_from(j.at("rate_configured"));
+    c.rate_measured = number_from(j.at("rate_measured"));
+    j.at("note").get_to(c.note);
+}
+
+json to_json(const RunData& data) {
+    json trials = json::array();
+    for (const auto& t : data.trials) trials.push_back(trial_json(t));
+    json measurements = json::array();
+    for (const auto& m : data.measurements) measurements.push_back(measurement_json(m));
+    return {{"run", run_json(data.run)}, {"trials", trials}, {"measurements", measurements}};
+}
+
+// A malformed document throws wanlab::Error with nlohmann's message (which names the key).
+RunData from_json(const json& j) {
+    try {
+        RunData data;
+        data.run = run_from(j.at("run"));
+        for (const auto& t : j.at("trials")) data.trials.push_back(trial_from(t));
+        for (const auto& m : j.at("measurements")) data.measurements.push_back(measurement_from(m));
+        return data;
+    } catch (const json::exception& e) {
+        throw Error(fmt::format("reading a run's results from JSON: {}", e.what()));
+    }
+}
+
+std::string to_csv(const RunData& data) {
+    const std::vector<std::string> sweep = sweep_columns(data);
+    std::string out;
+    append_row(out, csv_header(sweep));
+    for (const auto& m : data.measurements) append_measurement(out, data, sweep, m);
+    return out;
+}
+
+}  // namespace wanlab::results

@@ -1,0 +1,523 @@
+#include "results/store.h"
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include "core/error.h"
+#include "core/version.h"
+
+namespace wanlab::results {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr int kSchemaVersion = 1;
+constexpr int kBusyTimeoutMs = 5000;
+constexpr std::size_t kCandidatesShown = 5;
+
+// Version 1. A later wanlab that changes this bumps user_version, migrates, and sets
+// meta.written_by to its own version, so an older wanlab can say which one to use.
+constexpr const char* kSchema = R"sql(
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    experiment TEXT NOT NULL,
+    file TEXT NOT NULL,
+    text TEXT NOT NULL,
+    sets TEXT NOT NULL,            -- JSON array of the --set arguments, in order
+    baseline TEXT NOT NULL,
+    started TEXT NOT NULL,         -- ISO 8601 UTC
+    finished TEXT NOT NULL,        -- '' while running
+    status TEXT NOT NULL,          -- running, complete, interrupted, failed
+    error TEXT NOT NULL,
+    planned_trials INTEGER NOT NULL,
+    env TEXT NOT NULL              -- JSON: hostname, kernel, machine, wanlab_version, where, sysctls_before
+);
+CREATE TABLE trials (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,          -- 1-based position in the plan
+    id TEXT NOT NULL,
+    variant TEXT NOT NULL,
+    sweep TEXT NOT NULL,           -- JSON [[path, value], ...] in plan order
+    link_rtt REAL,                 -- seconds, both directions; NULL: none
+    link_rate REAL,                -- bit/s, slowest direction; NULL: none
+    link_loss REAL,                -- fraction, client to server; NULL: none
+    sysctls TEXT NOT NULL,         -- JSON {"host:key": value}
+    emulation_check TEXT NOT NULL, -- JSON: checked, held, rtt_/rate_configured/measured, note
+    status TEXT NOT NULL,          -- pending, done, interrupted, failed
+    error TEXT NOT NULL,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE TABLE measurements (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    trial INTEGER NOT NULL,        -- trials.idx
+    probe TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    repeat INTEGER NOT NULL,       -- 1-based
+    started TEXT NOT NULL,
+    notes TEXT NOT NULL,           -- JSON array of text
+    connections TEXT NOT NULL      -- JSON array, per connection as the probe reported it
+);
+CREATE INDEX measurements_by_trial ON measurements(run_id, trial);
+CREATE TABLE metrics (
+    measurement_id INTEGER NOT NULL REFERENCES measurements(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    value REAL,                    -- base units; NULL: not measured
+    PRIMARY KEY (measurement_id, name)
+) WITHOUT ROWID;
+CREATE INDEX metrics_by_name ON metrics(name);
+CREATE TABLE samples (
+    measurement_id INTEGER NOT NULL REFERENCES measurements(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    seq INTEGER NOT NULL,          -- 0-based order within the series
+    value REAL,
+    PRIMARY KEY (measurement_id, name, seq)
+) WITHOUT ROWID;
+-- One row per (measurement, metric) with its trial's variant, for ad-hoc queries.
+CREATE VIEW metric_values AS
+    SELECT m.run_id, m.trial, t.variant, m.probe, m.kind, m.tool, m.repeat, x.name AS metric, x.value
+    FROM measurements m JOIN metrics x ON x.measurement_id = m.id
+    LEFT JOIN trials t ON t.run_id = m.run_id AND t.idx = m.trial;
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+PRAGMA user_version = 1;
+)sql";
+
+constexpr const char* kRunColumns =
+    "id, experiment, file, text, sets, baseline, started, finished, status, error, planned_trials, env";
+constexpr const char* kNewestFirst = " ORDER BY started DESC, rowid DESC";
+
+[[noreturn]] void fail(sqlite3* db, const fs::path& path, const std::string& action) {
+    throw Error(fmt::format("results database {}: {}: {}", path.string(), action,
+                            db != nullptr ? sqlite3_errmsg(db) : "out of memory"));
+}
+
+void exec(sqlite3* db, const fs::path& path, const char* sql, const std::string& action) {
+    if (sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK) fail(db, path, action);
+}
+
+/// JSON text that never throws (invalid UTF-8 is replaced).
+std::string dump(const json& j) {
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// A prepared statement with its parameters bound in order; sqlite3_finalize on destruction.
+class Statement {
+public:
+    Statement(sqlite3* db, const fs::path& path, const std::string& sql, std::string action)
+        : db_(db), path_(path), action_(std::move(action)) {
+        if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK) fail(db_, path_, action_);
+    }
+    ~Statement() { sqlite3_finalize(stmt_); }
+    Statement(const Statement&) = delete;
+    Statement& operator=(const Statement&) = delete;
+
+    /// Binds parameters 1..n.
+    template <typename... Args>
+    Statement& bind(const Args&... args) {
+        int i = 0;
+        (bind_one(++i, args), ...);
+        return *this;
+    }
+    /// True with a row to read, false when done.
+    bool step() {
+        int rc = sqlite3_step(stmt_);
+        if (rc == SQLITE_ROW) return true;
+        if (rc == SQLITE_DONE) return false;
+        fail(db_, path_, action_);
+    }
+    void run() {
+        while (step()) {
+        }
+    }
+    /// Ready to run again with new parameters.
+    void reset() {
+        sqlite3_reset(stmt_);
+        sqlite3_clear_bindings(stmt_);
+    }
+
+    std::string text(int col) const {
+        auto p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+        return p != nullptr ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col))) : "";
+    }
+    double real(int col) const {
+        return sqlite3_column_type(stmt_, col) == SQLITE_NULL ? kNaN : sqlite3_column_double(stmt_, col);
+    }
+    std::int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+    json parsed(int col) const {
+        try {
+            return json::parse(text(col));
+        } catch (const json::exception& e) {
+            throw Error(fmt::format("results database {}: {}: column {}: {}", path_.string(), action_,
+                                    sqlite3_column_name(stmt_, col), e.what()));
+        }
+    }
+    template <typename T>
+    T parsed_as(int col) const {
+        try {
+            return parsed(col).get<T>();
+        } catch (const json::exception& e) {
+            throw Error(fmt::format("results database {}: {}: column {}: {}", path_.string(), action_,
+                                    sqlite3_column_name(stmt_, col), e.what()));
+        }
+    }
+
+private:
+    void check(int rc) {
+        if (rc != SQLITE_OK) fail(db_, path_, action_);
+    }
+    void bind_one(int i, const std::string& v) {
+        check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+    }
+    void bind_one(int i, const json& v) { bind_one(i, dump(v)); }
+    void bind_one(int i, double v) {
+        check(std::isnan(v) ? sqlite3_bind_null(stmt_, i) : sqlite3_bind_double(stmt_, i, v));
+    }
+    template <std::integral T>
+    void bind_one(int i, T v) {
+        check(sqlite3_bind_int64(stmt_, i, static_cast<sqlite3_int64>(v)));
+    }
+
+    sqlite3* db_;
+    const fs::path& path_;
+    std::string action_;
+    sqlite3_stmt* stmt_ = nullptr;
+};
+
+// BEGIN on construction (IMMEDIATE for writes, so a busy database waits at the start rather
+// than failing at COMMIT); ROLLBACK on destruction unless commit() ran.
+class Transaction {
+public:
+    Transaction(sqlite3* db, const fs::path& path, const char* begin, std::string action)
+        : db_(db), path_(path), action_(std::move(action)) {
+        exec(db_, path_, begin, action_);
+    }
+    ~Transaction() {
+        if (!committed_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    }
+    Transaction(const Transaction&) = delete;
+    Transaction& operator=(const Transaction&) = delete;
+
+    void commit() {
+        exec(db_, path_, "COMMIT", action_);
+        committed_ = true;
+    }
+
+private:
+    sqlite3* db_;
+    const fs::path& path_;
+    std::string action_;
+    bool committed_ = false;
+};
+
+int user_version(sqlite3* db, const fs::path& path) {
+    Statement s(db, path, "PRAGMA user_version", "reading the schema version");
+    return s.step() ? static_cast<int>(s.integer(0)) : 0;
+}
+
+/// The wanlab version that wrote a newer schema, or "" if the database does not say.
+std::string written_by(sqlite3* db) {
+    sqlite3_stmt* stmt = nullptr;
+    std::string version;
+    if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = 'written_by'", -1, &stmt, nullptr) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_text(stmt, 0) != nullptr)
+        version = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    sqlite3_finalize(stmt);
+    return version;
+}
+
+[[noreturn]] void refuse_newer(sqlite3* db, const fs::path& path, int version) {
+    std::string by = written_by(db);
+    throw Error(fmt::format("results database {} has schema version {}{}; wanlab {} reads up to version {}: "
+                            "open it with {}",
+                            path.string(), version, by.empty() ? "" : fmt::format(" (written by wanlab {})", by),
+                            kVersion, kSchemaVersion,
+                            by.empty() ? "a newer wanlab" : fmt::format("wanlab {} or newer", by)));
+}
+
+void create_schema(sqlite3* db, const fs::path& path) {
+    exec(db, path, kSchema, "creating the schema");
+    Statement(db, path, "INSERT INTO meta (key, value) VALUES ('written_by', ?)", "creating the schema")
+        .bind(std::string(kVersion))
+        .run();
+}
+
+void ensure_schema(sqlite3* db, const fs::path& path) {
+    int version = user_version(db, path);
+    if (version > kSchemaVersion) refuse_newer(db, path, version);
+    if (version == kSchemaVersion) return;
+    Transaction tx(db, path, "BEGIN IMMEDIATE", "creating the schema");
+    // Another process may have created it between the check and the lock.
+    if (user_version(db, path) == 0) create_schema(db, path);
+    tx.commit();
+}
+
+void configure(sqlite3* db, const fs::path& path) {
+    if (sqlite3_busy_timeout(db, kBusyTimeoutMs) != SQLITE_OK) fail(db, path, "setting the busy timeout");
+    // No WAL: the file may sit on a 9p share inside the micro-VM, where shared memory does not work.
+    exec(db, path, "PRAGMA journal_mode = DELETE", "setting the journal mode");
+    exec(db, path, "PRAGMA foreign_keys = ON", "enabling foreign keys");
+}
+
+/// A runs row as selected with kRunColumns.
+Run read_run(const Statement& s) {
+    Run r;
+    r.id = s.text(0);
+    r.experiment = s.text(1);
+    r.file = s.text(2);
+    r.text = s.text(3);
+    r.sets = s.parsed_as<std::vector<std::string>>(4);
+    r.baseline = s.text(5);
+    r.started = s.text(6);
+    r.finished = s.text(7);
+    r.status = s.text(8);
+    r.error = s.text(9);
+    r.planned_trials = static_cast<std::size_t>(s.integer(10));
+    r.env = s.parsed_as<Environment>(11);
+    return r;
+}
+
+Trial read_trial(const Statement& s) {
+    Trial t;
+    t.index = static_cast<std::size_t>(s.integer(0));
+    t.id = s.text(1);
+    t.variant = s.text(2);
+    t.sweep = s.parsed_as<std::vector<std::pair<std::string, std::string>>>(3);
+    t.link_rtt = s.real(4);
+    t.link_rate = s.real(5);
+    t.link_loss = s.real(6);
+    t.sysctls = s.parsed_as<std::map<std::string, std::string>>(7);
+    t.check = s.parsed_as<EmulationCheck>(8);
+    t.status = s.text(9);
+    t.error = s.text(10);
+    return t;
+}
+
+std::vector<Trial> read_trials(sqlite3* db, const fs::path& path, const std::string& run_id) {
+    Statement s(db, path,
+                "SELECT idx, id, variant, sweep, link_rtt, link_rate, link_loss, sysctls, emulation_check, "
+                "status, error FROM trials WHERE run_id = ? ORDER BY idx",
+                fmt::format("reading the trials of run `{}`", run_id));
+    s.bind(run_id);
+    std::vector<Trial> trials;
+    while (s.step()) trials.push_back(read_trial(s));
+    return trials;
+}
+
+void read_metrics(Statement& s, std::int64_t measurement, Measurement& m) {
+    s.reset();
+    s.bind(measurement);
+    while (s.step()) m.metrics[s.text(0)] = s.real(1);
+}
+
+void read_samples(Statement& s, std::int64_t measurement, Measurement& m) {
+    s.reset();
+    s.bind(measurement);
+    while (s.step()) m.samples[s.text(0)].push_back(s.real(1));
+}
+
+Measurement read_measurement(const Statement& s) {
+    Measurement m;
+    m.trial = static_cast<std::size_t>(s.integer(1));
+    m.probe = s.text(2);
+    m.kind = s.text(3);
+    m.tool = s.text(4);
+    m.repeat = static_cast<unsigned>(s.integer(5));
+    m.started = s.text(6);
+    m.notes = s.parsed_as<std::vector<std::string>>(7);
+    m.connections = s.parsed(8);
+    return m;
+}
+
+std::vector<Measurement> read_measurements(sqlite3* db, const fs::path& path, const std::string& run_id) {
+    const std::string action = fmt::format("reading the measurements of run `{}`", run_id);
+    Statement s(db, path,
+                "SELECT id, trial, probe, kind, tool, repeat, started, notes, connections FROM measurements "
+                "WHERE run_id = ? ORDER BY id",
+                action);
+    Statement metrics(db, path, "SELECT name, value FROM metrics WHERE measurement_id = ?", action);
+    Statement samples(db, path, "SELECT name, value FROM samples WHERE measurement_id = ? ORDER BY name, seq",
+                      action);
+    s.bind(run_id);
+    std::vector<Measurement> out;
+    while (s.step()) {
+        out.push_back(read_measurement(s));
+        read_metrics(metrics, s.integer(0), out.back());
+        read_samples(samples, s.integer(0), out.back());
+    }
+    return out;
+}
+
+void insert_metrics(sqlite3* db, const fs::path& path, std::int64_t measurement, const Measurement& m,
+                    const std::string& action) {
+    Statement s(db, path, "INSERT INTO metrics (measurement_id, name, value) VALUES (?, ?, ?)", action);
+    for (const auto& [name, value] : m.metrics) {
+        s.reset();
+        s.bind(measurement, name, value).run();
+    }
+}
+
+void insert_samples(sqlite3* db, const fs::path& path, std::int64_t measurement, const Measurement& m,
+                    const std::string& action) {
+    Statement s(db, path, "INSERT INTO samples (measurement_id, name, seq, value) VALUES (?, ?, ?, ?)", action);
+    for (const auto& [name, values] : m.samples) {
+        for (std::size_t seq = 0; seq < values.size(); ++seq) {
+            s.reset();
+            s.bind(measurement, name, seq, values[seq]).run();
+        }
+    }
+}
+
+/// Up to kCandidatesShown ids, newest first, then how many more there are.
+std::string candidate_list(const std::vector<std::string>& ids) {
+    std::string out;
+    for (std::size_t i = 0; i < ids.size() && i < kCandidatesShown; ++i)
+        out += fmt::format("{}{}", i > 0 ? ", " : "", ids[i]);
+    if (ids.size() > kCandidatesShown) out += fmt::format(" (and {} more)", ids.size() - kCandidatesShown);
+    return out;
+}
+
+/// Ids of the runs whose id starts with `prefix` (every run for "latest"), newest first.
+std::vector<std::string> matching_ids(sqlite3* db, const fs::path& path, const std::string& prefix) {
+    Statement s(db, path,
+                fmt::format("SELECT id FROM runs WHERE ?1 = 'latest' OR substr(id, 1, length(?1)) = ?1{}",
+                            kNewestFirst),
+                "looking up runs");
+    s.bind(prefix);
+    std::vector<std::string> ids;
+    while (s.step()) ids.push_back(s.text(0));
+    return ids;
+}
+
+[[noreturn]] void throw_no_match(sqlite3* db, const fs::path& path, const std::string& id) {
+    std::vector<std::string> newest = matching_ids(db, path, "latest");
+    std::string held = newest.empty() ? " (it holds no runs)" : "; newest runs: " + candidate_list(newest);
+    throw InputError(fmt::format("no run `{}` in results database {}{}; see `wanlab results list`", id,
+                                 path.string(), held));
+}
+
+/// The one run `id` names: itself, the only run it is a prefix of, or the newest for "latest".
+std::string resolve_run(sqlite3* db, const fs::path& path, const std::string& id) {
+    std::vector<std::string> ids = matching_ids(db, path, id);
+    if (ids.empty()) throw_no_match(db, path, id);
+    if (id == "latest" || ids.size() == 1) return ids.front();
+    // An exact id wins over the longer ids it is a prefix of ("r1" and "r10").
+    if (std::find(ids.begin(), ids.end(), id) != ids.end()) return id;
+    throw InputError(fmt::format("run `{}` is ambiguous in results database {}: it matches {}; "
+                                 "see `wanlab results list`",
+                                 id, path.string(), candidate_list(ids)));
+}
+
+constexpr const char* kPutTrial =
+    "INSERT OR REPLACE INTO trials (run_id, idx, id, variant, sweep, link_rtt, link_rate, link_loss, "
+    "sysctls, emulation_check, status, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+Statement& bind_trial(Statement& s, const std::string& run_id, const Trial& t) {
+    return s.bind(run_id, t.index, t.id, t.variant, json(t.sweep), t.link_rtt, t.link_rate, t.link_loss,
+                  json(t.sysctls), json(t.check), t.status, t.error);
+}
+
+}  // namespace
+
+Store::Store(const fs::path& db) : path_(db) {
+    int rc = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    try {
+        if (rc != SQLITE_OK) fail(db_, path_, "opening");
+        configure(db_, path_);
+        ensure_schema(db_, path_);
+    } catch (...) {
+        sqlite3_close(db_);
+        throw;
+    }
+}
+
+Store::~Store() {
+    sqlite3_close(db_);
+}
+
+void Store::begin_run(const Run& run, const std::vector<Trial>& trials) {
+    const std::string action = fmt::format("recording run `{}`", run.id);
+    // The run and its planned trials in one transaction: one commit (a few fsyncs) instead of
+    // one per trial, which cost seconds before the first trial of a 1,000-trial run.
+    Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
+    Statement(db_, path_, fmt::format("INSERT INTO runs ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", kRunColumns),
+              action)
+        .bind(run.id, run.experiment, run.file, run.text, json(run.sets), run.baseline, run.started, run.finished,
+              run.status, run.error, run.planned_trials, json(run.env))
+        .run();
+    if (!trials.empty()) {
+        Statement s(db_, path_, kPutTrial, action);
+        for (const auto& t : trials) {
+            s.reset();
+            bind_trial(s, run.id, t).run();
+        }
+    }
+    tx.commit();
+}
+
+void Store::put_trial(const std::string& run_id, const Trial& t) {
+    const std::string action = fmt::format("recording trial {} of run `{}`", t.index, run_id);
+    Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
+    Statement s(db_, path_, kPutTrial, action);
+    bind_trial(s, run_id, t).run();
+    tx.commit();
+}
+
+void Store::add_measurement(const std::string& run_id, const Measurement& m) {
+    const std::string action =
+        fmt::format("recording probe `{}` repeat {} of trial {} of run `{}`", m.probe, m.repeat, m.trial, run_id);
+    Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
+    Statement(db_, path_,
+              "INSERT INTO measurements (run_id, trial, probe, kind, tool, repeat, started, notes, connections) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+              action)
+        .bind(run_id, m.trial, m.probe, m.kind, m.tool, m.repeat, m.started, json(m.notes), m.connections)
+        .run();
+    const std::int64_t id = sqlite3_last_insert_rowid(db_);
+    insert_metrics(db_, path_, id, m, action);
+    insert_samples(db_, path_, id, m, action);
+    tx.commit();
+}
+
+void Store::finish_run(const std::string& run_id, const std::string& status, const std::string& finished,
+                       const std::string& error) {
+    const std::string action = fmt::format("finishing run `{}`", run_id);
+    Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
+    Statement(db_, path_, "UPDATE runs SET status = ?, finished = ?, error = ? WHERE id = ?", action)
+        .bind(status, finished, error, run_id)
+        .run();
+    if (sqlite3_changes(db_) == 0)
+        throw Error(fmt::format("results database {}: {}: no such run", path_.string(), action));
+    tx.commit();
+}
+
+std::vector<Run> Store::list_runs() {
+    Transaction tx(db_, path_, "BEGIN", "listing runs");
+    Statement s(db_, path_, fmt::format("SELECT {} FROM runs{}", kRunColumns, kNewestFirst), "listing runs");
+    std::vector<Run> runs;
+    while (s.step()) runs.push_back(read_run(s));
+    tx.commit();
+    return runs;
+}
+
+RunData Store::load_run(const std::string& id) {
+    const std::string action = fmt::format("reading run `{}`", id);
+    Transaction tx(db_, path_, "BEGIN", action);
+    Statement s(db_, path_, fmt::format("SELECT {} FROM runs WHERE id = ?", kRunColumns), action);
+    s.bind(resolve_run(db_, path_, id));
+    if (!s.step()) fail(db_, path_, action);
+    RunData data;
+    data.run = read_run(s);
+    data.trials = read_trials(db_, path_, data.run.id);
+    data.measurements = read_measurements(db_, path_, data.run.id);
+    tx.commit();
+    return data;
+}
+
+}  // namespace wanlab::results

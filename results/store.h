@@ -1,0 +1,71 @@
+// The results database: every run, trial, measurement and sample in one SQLite file
+// (<out>/results.db), plus JSON and CSV exports of a run.
+//
+// Why SQLite: one file a user can copy, query with `sqlite3` and attach to a bug report;
+// atomic commits, so a run killed mid-way keeps every measurement committed before the kill;
+// many runs (and runs of different experiments) side by side in the same file.
+//
+// Contract: Store opens (creating if needed) the database and its schema (versioned with
+// PRAGMA user_version; a newer version is refused with a clear error). Each write is its own
+// transaction, committed before the call returns, so partial results survive Ctrl-C, an
+// error or SIGKILL. Readers see runs as the model in model.h describes them. Failures throw
+// wanlab::Error naming the database and SQLite's message. Not thread-safe: one Store per thread.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "results/model.h"
+
+struct sqlite3;
+
+namespace wanlab::results {
+
+class Store {
+public:
+    explicit Store(const std::filesystem::path& db);
+    ~Store();
+    Store(const Store&) = delete;
+    Store& operator=(const Store&) = delete;
+
+    /// Records a new run (status "running") and, in the same transaction, its planned
+    /// trials (more may follow, or be replaced, with put_trial()).
+    void begin_run(const Run& run, const std::vector<Trial>& trials = {});
+    /// Adds or replaces a trial of `run_id` (the runner writes it when planned and again
+    /// when its emulation check and status are known).
+    void put_trial(const std::string& run_id, const Trial& trial);
+    void add_measurement(const std::string& run_id, const Measurement& m);
+    /// Sets status, finished time and error of a run.
+    void finish_run(const std::string& run_id, const std::string& status, const std::string& finished,
+                    const std::string& error = "");
+
+    /// Every run, newest first (trials and measurements left empty).
+    std::vector<Run> list_runs();
+    /// The run whose id is `id` or starts with it ("latest" = the newest); throws
+    /// wanlab::InputError if none or several match.
+    RunData load_run(const std::string& id);
+
+    const std::filesystem::path& path() const { return path_; }
+
+private:
+    std::filesystem::path path_;
+    sqlite3* db_ = nullptr;
+};
+
+/// The run as JSON in base units: {"run":{...},"trials":[...],"measurements":[...]}.
+nlohmann::json to_json(const RunData& data);
+/// The inverse of to_json() (for `wanlab run --vm`, whose inner run writes JSON; and tests).
+RunData from_json(const nlohmann::json& j);
+/// Parts of a run as to_json() writes them (NaN as JSON null), also the store's JSON columns:
+/// `json j = env; j.get<Environment>()`. from_json throws nlohmann::json::exception.
+void to_json(nlohmann::json& j, const Environment& env);
+void from_json(const nlohmann::json& j, Environment& env);
+void to_json(nlohmann::json& j, const EmulationCheck& check);
+void from_json(const nlohmann::json& j, EmulationCheck& check);
+/// One CSV row per (measurement, metric): run,trial,trial_id,variant,<sweep columns>,probe,
+/// kind,tool,repeat,metric,value,unit. RFC 4180 quoting.
+std::string to_csv(const RunData& data);
+
+}  // namespace wanlab::results

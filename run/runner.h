@@ -1,0 +1,61 @@
+// The runner: an experiment measured end to end on this machine, into the results store.
+//
+// Contract: run_experiment() builds the lab once (LabSession: checks, journal, namespaces,
+// links), then for each trial in plan order moves the lab to the trial's configuration
+// (replace, no teardown between trials), checks that the emulation holds (check.h), and runs
+// each probe: one warm-up of [run].warmup (discarded; none for rtt probes, which carry no
+// state to warm), then [run].repeats measurements each followed by [run].cooldown. Every
+// measurement is committed to the store as soon as it is taken. At the end, on an error and
+// on Ctrl-C/SIGTERM (noticed by `tick`, which throws lab::Interrupted) the session restores
+// the machine before the run's final status is written; the partial results stay.
+// Errors found before the lab exists (bad sysctl value for this kernel, no root, a stale
+// journal) propagate unrecorded. Not thread-safe.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "experiment/experiment.h"
+#include "lab/journal.h"
+#include "results/model.h"
+#include "results/store.h"
+#include "run/progress.h"
+#include "probes/probe.h"
+
+namespace wanlab::run {
+
+struct RunnerOptions {
+    std::string run_id;                              ///< "" = a fresh one
+    bool restore_stale = false;                      ///< undo stale journals instead of refusing
+    std::string where = "host";                      ///< Environment::where
+    std::filesystem::path journal_dir = lab::kRunDir;
+    bool force = false;                              ///< host mode: see lab::SessionOptions::force
+    /// Called after each stage of building the lab ("journal", "namespaces", ...), from the
+    /// calling thread before any probe thread exists (`wanlab run` arms its watchdog here).
+    std::function<void(const std::string& stage)> on_stage;
+};
+
+struct Outcome {
+    results::RunData data;
+    int exit_code = 0;  ///< 0 complete, 130 interrupted, else the error's exit code
+};
+
+/// `text` is the experiment file's text (stored with the run).
+Outcome run_experiment(const lab::Experiment& exp, const std::string& text, const RunnerOptions& options,
+                       results::Store& store, Progress& progress, const probes::Tick& tick);
+
+/// The trial as the results model records it (configuration that explanations need).
+results::Trial trial_record(const lab::Trial& t);
+
+/// Seconds one trial is planned to take (warm-up, repeats x (duration + cooldown)), for ETAs.
+double planned_seconds(const lab::Trial& t, const lab::RunSpec& run);
+
+/// Now as ISO 8601 UTC ("2026-11-30T04:12:09Z").
+std::string utc_now();
+
+/// The machine as the run found it: uname, the sysctls the experiment touches and the usual
+/// buffer and congestion-control keys (host namespace).
+results::Environment environment(const lab::Experiment& exp, const std::string& where);
+
+}  // namespace wanlab::run

@@ -1,0 +1,134 @@
+#include "vm/sys.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace wanlab::vm {
+
+namespace fs = std::filesystem;
+
+long check_sys(long result, std::string_view what) {
+    if (result == -1)
+        throw Error(fmt::format("{}: {}", what, std::strerror(errno)));
+    return result;
+}
+
+void check_errno(int err, std::string_view what) {
+    if (err != 0)
+        throw Error(fmt::format("{}: {}", what, std::strerror(err)));
+}
+
+FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
+    if (this != &other) {
+        reset();
+        fd_ = other.release();
+    }
+    return *this;
+}
+
+int FileDescriptor::release() noexcept {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+}
+
+void FileDescriptor::reset() noexcept {
+    if (fd_ >= 0)
+        ::close(fd_);
+    fd_ = -1;
+}
+
+Pipe make_pipe() {
+    int fds[2];
+    check_sys(::pipe2(fds, O_CLOEXEC), "creating a pipe");
+    return Pipe{FileDescriptor(fds[0]), FileDescriptor(fds[1])};
+}
+
+TempDir::TempDir(const fs::path& parent, std::string_view prefix) {
+    std::string pattern = (parent / (std::string(prefix) + "XXXXXX")).string();
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    if (::mkdtemp(buf.data()) == nullptr)
+        throw Error(
+            fmt::format("creating a temporary directory {}: {}", pattern, std::strerror(errno)));
+    path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+    if (path_.empty())
+        return;
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+    if (ec)
+        std::fprintf(stderr, "wanlab: warning: removing %s: %s\n", path_.c_str(),
+                     ec.message().c_str());
+}
+
+std::string read_file(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        throw Error(fmt::format("reading {}: {}", path.string(), std::strerror(errno)));
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad())
+        throw Error(fmt::format("reading {}: I/O error", path.string()));
+    return std::move(ss).str();
+}
+
+void write_file_atomic(const fs::path& path, std::string_view data) {
+    fs::path tmp = path;
+    tmp += fmt::format(".tmp{}", ::getpid());
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out)
+            throw Error(fmt::format("creating {}: {}", tmp.string(), std::strerror(errno)));
+        out.write(data.data(), static_cast<std::streamsize>(data.size()));
+        out.close();
+        if (!out) {
+            std::error_code ec;
+            fs::remove(tmp, ec);
+            throw Error(fmt::format("writing {}: I/O error", tmp.string()));
+        }
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) {
+        fs::remove(tmp, ec);
+        throw Error(
+            fmt::format("renaming {} to {}: {}", tmp.string(), path.string(), ec.message()));
+    }
+}
+
+void prune_cache(const fs::path& dir, std::string_view prefix, const fs::path& keep) noexcept {
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.starts_with(prefix) && it->path() != keep)
+            fs::remove(it->path(), ec);
+    }
+}
+
+fs::path cache_root() {
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/')
+        return fs::path(xdg) / "wanlab";
+    const char* home = std::getenv("HOME");
+    if (home == nullptr || *home == '\0')
+        throw Error(
+            "neither XDG_CACHE_HOME nor HOME is set; set one so wanlab can cache "
+            "the VM kernel and initramfs");
+    return fs::path(home) / ".cache" / "wanlab";
+}
+
+}  // namespace wanlab::vm

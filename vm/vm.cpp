@@ -1,0 +1,462 @@
+#include "vm/vm.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "vm/process.h"
+#include "vm/sys.h"
+#include "vm/vmlinux.h"
+
+namespace wanlab::vm {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t kConsoleLinesKept = 30;
+constexpr auto kPoweroffGrace = std::chrono::seconds(10);
+constexpr auto kProbeBootTimeout = std::chrono::seconds(20);
+
+/// Blocks SIGINT/SIGTERM/SIGHUP and delivers them through a signalfd for the poll loop;
+/// restores the previous mask (and SIGPIPE disposition) on destruction.
+class SignalCatcher {
+  public:
+    SignalCatcher() {
+        sigset_t set;
+        sigemptyset(&set);
+        for (int s : {SIGINT, SIGTERM, SIGHUP})
+            sigaddset(&set, s);
+        check_sys(::sigprocmask(SIG_BLOCK, &set, &old_mask_), "blocking signals");
+        fd_ = FileDescriptor(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+        if (!fd_.valid()) {
+            int err = errno;
+            ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+            errno = err;
+            check_sys(-1, "creating a signalfd");
+        }
+        old_pipe_ = ::signal(SIGPIPE, SIG_IGN);
+    }
+    SignalCatcher(const SignalCatcher&) = delete;
+    SignalCatcher& operator=(const SignalCatcher&) = delete;
+    ~SignalCatcher() {
+        fd_.reset();
+        ::signal(SIGPIPE, old_pipe_);
+        ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    }
+    int fd() const noexcept { return fd_.get(); }
+
+  private:
+    sigset_t old_mask_{};
+    FileDescriptor fd_;
+    void (*old_pipe_)(int) = SIG_DFL;
+};
+
+void write_all(int fd, std::string_view data) {
+    while (fd >= 0 && !data.empty()) {
+        ssize_t n = ::write(fd, data.data(), data.size());
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;  // EPIPE etc.: the reader is gone; keep draining the VM
+        data.remove_prefix(static_cast<std::size_t>(n));
+    }
+}
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+}
+
+/// The guest console: kept line by line (last 30) for error messages, scanned for /init's
+/// markers, copied to stderr with --verbose, and, when the guest has no virtio ports, the
+/// command's output between the markers goes to out_fd.
+class Console {
+  public:
+    Console(bool verbose, int out_fd) : verbose_(verbose), out_fd_(out_fd) {}
+
+    void feed(std::string_view data) {
+        for (char c : data) {
+            if (c == '\r')
+                continue;
+            if (c != '\n') {
+                if (partial_.size() < 4096)
+                    partial_.push_back(c);
+                continue;
+            }
+            line(partial_);
+            partial_.clear();
+        }
+    }
+    void flush() {
+        if (!partial_.empty())
+            line(partial_);
+        partial_.clear();
+    }
+
+    bool started() const noexcept { return started_; }
+    bool done() const noexcept { return done_; }
+    const std::string& failure() const noexcept { return failure_; }
+    Clock::time_point start_time() const noexcept { return start_time_; }
+    Clock::time_point done_time() const noexcept { return done_time_; }
+
+    std::string last_lines() const {
+        std::string out;
+        for (const auto& l : lines_)
+            out += "  | " + l + "\n";
+        return out.empty() ? "  (nothing: the kernel prints errors only; run with -v to see "
+                             "the whole boot)\n"
+                           : out;
+    }
+    bool mentions(std::string_view text) const {
+        return std::any_of(lines_.begin(), lines_.end(),
+                           [&](const std::string& l) { return l.find(text) != l.npos; });
+    }
+
+  private:
+    void line(const std::string& l) {
+        if (verbose_)
+            write_all(2, "[vm] " + l + "\n");
+        if (started_ && !done_ && console_mode_ && l.find(kMarkerDone) == l.npos) {
+            write_all(out_fd_, l + "\n");
+            return;
+        }
+        lines_.push_back(l);
+        if (lines_.size() > kConsoleLinesKept)
+            lines_.pop_front();
+        if (auto at = l.find(kMarkerStart); at != l.npos && !started_) {
+            started_ = true;
+            start_time_ = Clock::now();
+            console_mode_ = l.find("console", at) != l.npos;
+        } else if (l.find(kMarkerDone) != l.npos && !done_) {
+            done_ = true;
+            done_time_ = Clock::now();
+        } else if (auto f = l.find(kMarkerFailed); f != l.npos && failure_.empty()) {
+            failure_ = l.substr(f);
+        }
+    }
+
+    bool verbose_;
+    int out_fd_;
+    std::string partial_;
+    std::deque<std::string> lines_;
+    bool started_ = false, done_ = false, console_mode_ = false;
+    std::string failure_;
+    Clock::time_point start_time_{}, done_time_{};
+};
+
+/// Reads what is available on `fd` (non-blocking). Returns false at EOF or error.
+bool read_some(int fd, std::string& into) {
+    char buf[65536];
+    while (true) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n > 0) {
+            into.assign(buf, static_cast<std::size_t>(n));
+            return true;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        into.clear();
+        return n < 0 && errno == EAGAIN;
+    }
+}
+
+void set_nonblocking(int fd) {
+    int flags = static_cast<int>(check_sys(::fcntl(fd, F_GETFL), "fcntl F_GETFL"));
+    check_sys(::fcntl(fd, F_SETFL, flags | O_NONBLOCK), "fcntl F_SETFL");
+}
+
+std::string qemu_failure(int status, const std::string& stderr_text) {
+    std::string how = WIFEXITED(status)
+                          ? fmt::format("exit status {}", WEXITSTATUS(status))
+                          : fmt::format("signal {}", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    std::string text = stderr_text.empty() ? std::string("(nothing on stderr)") : stderr_text;
+    while (!text.empty() && text.back() == '\n')
+        text.pop_back();
+    return fmt::format("QEMU ended ({}): {}", how, text);
+}
+
+}  // namespace
+
+std::string shell_quote(std::string_view text) {
+    std::string out = "'";
+    for (char c : text) {
+        if (c == '\'')
+            out += "'\\''";
+        else
+            out.push_back(c);
+    }
+    return out + "'";
+}
+
+std::string guest_script(const std::vector<std::string>& argv, const std::string& cwd) {
+    std::string s =
+        "# written by wanlab vm run; executed by the guest's /init\n"
+        "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+        "export HOME=/root USER=root LOGNAME=root\n";
+    for (const char* name : {"TERM", "LANG", "LC_ALL", "TZ"})
+        if (const char* v = std::getenv(name); v != nullptr)
+            s += fmt::format("export {}={}\n", name, shell_quote(v));
+    s += fmt::format("cd {} 2>/dev/null || cd /\nexec", shell_quote(cwd));
+    for (const auto& a : argv)
+        s += " " + shell_quote(a);
+    return s + "\n";
+}
+
+fs::path vm_cache_dir() {
+    return cache_root() / "vm";
+}
+
+Vm::Vm(VmOptions options) : options_(std::move(options)) {
+    auto qemu = find_qemu();
+    if (!qemu)
+        throw Error(
+            "qemu-system-x86_64 not found; install the Debian package qemu-system-x86 "
+            "(apt-get install qemu-system-x86), or set WANLAB_QEMU to its path");
+    qemu_ = *qemu;
+    kernel_ = find_kernel(options_.kernel, options_.modules, kernel_cache_dir());
+    if (!fs::exists("/bin/busybox"))
+        throw Error("/bin/busybox not found; install the Debian package busybox-static");
+    InitramfsInputs in{kernel_};
+    initramfs_ = ensure_initramfs(in, vm_cache_dir());
+    boot_image_ = vm::boot_image(kernel_, vm_cache_dir());
+    if (!options_.accel)
+        if (const char* env = std::getenv("WANLAB_VM_ACCEL"); env != nullptr && *env != '\0')
+            options_.accel = parse_accel(env, "WANLAB_VM_ACCEL");
+    const fs::path verdict = kvm_verdict_file(vm_cache_dir(), qemu_, kernel_.version);
+    AccelInputs ai{options_.accel, options_.accel ? false : kvm_device_usable(),
+                   read_kvm_verdict(verdict)};
+    accel_ = choose_accel(
+        ai, [this] { return probe_kvm(); },
+        [&verdict](bool works) { write_kvm_verdict(verdict, works); });
+}
+
+unsigned Vm::cpus() const noexcept {
+    if (options_.cpus != 0)
+        return options_.cpus;
+    unsigned host = std::thread::hardware_concurrency();
+    return std::clamp(host, 1u, 4u);
+}
+
+bool Vm::probe_kvm() {
+    std::fputs("wanlab: probing KVM with a short boot (once; the verdict is cached)\n", stderr);
+    VmOptions saved = options_;
+    AccelChoice saved_accel = accel_;
+    options_.boot_timeout = kProbeBootTimeout;
+    options_.timeout = std::chrono::seconds(10);
+    options_.out_dir.reset();
+    accel_ = {Accel::kvm, "probe"};
+    bool works = false;
+    try {
+        works = run({"true"}, -1, -1).exit_status == 0;
+    } catch (const Error& e) {
+        std::fprintf(stderr, "wanlab: KVM probe failed; using TCG. %s\n",
+                     std::string(e.what()).substr(0, 300).c_str());
+    }
+    options_ = saved;
+    accel_ = saved_accel;
+    return works;
+}
+
+RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) {
+    if (argv.empty())
+        throw InputError("vm run: no command given");
+    RunResult result;
+    TempDir ctl(fs::temp_directory_path(), "wanlab-vm-");
+    std::string out_dir;
+    if (options_.out_dir) {
+        std::error_code ec;
+        fs::create_directories(*options_.out_dir, ec);
+        fs::path abs = fs::weakly_canonical(fs::absolute(*options_.out_dir), ec);
+        if (ec || !fs::is_directory(abs))
+            throw InputError(
+                fmt::format("--out {}: not a usable directory", options_.out_dir->string()));
+        if (abs == "/")
+            throw InputError("--out /: refusing to share the whole file system");
+        out_dir = abs.string();
+    }
+    std::error_code ec;
+    std::string cwd = fs::current_path(ec).string();
+    write_file_atomic(ctl.path() / "run.sh", guest_script(argv, cwd.empty() ? "/" : cwd));
+    write_file_atomic(ctl.path() / "vm.conf", fmt::format("WANLAB_OUT={}\n", shell_quote(out_dir)));
+
+    QemuSpec spec;
+    spec.qemu = qemu_;
+    spec.accel = accel_.accel;
+    spec.kernel = boot_image_;
+    spec.initrd = initramfs_.path;
+    spec.append = kernel_append(options_.verbose);
+    if (const char* extra = std::getenv("WANLAB_VM_APPEND"); extra != nullptr && *extra != '\0')
+        spec.append += std::string(" ") + extra;  // debugging: e.g. "loglevel=7 printk.time=1"
+    spec.memory_mib = options_.memory_mib;
+    spec.cpus = cpus();
+    spec.shares = {{"wanlabctl", ctl.path(), false}, {"hostroot", "/", true}};
+    if (!out_dir.empty())
+        spec.shares.push_back({"wanlabout", out_dir, false});
+    spec.stdout_fd = 3;
+    spec.stderr_fd = 4;
+
+    Pipe console = make_pipe(), qerr = make_pipe(), out = make_pipe(), err = make_pipe();
+    FileDescriptor devnull(static_cast<int>(
+        check_sys(::open("/dev/null", O_RDONLY | O_CLOEXEC), "opening /dev/null")));
+    SignalCatcher signals;
+    const auto t0 = Clock::now();
+    QemuProcess qemu(qemu_argv(spec), {{devnull.get(), 0},
+                                       {console.write.get(), 1},
+                                       {qerr.write.get(), 2},
+                                       {out.write.get(), 3},
+                                       {err.write.get(), 4}});
+    for (Pipe* p : {&console, &qerr, &out, &err}) {
+        p->write.reset();
+        set_nonblocking(p->read.get());
+    }
+
+    Console con(options_.verbose, out_fd);
+    std::string qemu_stderr, chunk;
+    bool boot_timed_out = false;
+    int signal_number = 0;
+    std::optional<int> status;
+    bool open[4] = {true, true, true, true};
+    const int fds[4] = {console.read.get(), qerr.read.get(), out.read.get(), err.read.get()};
+    auto drain = [&](int i) {
+        while (open[i]) {
+            if (!read_some(fds[i], chunk)) {
+                open[i] = false;
+                break;
+            }
+            if (chunk.empty())
+                break;
+            if (i == 0)
+                con.feed(chunk);
+            if (i == 1 && qemu_stderr.size() < 65536)
+                qemu_stderr += chunk;
+            if (i == 2)
+                write_all(out_fd, chunk);
+            if (i == 3)
+                write_all(err_fd, chunk);
+        }
+    };
+
+    while (!status) {
+        // The deadline of the current phase: boot, command, or power-off.
+        Clock::time_point deadline = Clock::time_point::max();
+        if (!con.started())
+            deadline = t0 + options_.boot_timeout;
+        else if (con.done())
+            deadline = con.done_time() + kPoweroffGrace;
+        else if (options_.timeout.count() > 0)
+            deadline = con.start_time() + options_.timeout;
+        auto now = Clock::now();
+        if (now >= deadline) {
+            if (!con.started())
+                boot_timed_out = true;
+            else if (!con.done())
+                result.timed_out = true;
+            status = qemu.kill_and_reap();
+            break;
+        }
+        auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+        const long long cap_ms = qemu.exit_fd() >= 0 ? 1000 : 100;  // no pidfd: poll waitpid
+        int timeout_ms = static_cast<int>(std::min<long long>(wait_ms.count() + 1, cap_ms));
+        pollfd pfd[6];
+        int n = 0;
+        int index_of[6];
+        for (int i = 0; i < 4; ++i)
+            if (open[i]) {
+                index_of[n] = i;
+                pfd[n++] = {fds[i], POLLIN, 0};
+            }
+        const int sig_at = n;
+        pfd[n++] = {signals.fd(), POLLIN, 0};
+        const int exit_at = qemu.exit_fd() >= 0 ? n : -1;
+        if (exit_at >= 0)
+            pfd[n++] = {qemu.exit_fd(), POLLIN, 0};
+        if (::poll(pfd, static_cast<nfds_t>(n), timeout_ms) < 0) {
+            if (errno == EINTR)
+                continue;
+            check_sys(-1, "waiting for the VM (poll)");
+        }
+        for (int k = 0; k < sig_at; ++k)
+            if (pfd[k].revents != 0)
+                drain(index_of[k]);
+        if (pfd[sig_at].revents != 0) {
+            // Consume it: left pending, it would kill us once the mask is restored.
+            signalfd_siginfo info{};
+            if (::read(signals.fd(), &info, sizeof info) != sizeof info)
+                continue;
+            result.interrupted = true;
+            signal_number = static_cast<int>(info.ssi_signo);
+            status = qemu.kill_and_reap();
+            break;
+        }
+        if (exit_at < 0 || pfd[exit_at].revents != 0)
+            status = qemu.try_reap();
+    }
+    for (int i = 0; i < 4; ++i)
+        drain(i);
+    con.flush();
+    const auto t_end = Clock::now();
+    result.total_seconds = seconds_between(t0, t_end);
+    if (con.started()) {
+        result.boot_seconds = seconds_between(t0, con.start_time());
+        result.command_seconds =
+            seconds_between(con.start_time(), con.done() ? con.done_time() : t_end);
+    }
+
+    if (result.interrupted) {
+        result.exit_status = 128 + signal_number;  // as a shell reports it: SIGINT 130
+        return result;
+    }
+    if (boot_timed_out)
+        throw Error(fmt::format(
+            "the VM did not finish booting within {} s (accelerator {}){}.\n"
+            "Last console lines:\n{}",
+            options_.boot_timeout.count(), accel_name(accel_.accel),
+            accel_.accel == Accel::kvm ? "; KVM guests hang on some hosts: try WANLAB_VM_ACCEL=tcg"
+                                       : "; the machine may be overloaded: raise --boot-timeout",
+            con.last_lines()));
+    if (result.timed_out) {
+        result.exit_status = 124;
+        return result;
+    }
+    if (!con.started()) {
+        if (!con.failure().empty())
+            throw Error(fmt::format("the VM's init stopped: {}.\nLast console lines:\n{}",
+                                    con.failure(), con.last_lines()));
+        throw Error(fmt::format("the VM stopped during boot. {}\nLast console lines:\n{}",
+                                qemu_failure(*status, qemu_stderr), con.last_lines()));
+    }
+    const fs::path exit_file = ctl.path() / "exit";
+    if (!fs::exists(exit_file)) {
+        bool oom = con.mentions("Out of memory");
+        throw Error(fmt::format(
+            "the VM stopped before the command finished{}.\n{}\nLast console lines:\n{}",
+            oom ? fmt::format(": the guest ran out of memory; give it more with --memory "
+                              "(now {} MiB)",
+                              options_.memory_mib)
+                : "",
+            qemu_failure(*status, qemu_stderr), con.last_lines()));
+    }
+    std::string text = read_file(exit_file);
+    result.exit_status = std::atoi(text.c_str());
+    if (fs::exists(ctl.path() / "oom"))
+        result.oom_report = read_file(ctl.path() / "oom");
+    result.out_of_memory = !result.oom_report.empty();
+    return result;
+}
+
+}  // namespace wanlab::vm
