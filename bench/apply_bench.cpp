@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     sysctl::RealProcSys proc;
     std::vector<double> netlink_ms, tc_ms;
     {
-        netem::NetlinkKernel k("/run/netns/" + ns);
+        netem::NetlinkKernel k(ns);
         netem::DeviceQdiscs a(k, devs[0]), b(k, devs[1]);
         auto psched = netem::Psched::from_proc();
         for (int i = 0; i < rounds; ++i) {

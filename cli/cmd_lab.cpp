@@ -44,7 +44,7 @@ void say(const std::string& s) {
 }
 
 // Blocks until SIGINT, SIGTERM or SIGHUP; returns it.
-int wait_for_signal(lab::SignalEvents& signals) {
+int wait_for_signal(sys::SignalEvents& signals) {
     for (;;)
         if (auto s = signals.wait(std::chrono::milliseconds(1000))) return *s;
 }
@@ -61,7 +61,7 @@ int lab_up(const UpOptions& o) {
                                 o.file, netem::advice_for(missing.front()),
                                 host ? "" : "\n  or build the lab inside the micro-VM: wanlab vm run -- wanlab lab up " + o.file),
                     2);
-    lab::SignalEvents signals;  // before any thread exists, so every thread blocks them
+    sys::SignalEvents signals;  // before any thread exists, so every thread blocks them
     sysctl::RealProcSys proc;
     lab::SessionOptions options;
     options.run = o.run.empty() ? lab::new_run_id() : o.run;
@@ -76,7 +76,7 @@ int lab_up(const UpOptions& o) {
                             "if wanlab is killed",
                             pid, o.auto_restore_s));
         }
-        if (stage == o.hold_after) throw lab::Interrupted(wait_for_signal(signals));
+        if (stage == o.hold_after) throw sys::Interrupted(wait_for_signal(signals));
         signals.check();
     };
     lab::LabSession session(trial, options, proc);

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/sys.h"
 #include "core/units.h"
 #include "cli/command.h"
 #include "cli/load.h"
@@ -57,7 +58,6 @@ struct Options {
     unsigned auto_restore_s = 0;
 };
 
-std::string netns_path(const Options& o) { return o.netns.empty() ? std::string() : "/run/netns/" + o.netns; }
 
 /// The device's lock, the one a host-mode run holds (lab/session.cpp): `link apply` and
 /// `link clear` never change a device a run is impairing.
@@ -87,11 +87,11 @@ netem::Direction resolve(const Options& o) {
 void write_file_synced(const fs::path& path, const std::string& text) {
     fs::create_directories(path.parent_path());
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) throw Error(fmt::format("writing {}: {}", path.string(), std::strerror(errno)));
+    if (fd < 0) sys::fail_errno("writing " + path.string());
     bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
     int saved = errno;
     ::close(fd);
-    if (!ok) throw Error(fmt::format("writing {}: {}", path.string(), std::strerror(saved)));
+    if (!ok) sys::fail("writing " + path.string(), saved);
 }
 
 /// A watchdog that runs `wanlab link clear` for this device after `seconds`, whatever happens
@@ -106,14 +106,14 @@ pid_t arm_auto_restore(const Options& o, unsigned seconds) {
 
 int apply(const Options& o) {
     auto d = resolve(o);
-    if (!o.dry_run) lab::refuse_if_ssh(netns_path(o), o.dev, "", 0, o.force);
+    if (!o.dry_run) lab::refuse_if_ssh(o.netns, o.dev, "", 0, o.force);
     if (o.dry_run) {
         for (const auto& line : netem::tc_commands(d, o.dev, o.netns.empty() ? "" : "ip netns exec " + o.netns + " ", o.mtu))
             std::puts(line.c_str());
         return 0;
     }
     auto lock = lock_device(o);
-    netem::NetlinkKernel kernel(netns_path(o));
+    netem::NetlinkKernel kernel(o.netns);
     auto path = snapshot_path(o);
     // The first apply saves what the device had; later ones keep that original snapshot.
     std::optional<netem::DeviceQdiscs> device;
@@ -158,7 +158,7 @@ int clear(const Options& o) {
         return 0;
     }
     auto lock = lock_device(o);
-    netem::NetlinkKernel kernel(netns_path(o));
+    netem::NetlinkKernel kernel(o.netns);
     std::ifstream in(path);
     std::stringstream text;
     text << in.rdbuf();
@@ -171,7 +171,7 @@ int clear(const Options& o) {
 }
 
 int show(const Options& o) {
-    netem::NetlinkKernel kernel(netns_path(o));
+    netem::NetlinkKernel kernel(o.netns);
     int ifindex = kernel.ifindex(o.dev);
     auto psched = netem::Psched::from_proc();
     nlohmann::json qdiscs = nlohmann::json::array();

@@ -147,7 +147,7 @@ nlohmann::json to_json(const probes::ProbeKind& kind, const probes::ProbeSpec& s
 }
 
 int run(const Options& o) {
-    lab::SignalEvents signals;  // before any thread exists, so every thread blocks them
+    sys::SignalEvents signals;  // before any thread exists, so every thread blocks them
     auto spec = resolve(o);
     const auto* kind = probes::find_kind(spec.kind);
     auto probe = probes::make_probe(spec);
@@ -157,12 +157,11 @@ int run(const Options& o) {
         if (!o.server_ns.empty() || !o.client_ns.empty())
             throw InputError("--server-ns and --client-ns need --address (the server's address in --server-ns)");
         bare.emplace(fmt::format("wanlab-probe-{}", ::getpid()));
-        where.server = {"/run/netns/" + bare->b.name(), BareLab::kServerIp, o.port};
-        where.client = {"/run/netns/" + bare->a.name(), BareLab::kClientIp, 0};
+        where.server = {bare->b.name(), BareLab::kServerIp, o.port};
+        where.client = {bare->a.name(), BareLab::kClientIp, 0};
     } else {
-        auto path = [](const std::string& ns) { return ns.empty() ? std::string() : "/run/netns/" + ns; };
-        where.server = {path(o.server_ns), o.address, o.port};
-        where.client = {path(o.client_ns), o.client_address, 0};
+        where.server = {o.server_ns, o.address, o.port};
+        where.client = {o.client_ns, o.client_address, 0};
     }
     auto result = probe->run(where, [&signals] { signals.check(); });
     if (o.json)

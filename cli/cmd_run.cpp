@@ -68,7 +68,7 @@ int report_and_gate(const RunArgs& a, const lab::Experiment& exp, const results:
 }
 
 int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& text) {
-    lab::SignalEvents signals;  // before any thread exists, so every thread blocks them
+    sys::SignalEvents signals;  // before any thread exists, so every thread blocks them
     fs::create_directories(a.out);
     results::Store store(fs::path(a.out) / "results.db");
     run::Progress progress(a.quiet ? run::Progress::Mode::quiet : run::Progress::detect(stderr));

@@ -10,7 +10,7 @@
 
 #include "core/sys.h"
 
-namespace wanlab::lab {
+namespace wanlab::sys {
 
 Interrupted::Interrupted(int signo)
     : Error(fmt::format("interrupted by SIG{}", sigabbrev_np(signo)), 130),
@@ -20,26 +20,26 @@ SignalEvents::SignalEvents() {
     sigset_t mask;
     sigemptyset(&mask);
     for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&mask, s);
-    if (int err = pthread_sigmask(SIG_BLOCK, &mask, &old_mask_); err != 0) sys::fail("blocking signals", err);
-    fd_ = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (fd_ < 0) {
+    if (int err = pthread_sigmask(SIG_BLOCK, &mask, &old_mask_); err != 0) fail("blocking signals", err);
+    fd_ = Fd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (!fd_) {
         int err = errno;
         pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
-        sys::fail("creating a signalfd", err);
+        fail("creating a signalfd", err);
     }
 }
 
 SignalEvents::~SignalEvents() {
-    ::close(fd_);
+    fd_.reset();
     pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 
 std::optional<int> SignalEvents::wait(std::chrono::milliseconds timeout) {
-    pollfd p{fd_, POLLIN, 0};
+    pollfd p{fd_.get(), POLLIN, 0};
     int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
     if (n <= 0) return std::nullopt;  // EINTR cannot come from our signals: they are blocked
     signalfd_siginfo info{};
-    if (::read(fd_, &info, sizeof info) != static_cast<ssize_t>(sizeof info)) return std::nullopt;
+    if (::read(fd_.get(), &info, sizeof info) != static_cast<ssize_t>(sizeof info)) return std::nullopt;
     return static_cast<int>(info.ssi_signo);
 }
 
@@ -47,4 +47,4 @@ void SignalEvents::check() {
     if (auto s = wait(std::chrono::milliseconds(0))) throw Interrupted(*s);
 }
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::sys

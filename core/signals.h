@@ -12,8 +12,9 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/sys.h"
 
-namespace wanlab::lab {
+namespace wanlab::sys {
 
 /// Thrown when a signal asks wanlab to stop; exit status 130.
 class Interrupted : public Error {
@@ -36,10 +37,13 @@ public:
     std::optional<int> wait(std::chrono::milliseconds timeout);
     /// Throws Interrupted if a signal is pending.
     void check();
+    /// The signalfd, readable while a signal is pending, for a loop that polls other
+    /// descriptors too; it then takes the signal with wait(0ms).
+    int fd() const noexcept { return fd_.get(); }
 
 private:
     sigset_t old_mask_{};
-    int fd_ = -1;
+    Fd fd_;
 };
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::sys

@@ -1,11 +1,14 @@
-// The one place wanlab's kernel-facing code (sysctl/, lab/) checks system calls, and the one
-// helper that runs code inside a named network namespace.
+// The one OS layer every part of wanlab goes through: an owned file descriptor, the checker
+// every system call's result passes, and network namespaces by name.
 //
-// Contract: check_sys() returns `rc` when it is not -1 and otherwise throws wanlab::Error
-// "<what>: <strerror(errno)>". in_netns() runs `fn` on a short-lived thread that has entered
-// /run/netns/<ns> (the calling thread never changes namespace); an empty `ns` runs `fn` on
-// the caller's thread, in the namespace wanlab was started in (the init namespace on a host).
-// Exceptions thrown by `fn` reach the caller. Thread-safe.
+// Contract: failures throw wanlab::Error "<what was attempted>: <strerror>". A network
+// namespace is always given as its name, as `ip netns` knows it ("wanlab-abc-router"); ""
+// means the namespace wanlab was started in (the init namespace on a host), and an absolute
+// path ("/proc/PID/ns/net") names a namespace mounted elsewhere. netns_path() is the one
+// place a name becomes a path. in_netns() runs code on a short-lived thread inside the
+// namespace (the calling thread never changes namespace); NetnsScope moves the calling
+// thread for a scope, for code that must open sockets there. Fd is move-only and not
+// thread-safe; the functions are thread-safe.
 #pragma once
 
 #include <cerrno>
@@ -19,45 +22,83 @@ namespace wanlab::sys {
 /// Throws wanlab::Error "<what>: <strerror(err)>".
 [[noreturn]] void fail(std::string_view what, int err);
 
+/// Throws wanlab::Error "<what>: <strerror(errno)>".
+[[noreturn]] inline void fail_errno(std::string_view what) { fail(what, errno); }
+
 /// Returns rc unless it is -1; then throws with errno.
 inline long check_sys(long rc, std::string_view what) {
     if (rc == -1) fail(what, errno);
     return rc;
 }
 
-/// /run/netns/<ns>, where `ip netns` keeps named namespaces.
-std::string netns_path(const std::string& ns);
-
-/// Runs fn inside network namespace `ns` ("" = the caller's namespace); see the file comment.
-void in_netns(const std::string& ns, const std::function<void()>& fn);
-
-/// in_netns for a function with a result.
-template <class F>
-auto in_netns_result(const std::string& ns, F&& fn) -> decltype(fn()) {
-    std::optional<decltype(fn())> out;
-    in_netns(ns, [&] { out.emplace(fn()); });
-    return std::move(*out);
+/// For APIs that return the error number instead of setting errno (pthread, posix_spawn):
+/// throws unless `err` is 0.
+inline void check_errno(int err, std::string_view what) {
+    if (err != 0) fail(what, err);
 }
 
-/// Move-only owner of a file descriptor; closes it on destruction.
+/// Fd: one open file descriptor. Creates: nothing (takes ownership). Undoes: close().
 class Fd {
 public:
     Fd() = default;
-    explicit Fd(int fd) : fd_(fd) {}
-    ~Fd();
+    explicit Fd(int fd) noexcept : fd_(fd) {}
+    ~Fd() { reset(); }
     Fd(Fd&& o) noexcept : fd_(o.release()) {}
     Fd& operator=(Fd&& o) noexcept;
     Fd(const Fd&) = delete;
     Fd& operator=(const Fd&) = delete;
-    int get() const { return fd_; }
-    int release() noexcept {
-        int f = fd_;
-        fd_ = -1;
-        return f;
-    }
+
+    int get() const noexcept { return fd_; }
+    bool valid() const noexcept { return fd_ >= 0; }
+    explicit operator bool() const noexcept { return valid(); }
+    /// Gives up ownership: returns the descriptor and forgets it.
+    int release() noexcept;
+    /// Closes the descriptor now (if any).
+    void reset() noexcept;
 
 private:
     int fd_ = -1;
 };
+
+/// Where `ip netns` keeps named namespaces.
+inline constexpr std::string_view kNetnsDir = "/run/netns";
+
+/// The file behind namespace `name`: /run/netns/NAME, or `name` itself when it is an
+/// absolute path. Not for "" (which has no file).
+std::string netns_path(const std::string& name);
+
+/// True for "" and for a namespace whose file exists.
+bool netns_exists(const std::string& name);
+
+/// Opens namespace `name` (not "") close-on-exec, checking that it is a network namespace;
+/// throws "opening network namespace NAME: ...".
+Fd open_netns(const std::string& name);
+
+/// NetnsScope: this thread inside network namespace `name` for the scope's life.
+/// Creates: setns() into it (nothing when `name` is ""), remembering the thread's namespace.
+/// Undoes: setns() back. If that fails the thread would keep running in the wrong namespace,
+/// so the destructor aborts the process with a message rather than carry on.
+class NetnsScope {
+public:
+    explicit NetnsScope(const std::string& name);
+    ~NetnsScope();
+    NetnsScope(const NetnsScope&) = delete;
+    NetnsScope& operator=(const NetnsScope&) = delete;
+
+private:
+    Fd saved_;
+};
+
+/// Runs fn inside network namespace `name` ("" = the caller's namespace); see the file comment.
+/// Exceptions thrown by `fn` reach the caller.
+void in_netns(const std::string& name, const std::function<void()>& fn);
+
+/// in_netns for a function with a result.
+template <class F>
+auto in_netns_result(const std::string& name, F&& fn) -> decltype(fn()) {
+    std::optional<decltype(fn())> out;
+    in_netns(name, [&] { out.emplace(fn()); });
+    return std::move(*out);
+}
 
 }  // namespace wanlab::sys

@@ -146,7 +146,7 @@ bool JournalFile::live() const {
 
 JournalFile read_journal(const std::filesystem::path& path) {
     std::ifstream in(path);
-    if (!in) throw Error(fmt::format("reading journal {}: {}", path.string(), std::strerror(errno)));
+    if (!in) sys::fail_errno("reading journal " + path.string());
     JournalFile out;
     out.path = path;
     out.run = path.stem().string();

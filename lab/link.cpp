@@ -76,20 +76,7 @@ bool get_one(const std::string& ns, const std::string& dev, std::uint32_t cmd, c
 
 // --- RouteSocket ------------------------------------------------------------------------
 
-RouteSocket::RouteSocket(const std::string& ns) : ns_(ns) {
-    // A netlink socket belongs to the namespace of the thread that opens it.
-    sys::in_netns(ns, [&] {
-        sock_ = nl_socket_alloc();
-        if (!sock_) throw Error("allocating a netlink socket: out of memory");
-        int err = nl_connect(sock_, NETLINK_ROUTE);
-        if (err < 0) {
-            nl_socket_free(sock_);
-            sock_ = nullptr;
-            check_nl(err, fmt::format("opening a netlink socket {}", sysctl::where(ns)));
-        }
-        netem::capture_acks(sock_, &ack_);
-    });
-}
+RouteSocket::RouteSocket(const std::string& ns) : ns_(ns), sock_(netem::open_route_socket(ns, &ack_)) {}
 
 void RouteSocket::check(int err, const std::string& what) {
     netem::AckError ack = std::exchange(ack_, {});

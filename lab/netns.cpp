@@ -13,25 +13,25 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "lab/journal.h"
 #include "core/sys.h"
+#include "lab/journal.h"
 
 namespace wanlab::lab {
 namespace {
-
-constexpr const char* kNetnsDir = "/run/netns";
 
 // Steps 1-3 of `ip netns add` (iproute2 ip/ipnetns.c): /run/netns exists and is a shared
 // mount, so unmounting a namespace file also unmounts it in the mount namespaces that
 // `ip netns exec` creates, and the namespace can actually be freed.
 void prepare_netns_dir() {
-    if (::mkdir(kNetnsDir, 0755) != 0 && errno != EEXIST) sys::fail("creating /run/netns", errno);
-    sys::Fd lock(static_cast<int>(sys::check_sys(::open(kNetnsDir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), "opening /run/netns")));
-    sys::check_sys(::flock(lock.get(), LOCK_EX), "locking /run/netns");
+    const std::string dir(sys::kNetnsDir);
+    const char* d = dir.c_str();
+    if (::mkdir(d, 0755) != 0 && errno != EEXIST) sys::fail("creating " + dir, errno);
+    sys::Fd lock(static_cast<int>(sys::check_sys(::open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC), "opening " + dir)));
+    sys::check_sys(::flock(lock.get(), LOCK_EX), "locking " + dir);
     bool bound = false;
-    while (::mount("", kNetnsDir, "none", MS_SHARED | MS_REC, nullptr) != 0) {
-        if (errno != EINVAL || bound) sys::fail("making /run/netns a shared mount", errno);
-        sys::check_sys(::mount(kNetnsDir, kNetnsDir, "none", MS_BIND | MS_REC, nullptr), "bind-mounting /run/netns");
+    while (::mount("", d, "none", MS_SHARED | MS_REC, nullptr) != 0) {
+        if (errno != EINVAL || bound) sys::fail("making " + dir + " a shared mount", errno);
+        sys::check_sys(::mount(d, d, "none", MS_BIND | MS_REC, nullptr), "bind-mounting " + dir);
         bound = true;
     }
 }
@@ -91,7 +91,7 @@ NetNamespace::~NetNamespace() {
     }
 }
 
-bool NetNamespace::exists(const std::string& name) { return ::access(sys::netns_path(name).c_str(), F_OK) == 0; }
+bool NetNamespace::exists(const std::string& name) { return !name.empty() && sys::netns_exists(name); }
 
 void NetNamespace::remove(const std::string& name) {
     std::string path = sys::netns_path(name);

@@ -39,7 +39,7 @@ Undo machine_undo(sysctl::ProcSys& proc, const Log& log) {
     u.qdisc = [say](const std::string& ns, const std::string& dev, const std::string& snapshot) {
         if (!ns.empty() && !NetNamespace::exists(ns)) return;  // went with its namespace
         if (!RouteSocket(ns).has(dev)) return;                  // went with its device
-        netem::NetlinkKernel kernel(ns.empty() ? "" : "/run/netns/" + ns);
+        netem::NetlinkKernel kernel(ns);
         auto device = netem::DeviceQdiscs::from_serialized(kernel, dev, snapshot);
         device.restore();
         device.release();
@@ -47,7 +47,7 @@ Undo machine_undo(sysctl::ProcSys& proc, const Log& log) {
     };
     u.host = [say](const std::string& ns, const netem::HostUndo& host) {
         if (!ns.empty() && !NetNamespace::exists(ns)) return;
-        netem::NetlinkKernel kernel(ns.empty() ? "" : "/run/netns/" + ns);
+        netem::NetlinkKernel kernel(ns);
         netem::undo_host(kernel, host);
         say(fmt::format("restored the qdiscs and filters of {}{} {}", host.dev,
                         host.ifb.empty() ? "" : fmt::format(" (and removed {} if present)", host.ifb), sysctl::where(ns)));

@@ -171,7 +171,7 @@ void LabSession::apply_trial(const Trial& trial) {
     }
     if (!router_) {
         const std::string ns = topology_->ns("router");
-        router_.emplace("/run/netns/" + ns);
+        router_.emplace(ns);
         up_.emplace(*router_, "wl-rs");
         down_.emplace(*router_, "wl-rc");
         // Written before the first qdisc change, so `wanlab restore` can put the trees back

@@ -97,7 +97,7 @@ std::vector<SshSession> ssh_sessions(const std::string& netns) {
     // /proc/net is the namespace of the reading thread: read it from inside `netns`.
     std::string tcp4, tcp6;
     std::thread([&] {
-        probes::NetnsScope in(netns);
+        sys::NetnsScope in(netns);
         tcp4 = read_file("/proc/net/tcp");
         tcp6 = read_file("/proc/net/tcp6");
     }).join();
@@ -109,7 +109,7 @@ std::vector<SshSession> ssh_sessions(const std::string& netns) {
 std::vector<std::string> interface_addresses(const std::string& netns, const std::string& dev) {
     std::vector<std::string> out;
     std::thread([&] {
-        probes::NetnsScope in(netns);
+        sys::NetnsScope in(netns);
         ifaddrs* list = nullptr;
         if (::getifaddrs(&list) != 0) return;
         for (auto* a = list; a; a = a->ifa_next) {

@@ -27,7 +27,7 @@ std::optional<SshSession> parse_ssh_connection(const std::string& value);
 /// Established connections with local port `port` from the text of /proc/net/tcp or tcp6.
 std::vector<SshSession> parse_proc_net_tcp(const std::string& text, std::uint16_t port = 22);
 
-/// The sessions visible from namespace `netns` ("" = wanlab's own; else a path).
+/// The sessions visible from namespace `netns` ("" = wanlab's own; else a name).
 std::vector<SshSession> ssh_sessions(const std::string& netns);
 /// The addresses `dev` holds in namespace `netns`.
 std::vector<std::string> interface_addresses(const std::string& netns, const std::string& dev);

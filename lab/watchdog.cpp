@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/sys.h"
 
 namespace wanlab::lab {
 namespace {
@@ -109,7 +110,7 @@ pid_t arm_watchdog(const WatchdogOptions& o) {
                                    "(pid {}), which gives the machine back\n",
                                    o.seconds, parent);
     pid_t pid = ::fork();
-    if (pid < 0) throw Error(fmt::format("starting the --auto-restore watchdog: {}", std::strerror(errno)));
+    if (pid < 0) sys::fail_errno("starting the --auto-restore watchdog");
     if (pid > 0) return pid;
     ::setsid();
     sigset_t none;

@@ -20,6 +20,7 @@
 #include <netlink/socket.h>
 
 #include "core/error.h"
+#include "core/sys.h"
 
 #ifndef NETLINK_EXT_ACK
 #define NETLINK_EXT_ACK 11
@@ -30,16 +31,6 @@
 
 namespace wanlab::netem {
 namespace {
-
-struct Fd {
-    int fd = -1;
-    explicit Fd(int f) : fd(f) {}
-    ~Fd() {
-        if (fd >= 0) ::close(fd);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-};
 
 std::string extack_message(const nlmsgerr* e) {
     const auto* hdr = reinterpret_cast<const nlmsghdr*>(reinterpret_cast<const char*>(e) - NLMSG_HDRLEN);
@@ -73,10 +64,6 @@ int collect(nl_msg* msg, void* arg) {
     return NL_OK;
 }
 
-[[noreturn]] void fail(const std::string& what, int err) {
-    throw Error(fmt::format("{}: {}", what, std::strerror(err)));
-}
-
 }  // namespace
 
 void capture_acks(nl_sock* sock, AckError* out) {
@@ -84,6 +71,21 @@ void capture_acks(nl_sock* sock, AckError* out) {
     ::setsockopt(nl_socket_get_fd(sock), SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
     ::setsockopt(nl_socket_get_fd(sock), SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
     nl_socket_modify_err_cb(sock, NL_CB_CUSTOM, on_error, out);
+}
+
+nl_sock* open_route_socket(const std::string& netns, AckError* acks) {
+    // A netlink socket belongs to the namespace of the thread that opens it: step in, open,
+    // step back.
+    sys::NetnsScope in(netns);
+    nl_sock* sock = nl_socket_alloc();
+    if (!sock) throw Error("allocating a netlink socket: out of memory");
+    if (int err = nl_connect(sock, NETLINK_ROUTE); err < 0) {
+        nl_socket_free(sock);
+        throw Error(fmt::format("opening a netlink socket{}: {}", netns.empty() ? "" : " in namespace " + netns,
+                                nl_geterror(err)));
+    }
+    capture_acks(sock, acks);
+    return sock;
 }
 
 std::string ack_reason(const AckError& ack, int nl_err) {
@@ -124,29 +126,7 @@ TcObject parse_tc_message(const std::vector<std::uint8_t>& message) {
 
 // --- NetlinkKernel ------------------------------------------------------------------------
 
-NetlinkKernel::NetlinkKernel(const std::string& netns) {
-    std::optional<Fd> saved;
-    if (!netns.empty()) {
-        // A netlink socket belongs to the namespace of the thread that opens it: step in,
-        // open, step back.
-        Fd target(::open(netns.c_str(), O_RDONLY | O_CLOEXEC));
-        if (target.fd < 0) fail(fmt::format("opening network namespace {}", netns), errno);
-        saved.emplace(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-        if (saved->fd < 0) fail("opening this thread's network namespace", errno);
-        if (::setns(target.fd, CLONE_NEWNET) != 0) fail(fmt::format("entering network namespace {}", netns), errno);
-    }
-    sock_ = nl_socket_alloc();
-    int err = sock_ ? nl_connect(sock_, NETLINK_ROUTE) : -NLE_NOMEM;
-    if (saved && ::setns(saved->fd, CLONE_NEWNET) != 0) {
-        if (sock_) nl_socket_free(sock_);
-        fail("returning to this thread's network namespace", errno);
-    }
-    if (err < 0) {
-        if (sock_) nl_socket_free(sock_);
-        throw Error(fmt::format("opening a netlink socket: {}", nl_geterror(err)));
-    }
-    capture_acks(sock_, &ack_);
-}
+NetlinkKernel::NetlinkKernel(const std::string& netns) : sock_(open_route_socket(netns, &ack_)) {}
 
 NetlinkKernel::~NetlinkKernel() {
     if (sock_) nl_socket_free(sock_);

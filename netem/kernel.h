@@ -46,6 +46,11 @@ void capture_acks(nl_sock* sock, AckError* out);
 /// the kernel sent no error (a local failure).
 std::string ack_reason(const AckError& ack, int nl_err);
 
+/// A NETLINK_ROUTE socket opened inside network namespace `netns` (a name; "" = this one)
+/// with capture_acks(acks) set up; the caller frees it with nl_socket_free(). Throws
+/// wanlab::Error.
+nl_sock* open_route_socket(const std::string& netns, AckError* acks);
+
 /// Parses one RTM_NEWQDISC / RTM_NEWTCLASS message.
 TcObject parse_tc_message(const std::vector<std::uint8_t>& message);
 
@@ -67,7 +72,7 @@ public:
 
 class NetlinkKernel final : public QdiscKernel {
 public:
-    /// `netns`: a path such as /run/netns/NAME, or empty for the caller's namespace.
+    /// `netns`: a namespace name (core/sys.h), or empty for the caller's namespace.
     explicit NetlinkKernel(const std::string& netns = {});
     ~NetlinkKernel() override;
     NetlinkKernel(const NetlinkKernel&) = delete;

@@ -289,7 +289,7 @@ Clock::time_point Pacer::take(Clock::time_point now) { return closed_loop() ? no
 
 Fd epoll_instance() {
     Fd fd(::epoll_create1(EPOLL_CLOEXEC));
-    if (!fd) throw_errno("creating an epoll instance");
+    if (!fd) sys::fail_errno("creating an epoll instance");
     return fd;
 }
 
@@ -297,7 +297,7 @@ void epoll_set(int epoll, int op, int fd, std::uint32_t events, std::uint64_t ta
     epoll_event e{};
     e.events = events;
     e.data.u64 = tag;
-    if (::epoll_ctl(epoll, op, fd, &e) != 0) throw_errno(fmt::format("epoll_ctl on socket {}", fd));
+    if (::epoll_ctl(epoll, op, fd, &e) != 0) sys::fail_errno(fmt::format("epoll_ctl on socket {}", fd));
 }
 
 void LoadTally::merge(const LoadTally& o) {

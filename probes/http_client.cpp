@@ -70,7 +70,7 @@ public:
         NetnsScope in(client_.netns);  // for the thread's life: reconnects open sockets here too
         epoll_ = epoll_instance();
         timer_ = Fd(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
-        if (!timer_) throw_errno("creating a timerfd");
+        if (!timer_) sys::fail_errno("creating a timerfd");
         epoll_set(epoll_.get(), EPOLL_CTL_ADD, timer_.get(), EPOLLIN, kTimer);
         if (!connect_all() || !wait_for_start()) return;
         measure();
@@ -128,7 +128,7 @@ private:
         int timeout = static_cast<int>(std::clamp<std::int64_t>(ms, 0, 10));
         int n = ::epoll_wait(epoll_.get(), events_.data(), static_cast<int>(events_.size()), timeout);
         if (n < 0 && errno == EINTR) return;
-        if (n < 0) throw_errno("waiting for HTTP client events");
+        if (n < 0) sys::fail_errno("waiting for HTTP client events");
         for (int i = 0; i < n; ++i) on_event(events_[static_cast<std::size_t>(i)], Clock::now());
     }
 
@@ -150,12 +150,12 @@ private:
     void open(Conn& c, Clock::time_point now) {
         ++c.generation;
         c.fd = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-        if (!c.fd) throw_errno("opening a socket for the load generator");
+        if (!c.fd) sys::fail_errno("opening a socket for the load generator");
         set_int(c.fd.get(), IPPROTO_TCP, TCP_NODELAY, o_.nodelay, "TCP_NODELAY");
         if (!client_.address.empty()) {
             auto local = ipv4(client_.address, 0);
             if (::bind(c.fd.get(), reinterpret_cast<const sockaddr*>(&local), sizeof local) != 0)
-                throw_errno("binding the load generator to " + client_.address);
+                sys::fail_errno("binding the load generator to " + client_.address);
         }
         c.state = Conn::State::connecting;
         c.since = now;
@@ -224,7 +224,7 @@ private:
 
     void on_timer(Clock::time_point now) {
         std::uint64_t expirations = 0;
-        if (::read(timer_.get(), &expirations, sizeof expirations) < 0 && errno != EAGAIN) throw_errno("reading a timerfd");
+        if (::read(timer_.get(), &expirations, sizeof expirations) < 0 && errno != EAGAIN) sys::fail_errno("reading a timerfd");
         armed_ = Clock::time_point::max();
         while (!slots_.empty() && slots_.top().first <= now) {
             Conn& c = conns_[slots_.top().second];
@@ -242,7 +242,7 @@ private:
         spec.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
         spec.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
         if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;  // 0 would disarm
-        if (::timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &spec, nullptr) != 0) throw_errno("arming a timerfd");
+        if (::timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &spec, nullptr) != 0) sys::fail_errno("arming a timerfd");
     }
 
     void start_request(Conn& c, Clock::time_point now) {

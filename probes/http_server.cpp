@@ -51,7 +51,7 @@ public:
         while (!workers_.stopping()) {
             int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), kWaitMs);
             if (n < 0 && errno == EINTR) continue;
-            if (n < 0) throw_errno("waiting for HTTP server events");
+            if (n < 0) sys::fail_errno("waiting for HTTP server events");
             for (int i = 0; i < n; ++i) on_event(events[static_cast<std::size_t>(i)]);
         }
         s_.requests += answered_;
@@ -72,7 +72,7 @@ private:
             Fd fd(::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
             if (!fd && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
             if (!fd && (errno == EINTR || errno == ECONNABORTED)) continue;
-            if (!fd) throw_errno("accepting an HTTP connection");
+            if (!fd) sys::fail_errno("accepting an HTTP connection");
             set_int(fd.get(), IPPROTO_TCP, TCP_NODELAY, s_.options.nodelay, "TCP_NODELAY");
             int key = fd.get();
             epoll_set(epoll_.get(), EPOLL_CTL_ADD, key, EPOLLIN, static_cast<std::uint64_t>(key));
@@ -144,7 +144,7 @@ HttpServer::HttpServer(const Endpoint& at, const ServerOptions& options) : share
     listener_ = listen_tcp(at.netns, at.address, at.port);
     int flags = ::fcntl(listener_.get(), F_GETFL);
     if (flags < 0 || ::fcntl(listener_.get(), F_SETFL, flags | O_NONBLOCK) != 0)
-        throw_errno("making the HTTP listener non-blocking");
+        sys::fail_errno("making the HTTP listener non-blocking");
     port_ = local_port(listener_.get());
     workers_ = std::make_unique<Workers>();
     int listener = listener_.get();

@@ -29,7 +29,7 @@ namespace wanlab::probes {
 
 /// Where one side of a probe runs.
 struct Endpoint {
-    std::string netns;    ///< "/run/netns/NAME", or "" for the namespace wanlab runs in
+    std::string netns;    ///< a namespace name (core/sys.h), or "" for the namespace wanlab runs in
     std::string address;  ///< IPv4; the server listens here, the client connects from here ("" = any)
     std::uint16_t port = 0;  ///< server: 0 = any free port
     /// server side only: the server already runs elsewhere (host mode), listening at

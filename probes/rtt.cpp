@@ -94,11 +94,11 @@ ProbeResult pace(const Plan& plan, const Tick& tick, const std::function<std::op
 
 std::optional<double> tcp_handshake(const sockaddr_in& to, const sockaddr_in* from) {
     Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd) throw_errno("opening a TCP socket");
+    if (!fd) sys::fail_errno("opening a TCP socket");
     // Close with RST so thousands of probes leave no TIME_WAIT sockets behind.
     linger lg{1, 0};
     ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    if (from && ::bind(fd.get(), reinterpret_cast<const sockaddr*>(from), sizeof *from) != 0) throw_errno("binding the client");
+    if (from && ::bind(fd.get(), reinterpret_cast<const sockaddr*>(from), sizeof *from) != 0) sys::fail_errno("binding the client");
     auto t0 = Clock::now();
     if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0) return seconds(Clock::now() - t0);
     if (errno != EINPROGRESS) return std::nullopt;
@@ -177,15 +177,15 @@ ProbeResult udp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) 
     auto at = ipv4(where.server.address, where.server.port);
     Fd server = socket_in(where.server.netns, AF_INET, SOCK_DGRAM);
     if (::bind(server.get(), reinterpret_cast<sockaddr*>(&at), sizeof at) != 0)
-        throw_errno("binding the UDP echo server to " + where.server.address);
+        sys::fail_errno("binding the UDP echo server to " + where.server.address);
     set_timeouts(server.get(), 100ms);
     auto to = ipv4(where.server.address, local_port(server.get()));
     Fd client = socket_in(where.client.netns, AF_INET, SOCK_DGRAM);
     if (!where.client.address.empty()) {
         auto from = ipv4(where.client.address, 0);
-        if (::bind(client.get(), reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) throw_errno("binding the client");
+        if (::bind(client.get(), reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) sys::fail_errno("binding the client");
     }
-    if (::connect(client.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) throw_errno("connecting the UDP client");
+    if (::connect(client.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) sys::fail_errno("connecting the UDP client");
     set_int(client.get(), SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS");
     Workers workers;
     workers.watch(server.get());
@@ -260,7 +260,7 @@ ProbeResult icmp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick)
     set_int(fd, SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS");
     if (!where.client.address.empty()) {
         auto from = ipv4(where.client.address, 0);
-        if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) throw_errno("binding the ICMP socket");
+        if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) sys::fail_errno("binding the ICMP socket");
     }
     auto to = ipv4(where.server.address, 0);
     // The ping socket replaces the identifier with its own port; a raw socket sees every

@@ -21,47 +21,10 @@
 
 namespace wanlab::probes {
 
-void throw_errno(const std::string& what) { throw Error(fmt::format("{}: {}", what, std::strerror(errno))); }
-
-Fd& Fd::operator=(Fd&& o) noexcept {
-    if (this != &o) {
-        reset();
-        fd_ = o.fd_;
-        o.fd_ = -1;
-    }
-    return *this;
-}
-
-void Fd::reset() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-}
-
-NetnsScope::NetnsScope(const std::string& path) {
-    if (path.empty()) return;
-    Fd target(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (!target) throw_errno("opening network namespace " + path);
-    saved_ = Fd(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-    if (!saved_) throw_errno("opening /proc/thread-self/ns/net");
-    if (::setns(target.get(), CLONE_NEWNET) != 0) {
-        int e = errno;
-        saved_.reset();
-        errno = e;
-        throw_errno("entering network namespace " + path);
-    }
-}
-
-NetnsScope::~NetnsScope() {
-    if (saved_ && ::setns(saved_.get(), CLONE_NEWNET) != 0) {
-        std::fprintf(stderr, "wanlab: cannot return a thread to its network namespace: %s\n", std::strerror(errno));
-        std::abort();
-    }
-}
-
 Fd socket_in(const std::string& netns, int domain, int type, int protocol) {
     NetnsScope in(netns);
     Fd fd(::socket(domain, type | SOCK_CLOEXEC, protocol));
-    if (!fd) throw_errno(fmt::format("opening a socket in {}", netns.empty() ? "this namespace" : netns));
+    if (!fd) sys::fail_errno(fmt::format("opening a socket in {}", netns.empty() ? "this namespace" : netns));
     return fd;
 }
 
@@ -77,18 +40,18 @@ sockaddr_in ipv4(const std::string& address, std::uint16_t port) {
 std::uint16_t local_port(int fd) {
     sockaddr_in a{};
     socklen_t len = sizeof a;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) throw_errno("getsockname");
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) sys::fail_errno("getsockname");
     return ntohs(a.sin_port);
 }
 
 void set_int(int fd, int level, int option, int value, const char* what) {
-    if (::setsockopt(fd, level, option, &value, sizeof value) != 0) throw_errno(fmt::format("setting {} to {}", what, value));
+    if (::setsockopt(fd, level, option, &value, sizeof value) != 0) sys::fail_errno(fmt::format("setting {} to {}", what, value));
 }
 
 int get_int(int fd, int level, int option, const char* what) {
     int v = 0;
     socklen_t len = sizeof v;
-    if (::getsockopt(fd, level, option, &v, &len) != 0) throw_errno(fmt::format("reading {}", what));
+    if (::getsockopt(fd, level, option, &v, &len) != 0) sys::fail_errno(fmt::format("reading {}", what));
     return v;
 }
 
@@ -98,7 +61,7 @@ void set_timeouts(int fd, std::chrono::milliseconds timeout) {
     tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
     if (::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
         ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0)
-        throw_errno("setting socket timeouts");
+        sys::fail_errno("setting socket timeouts");
 }
 
 Fd listen_tcp(const std::string& netns, const std::string& address, std::uint16_t port,
@@ -108,8 +71,8 @@ Fd listen_tcp(const std::string& netns, const std::string& address, std::uint16_
     set_int(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR");
     if (before_listen) before_listen(fd.get());
     if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-        throw_errno(fmt::format("binding a TCP server to {}:{}", address, port));
-    if (::listen(fd.get(), 4096) != 0) throw_errno("listen");
+        sys::fail_errno(fmt::format("binding a TCP server to {}:{}", address, port));
+    if (::listen(fd.get(), 4096) != 0) sys::fail_errno("listen");
     return fd;
 }
 
@@ -120,17 +83,17 @@ Fd connect_tcp(const std::string& netns, const std::string& address, std::uint16
     if (before_connect) before_connect(fd.get());
     set_timeouts(fd.get(), timeout);  // bounds a blocking connect() too
     if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-        throw_errno(fmt::format("connecting to {}:{}", address, port));
+        sys::fail_errno(fmt::format("connecting to {}:{}", address, port));
     return fd;
 }
 
 Fd accept_within(int listener, std::chrono::milliseconds timeout) {
     pollfd p{listener, POLLIN, 0};
     int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
-    if (n < 0) throw_errno("waiting for a connection");
+    if (n < 0) sys::fail_errno("waiting for a connection");
     if (n == 0) throw Error(fmt::format("no connection arrived within {} ms", timeout.count()));
     Fd fd(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
-    if (!fd) throw_errno("accept");
+    if (!fd) sys::fail_errno("accept");
     return fd;
 }
 

@@ -1,12 +1,12 @@
-// The few OS wrappers the probes need: a file descriptor, a thread's network namespace,
-// sockets opened inside a namespace, and worker threads that stop when asked.
+// The socket helpers the probes share: sockets opened inside a namespace, addresses,
+// timeouts, and worker threads that stop when asked (the fd owner and namespace scope are
+// core/sys.h).
 //
 // Contract: failures throw wanlab::Error naming what was attempted and strerror. A socket is
 // bound to the namespace of the thread that created it, for its whole life, so probes open
 // each socket inside its endpoint's namespace (NetnsScope) and may then use it from any
-// thread. Namespaces are given as paths ("/run/netns/NAME"); "" means "the namespace this
-// thread is in". Fd and NetnsScope are not thread-safe; Workers is safe to stop from its
-// owner while the workers run.
+// thread. Namespaces are given by name (core/sys.h); "" means "the namespace this thread is
+// in". Workers is safe to stop from its owner while the workers run.
 #pragma once
 
 #include <netinet/in.h>
@@ -21,46 +21,15 @@
 #include <thread>
 #include <vector>
 
+#include "core/sys.h"
+
 namespace wanlab::probes {
 
 using Clock = std::chrono::steady_clock;
 
-/// Throws wanlab::Error("WHAT: strerror(errno)").
-[[noreturn]] void throw_errno(const std::string& what);
-
-/// Fd: one open file descriptor. Creates: nothing (takes ownership). Undoes: close().
-class Fd {
-public:
-    Fd() = default;
-    explicit Fd(int fd) : fd_(fd) {}
-    ~Fd() { reset(); }
-    Fd(Fd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-    Fd& operator=(Fd&& o) noexcept;
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-
-    int get() const { return fd_; }
-    explicit operator bool() const { return fd_ >= 0; }
-    void reset() noexcept;
-
-private:
-    int fd_ = -1;
-};
-
-/// NetnsScope: this thread inside network namespace `path` for the scope's life.
-/// Creates: setns() into `path` (nothing when `path` is ""), remembering the thread's namespace.
-/// Undoes: setns() back. If that fails the thread would keep running in the wrong namespace,
-/// so the destructor aborts the process with a message rather than carry on.
-class NetnsScope {
-public:
-    explicit NetnsScope(const std::string& path);
-    ~NetnsScope();
-    NetnsScope(const NetnsScope&) = delete;
-    NetnsScope& operator=(const NetnsScope&) = delete;
-
-private:
-    Fd saved_;
-};
+// The fd owner and the namespace scope are core's (core/sys.h); probes name them unqualified.
+using sys::Fd;
+using sys::NetnsScope;
 
 /// socket() inside namespace `netns`. Close-on-exec.
 Fd socket_in(const std::string& netns, int domain, int type, int protocol = 0);

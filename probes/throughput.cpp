@@ -131,7 +131,7 @@ void receive_loop(int fd, Counter& counter, const std::atomic<bool>& done) {
 std::map<std::string, double> sender_info(int fd) {
     tcp_info ti{};
     socklen_t len = sizeof ti;
-    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) throw_errno("reading TCP_INFO");
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) sys::fail_errno("reading TCP_INFO");
     std::map<std::string, double> v{
         {"retransmits", ti.tcpi_total_retrans},
         {"rtt", ti.tcpi_rtt / 1e6},
@@ -186,7 +186,7 @@ std::vector<std::unique_ptr<Stream>> open_streams(const ProbeSpec& spec, const E
             tune(fd, tuning);
             if (!where.client.address.empty()) {
                 auto a = ipv4(where.client.address, 0);
-                if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) throw_errno("binding the client to " + where.client.address);
+                if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) sys::fail_errno("binding the client to " + where.client.address);
             }
         });
         s->server = accept_peer(listener, local_port(s->client.get()));

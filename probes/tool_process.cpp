@@ -110,7 +110,7 @@ private:
 struct Pipe {
     explicit Pipe(asio::io_context& io) : read(io) {
         int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno("creating a pipe for a tool's output");
+        if (::pipe2(fds, O_CLOEXEC) != 0) sys::fail_errno("creating a pipe for a tool's output");
         read.assign(fds[0]);
         write = Fd(fds[1]);
     }
@@ -235,13 +235,13 @@ ToolProcess::ToolProcess(const std::string& netns, std::vector<std::string> argv
     if (argv.empty()) throw Error("starting a tool: no command");
     Fd ns;
     if (!netns.empty()) {
-        ns = Fd(::open(netns.c_str(), O_RDONLY | O_CLOEXEC));
-        if (!ns) throw_errno("opening network namespace " + netns + " for " + argv[0]);
+        ns = Fd(::open(sys::netns_path(netns).c_str(), O_RDONLY | O_CLOEXEC));
+        if (!ns) sys::fail_errno("opening network namespace " + netns + " for " + argv[0]);
         // Checked here rather than failing in the child: a file that is not a network
         // namespace gets an ordinary error before anything is spawned.
         if (::ioctl(ns.get(), NS_GET_NSTYPE) != CLONE_NEWNET) {
             errno = EINVAL;
-            throw_errno(fmt::format("starting {} in {}: setns into the network namespace", argv[0], netns));
+            sys::fail_errno(fmt::format("starting {} in {}: setns into the network namespace", argv[0], netns));
         }
     }
     run_ = std::make_unique<Running>();

@@ -49,7 +49,7 @@ std::string tail_lines(const std::string& text, std::size_t lines = 5);
 /// reaped it. The destructor never throws.
 class ToolProcess {
 public:
-    /// argv[0] is the tool's full path (find_tool); `netns` is "/run/netns/NAME" or "" for
+    /// argv[0] is the tool's full path (find_tool); `netns` is a namespace name (core/sys.h) or "" for
     /// wanlab's own namespace. Throws if the namespace cannot be opened or the tool not started.
     ToolProcess(const std::string& netns, std::vector<std::string> argv);
     ~ToolProcess();

@@ -126,17 +126,17 @@ bool rate_holds(double configured, double measured) {
 
 double measure_udp_rate(const probes::Endpoint& from, const probes::Endpoint& to, double send_rate,
                         std::chrono::milliseconds duration, const probes::Tick& tick) {
-    probes::Fd rx = probes::socket_in(to.netns, AF_INET, SOCK_DGRAM);
+    sys::Fd rx = probes::socket_in(to.netns, AF_INET, SOCK_DGRAM);
     auto at = probes::ipv4(to.address, 0);
     if (::bind(rx.get(), reinterpret_cast<sockaddr*>(&at), sizeof at) != 0)
-        probes::throw_errno(fmt::format("binding the rate check's receiver to {}", to.address));
+        sys::fail_errno(fmt::format("binding the rate check's receiver to {}", to.address));
     probes::set_int(rx.get(), SOL_SOCKET, SO_RCVBUF, 4 << 20, "SO_RCVBUF");
     at.sin_port = htons(probes::local_port(rx.get()));
-    probes::Fd tx = probes::socket_in(from.netns, AF_INET, SOCK_DGRAM);
+    sys::Fd tx = probes::socket_in(from.netns, AF_INET, SOCK_DGRAM);
     if (!from.address.empty()) {
         auto src = probes::ipv4(from.address, 0);
         if (::bind(tx.get(), reinterpret_cast<sockaddr*>(&src), sizeof src) != 0)
-            probes::throw_errno(fmt::format("binding the rate check's sender to {}", from.address));
+            sys::fail_errno(fmt::format("binding the rate check's sender to {}", from.address));
     }
     Received got;
     // The receiver runs until the path has been quiet for 300 ms, or 3 s past the send.

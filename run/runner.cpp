@@ -64,8 +64,8 @@ probes::Endpoints endpoints_of(const lab::LabSession& session, const lab::LabSpe
         return e;
     }
     const auto& topo = session.topology();
-    e.server = {"/run/netns/" + topo.ns("server"), lab::Addressing::kServerIp, 0};
-    e.client = {"/run/netns/" + topo.ns("client"), lab::Addressing::kClientIp, 0};
+    e.server = {topo.ns("server"), lab::Addressing::kServerIp, 0};
+    e.client = {topo.ns("client"), lab::Addressing::kClientIp, 0};
     return e;
 }
 
@@ -253,7 +253,7 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
         }
         session.reset();  // restore before the run counts as complete
         data.run.status = "complete";
-    } catch (const lab::Interrupted& e) {
+    } catch (const sys::Interrupted& e) {
         session.reset();
         data.run.status = "interrupted";
         data.run.error = e.what();

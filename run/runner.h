@@ -6,7 +6,7 @@
 // each probe: one warm-up of [run].warmup (discarded; none for rtt probes, which carry no
 // state to warm), then [run].repeats measurements each followed by [run].cooldown. Every
 // measurement is committed to the store as soon as it is taken. At the end, on an error and
-// on Ctrl-C/SIGTERM (noticed by `tick`, which throws lab::Interrupted) the session restores
+// on Ctrl-C/SIGTERM (noticed by `tick`, which throws sys::Interrupted) the session restores
 // the machine before the run's final status is written; the partial results stay.
 // Errors found before the lab exists (bad sysctl value for this kernel, no root, a stale
 // journal) propagate unrecorded. Not thread-safe.

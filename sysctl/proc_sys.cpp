@@ -60,7 +60,7 @@ void RealProcSys::write(const std::string& ns, const std::string& key, const std
 }
 
 bool RealProcSys::namespace_exists(const std::string& ns) {
-    return ns.empty() || ::access(sys::netns_path(ns).c_str(), F_OK) == 0;
+    return sys::netns_exists(ns);
 }
 
 }  // namespace wanlab::sysctl

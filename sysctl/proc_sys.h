@@ -26,7 +26,7 @@ public:
     virtual std::optional<std::string> read(const std::string& ns, const std::string& key) = 0;
     /// Writes `value`; throws wanlab::Error when the kernel refuses.
     virtual void write(const std::string& ns, const std::string& key, const std::string& value) = 0;
-    /// True for "" and for a namespace that exists under /run/netns.
+    /// True for "" and for a namespace that exists (core/sys.h).
     virtual bool namespace_exists(const std::string& ns) = 0;
 };
 

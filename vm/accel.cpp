@@ -48,7 +48,7 @@ Accel parse_accel(std::string_view text, std::string_view source) {
 }
 
 bool kvm_device_usable() {
-    FileDescriptor fd(::open("/dev/kvm", O_RDWR | O_CLOEXEC));
+    Fd fd(::open("/dev/kvm", O_RDWR | O_CLOEXEC));
     if (!fd.valid())
         return false;
     return ::ioctl(fd.get(), KVM_GET_API_VERSION, 0) == KVM_API_VERSION;

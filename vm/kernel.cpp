@@ -23,8 +23,7 @@ constexpr std::string_view kFetchHint =
 std::string read_prefix(const fs::path& path, std::size_t bytes) {
     std::ifstream in(path, std::ios::binary);
     if (!in)
-        throw Error(
-            fmt::format("reading kernel image {}: {}", path.string(), std::strerror(errno)));
+        sys::fail_errno("reading kernel image " + path.string());
     std::string buf(bytes, '\0');
     in.read(buf.data(), static_cast<std::streamsize>(bytes));
     buf.resize(static_cast<std::size_t>(in.gcount()));

@@ -76,11 +76,11 @@ QemuProcess::QemuProcess(const std::vector<std::string>& argv,
     } while (got == -1 && errno == EINTR);
     if (got == static_cast<ssize_t>(sizeof child_errno)) {
         kill_and_reap();
-        throw Error(fmt::format("starting {}: {}", argv.at(0), std::strerror(child_errno)));
+        sys::fail("starting " + argv.at(0), child_errno);
     }
     int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
     if (pidfd >= 0)
-        pidfd_ = FileDescriptor(pidfd);
+        pidfd_ = Fd(pidfd);
 }
 
 QemuProcess::~QemuProcess() {

@@ -36,7 +36,7 @@ class QemuProcess {
 
   private:
     pid_t pid_ = -1;
-    FileDescriptor pidfd_;
+    Fd pidfd_;
     std::optional<int> status_;
 };
 

@@ -19,41 +19,10 @@ namespace wanlab::vm {
 
 namespace fs = std::filesystem;
 
-long check_sys(long result, std::string_view what) {
-    if (result == -1)
-        throw Error(fmt::format("{}: {}", what, std::strerror(errno)));
-    return result;
-}
-
-void check_errno(int err, std::string_view what) {
-    if (err != 0)
-        throw Error(fmt::format("{}: {}", what, std::strerror(err)));
-}
-
-FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
-    if (this != &other) {
-        reset();
-        fd_ = other.release();
-    }
-    return *this;
-}
-
-int FileDescriptor::release() noexcept {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-}
-
-void FileDescriptor::reset() noexcept {
-    if (fd_ >= 0)
-        ::close(fd_);
-    fd_ = -1;
-}
-
 Pipe make_pipe() {
     int fds[2];
     check_sys(::pipe2(fds, O_CLOEXEC), "creating a pipe");
-    return Pipe{FileDescriptor(fds[0]), FileDescriptor(fds[1])};
+    return Pipe{Fd(fds[0]), Fd(fds[1])};
 }
 
 TempDir::TempDir(const fs::path& parent, std::string_view prefix) {
@@ -61,8 +30,7 @@ TempDir::TempDir(const fs::path& parent, std::string_view prefix) {
     std::vector<char> buf(pattern.begin(), pattern.end());
     buf.push_back('\0');
     if (::mkdtemp(buf.data()) == nullptr)
-        throw Error(
-            fmt::format("creating a temporary directory {}: {}", pattern, std::strerror(errno)));
+        sys::fail_errno("creating a temporary directory " + pattern);
     path_ = buf.data();
 }
 
@@ -79,7 +47,7 @@ TempDir::~TempDir() {
 std::string read_file(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in)
-        throw Error(fmt::format("reading {}: {}", path.string(), std::strerror(errno)));
+        sys::fail_errno("reading " + path.string());
     std::ostringstream ss;
     ss << in.rdbuf();
     if (in.bad())
@@ -93,7 +61,7 @@ void write_file_atomic(const fs::path& path, std::string_view data) {
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
         if (!out)
-            throw Error(fmt::format("creating {}: {}", tmp.string(), std::strerror(errno)));
+            sys::fail_errno("creating " + tmp.string());
         out.write(data.data(), static_cast<std::streamsize>(data.size()));
         out.close();
         if (!out) {

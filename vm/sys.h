@@ -1,8 +1,8 @@
-// Thin RAII wrappers over the few OS resources the micro-VM runner holds, and the one checker
-// every syscall goes through.
+// Thin RAII wrappers over the few OS resources the micro-VM runner holds besides
+// descriptors (core/sys.h has the fd owner and the syscall checker): pipes, a private
+// temporary directory, atomic files, the cache folder.
 //
-// Contract: check_sys() throws wanlab::Error("<what was attempted>: <strerror>") when a call
-// returned -1; FileDescriptor owns one fd and closes it once; TempDir creates a fresh private
+// Contract: failures throw wanlab::Error("<what was attempted>: <strerror>"); TempDir creates a fresh private
 // directory and removes it, with everything in it, on destruction. Destructors never throw
 // (failures are reported on stderr). Not thread-safe; none of these objects is shared.
 #pragma once
@@ -11,39 +11,19 @@
 #include <string>
 #include <string_view>
 
+#include "core/sys.h"
+
 namespace wanlab::vm {
 
-/// Throws wanlab::Error("`what`: strerror(errno)") when `result` is -1; returns it otherwise.
-long check_sys(long result, std::string_view what);
-
-/// Throws wanlab::Error("`what`: strerror(err)") for a nonzero error number (pthread/posix_spawn
-/// style APIs that return the error instead of setting errno).
-void check_errno(int err, std::string_view what);
-
-/// One owned file descriptor (move-only). Closes it on destruction.
-class FileDescriptor {
-  public:
-    FileDescriptor() = default;
-    explicit FileDescriptor(int fd) noexcept : fd_(fd) {}
-    FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.release()) {}
-    FileDescriptor& operator=(FileDescriptor&& other) noexcept;
-    FileDescriptor(const FileDescriptor&) = delete;
-    FileDescriptor& operator=(const FileDescriptor&) = delete;
-    ~FileDescriptor() { reset(); }
-
-    int get() const noexcept { return fd_; }
-    bool valid() const noexcept { return fd_ >= 0; }
-    int release() noexcept;
-    void reset() noexcept;
-
-  private:
-    int fd_ = -1;
-};
+// The syscall checkers and the fd owner are core's (core/sys.h).
+using sys::check_errno;
+using sys::check_sys;
+using sys::Fd;
 
 /// A pipe: read end and write end, both close-on-exec.
 struct Pipe {
-    FileDescriptor read;
-    FileDescriptor write;
+    Fd read;
+    Fd write;
 };
 Pipe make_pipe();
 

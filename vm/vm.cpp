@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/signals.h"
 #include "vm/process.h"
 #include "vm/sys.h"
 #include "vm/vmlinux.h"
@@ -32,40 +32,6 @@ namespace {
 constexpr std::size_t kConsoleLinesKept = 30;
 constexpr auto kPoweroffGrace = std::chrono::seconds(10);
 constexpr auto kProbeBootTimeout = std::chrono::seconds(20);
-
-/// Blocks SIGINT/SIGTERM/SIGHUP and delivers them through a signalfd for the poll loop;
-/// restores the previous mask (and SIGPIPE disposition) on destruction.
-class SignalCatcher {
-  public:
-    SignalCatcher() {
-        sigset_t set;
-        sigemptyset(&set);
-        for (int s : {SIGINT, SIGTERM, SIGHUP})
-            sigaddset(&set, s);
-        check_sys(::sigprocmask(SIG_BLOCK, &set, &old_mask_), "blocking signals");
-        fd_ = FileDescriptor(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
-        if (!fd_.valid()) {
-            int err = errno;
-            ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
-            errno = err;
-            check_sys(-1, "creating a signalfd");
-        }
-        old_pipe_ = ::signal(SIGPIPE, SIG_IGN);
-    }
-    SignalCatcher(const SignalCatcher&) = delete;
-    SignalCatcher& operator=(const SignalCatcher&) = delete;
-    ~SignalCatcher() {
-        fd_.reset();
-        ::signal(SIGPIPE, old_pipe_);
-        ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
-    }
-    int fd() const noexcept { return fd_.get(); }
-
-  private:
-    sigset_t old_mask_{};
-    FileDescriptor fd_;
-    void (*old_pipe_)(int) = SIG_DFL;
-};
 
 void write_all(int fd, std::string_view data) {
     while (fd >= 0 && !data.empty()) {
@@ -311,9 +277,9 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
     spec.stderr_fd = 4;
 
     Pipe console = make_pipe(), qerr = make_pipe(), out = make_pipe(), err = make_pipe();
-    FileDescriptor devnull(static_cast<int>(
+    Fd devnull(static_cast<int>(
         check_sys(::open("/dev/null", O_RDONLY | O_CLOEXEC), "opening /dev/null")));
-    SignalCatcher signals;
+    sys::SignalEvents signals;  // SIGPIPE is ignored process-wide (cli/main.cpp)
     const auto t0 = Clock::now();
     QemuProcess qemu(qemu_argv(spec), {{devnull.get(), 0},
                                        {console.write.get(), 1},
@@ -395,11 +361,11 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
                 drain(index_of[k]);
         if (pfd[sig_at].revents != 0) {
             // Consume it: left pending, it would kill us once the mask is restored.
-            signalfd_siginfo info{};
-            if (::read(signals.fd(), &info, sizeof info) != sizeof info)
+            auto signo = signals.wait(std::chrono::milliseconds(0));
+            if (!signo)
                 continue;
             result.interrupted = true;
-            signal_number = static_cast<int>(info.ssi_signo);
+            signal_number = *signo;
             status = qemu.kill_and_reap();
             break;
         }

@@ -48,7 +48,6 @@ struct ScratchNetns {
                         name, name, name));
     }
     ~ScratchNetns() { run("ip netns del " + name); }
-    std::string path() const { return "/run/netns/" + name; }
     std::string qdiscs(const std::string& dev) const { return run(fmt::format("tc -n {} -j qdisc show dev {}", name, dev)); }
 };
 
@@ -70,7 +69,7 @@ TEST_CASE("netem is applied, read back and removed, or refused with the kernel's
     }
     ScratchNetns ns;
     std::string before = ns.qdiscs("a0");
-    NetlinkKernel k(ns.path());
+    NetlinkKernel k(ns.name);
     auto d = up_of("delay = \"20ms\"\njitter = \"1ms\"\nloss = \"1%\"\nlimit = 5000\n");
     if (kernel_has("netem")) {
         {
@@ -104,7 +103,7 @@ TEST_CASE("a device's own qdisc tree is replayed exactly on restore", "[root][ne
     run(fmt::format("tc -n {} qdisc add dev a0 parent 5:1 handle 6: bfifo limit 30000", ns.name));
     std::string before = ns.qdiscs("a0");
     REQUIRE(before.find("\"tbf\"") != std::string::npos);
-    NetlinkKernel k(ns.path());
+    NetlinkKernel k(ns.name);
     {
         DeviceQdiscs dev(k, "a0");
         CHECK_FALSE(dev.default_root());
@@ -127,7 +126,7 @@ TEST_CASE("tbf and htb shapers are read back at the configured rate", "[root][ne
         return;
     }
     ScratchNetns ns;
-    NetlinkKernel k(ns.path());
+    NetlinkKernel k(ns.name);
     int ifindex = k.ifindex("a0");
     for (const char* shaper : {"tbf", "htb"}) {
         INFO(shaper);
@@ -242,7 +241,7 @@ TEST_CASE("20 ms of netem each way gives a ping RTT of 40 to 43 ms above the pat
     Pair p;
     // The bare path's RTT: about 0.05 ms on hardware, a few ms under the VM's emulated CPU.
     auto bare = ping(p, 20, "0.05");
-    NetlinkKernel left(fmt::format("/run/netns/{}", p.left)), right(fmt::format("/run/netns/{}", p.right));
+    NetlinkKernel left(p.left), right(p.right);
     DeviceQdiscs a(left, "a0"), b(right, "b0");
     auto d = up_of("delay = \"20ms\"\n");
     a.apply(d, 1500, Psched::from_proc());
@@ -258,7 +257,7 @@ TEST_CASE("20 ms of netem each way gives a ping RTT of 40 to 43 ms above the pat
 TEST_CASE("5% loss is measured inside the 99% binomial interval over 2000 packets", "[root][netem][physical]") {
     if (!netem_or_skip()) return;
     Pair p;
-    NetlinkKernel left(fmt::format("/run/netns/{}", p.left));
+    NetlinkKernel left(p.left);
     DeviceQdiscs a(left, "a0");
     a.apply(up_of("loss = \"5%\"\n"), 1500, Psched::from_proc());
     // n = 2000, p = 0.05: mean 100 lost, sd sqrt(2000 * 0.05 * 0.95) = 9.75; 99% = +-2.576 sd.
@@ -280,7 +279,7 @@ TEST_CASE("a 50 mbit rate gives TCP goodput of 90 to 100% of it", "[root][netem]
     if (!netem_or_skip()) return;
     if (run("command -v iperf3").empty()) FAIL("iperf3 is needed for this test (apt-get install iperf3)");
     Pair p;
-    NetlinkKernel left(fmt::format("/run/netns/{}", p.left));
+    NetlinkKernel left(p.left);
     DeviceQdiscs a(left, "a0");
     a.apply(up_of("rate = \"50mbit\"\ndelay = \"1ms\"\n"), 1500, Psched::from_proc());
     run(fmt::format("ip netns exec {} iperf3 -s -D -1 -B 198.18.0.2 --pidfile /tmp/wanlab-iperf3-{}.pid", p.right, ::getpid()));
@@ -298,7 +297,7 @@ TEST_CASE("apply then restore leaves tc qdisc show as it was", "[root][netem][ph
     Pair p;
     auto before = run(fmt::format("tc -n {} -j qdisc show", p.left));
     {
-        NetlinkKernel left(fmt::format("/run/netns/{}", p.left));
+        NetlinkKernel left(p.left);
         DeviceQdiscs a(left, "a0");
         a.apply(up_of("delay = \"10ms\"\njitter = \"2ms\"\ndistribution = \"normal\"\nloss = \"1%\"\nrate = \"20mbit\"\n"
                       "shaper = \"htb\"\nqdisc = \"pfifo\"\n"),
@@ -311,7 +310,7 @@ TEST_CASE("apply then restore leaves tc qdisc show as it was", "[root][netem][ph
 TEST_CASE("moving between trials with an htb shaper replaces in place", "[root][netem][physical]") {
     if (!netem_or_skip()) return;
     Pair p;
-    NetlinkKernel left(fmt::format("/run/netns/{}", p.left));
+    NetlinkKernel left(p.left);
     DeviceQdiscs a(left, "a0");
     a.apply(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\n"), 1500, Psched::from_proc());
     a.apply(up_of("delay = \"40ms\"\nrate = \"50mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\nqdisc_limit = 300\n"), 1500,
@@ -332,7 +331,7 @@ TEST_CASE("host mode delays only the target's traffic and leaves the interface a
     auto links_before = run(fmt::format("ip -n {} -br link", p.left));
     auto plain = ping(p, 10, "0.05");
     {
-        NetlinkKernel k(fmt::format("/run/netns/{}", p.left));
+        NetlinkKernel k(p.left);
         HostImpairment host(k, "a0", Filter{"198.18.0.2/32", 0, false}, 10'000'000'000);
         auto up = up_of("delay = \"30ms\"\n");
         auto down = up_of("delay = \"20ms\"\n");
@@ -365,7 +364,7 @@ TEST_CASE("host mode keeps a user's own ingress qdisc and filters and gives them
     REQUIRE(filters_before.find("pref 1") != std::string::npos);
     auto plain = ping(p, 10, "0.05");
     {
-        NetlinkKernel k(fmt::format("/run/netns/{}", p.left));
+        NetlinkKernel k(p.left);
         HostImpairment host(k, "a0", Filter{"198.18.0.2/32", 0, false}, 10'000'000'000);
         host.apply(Direction{}, up_of("delay = \"20ms\"\n"), 1500, Psched::from_proc());
         auto shown = run(fmt::format("tc -n {} filter show dev a0 ingress", p.left));
@@ -394,8 +393,8 @@ wanlab::probes::ProbeSpec probe_of(const std::string& kind, const std::string& o
 
 wanlab::probes::Endpoints endpoints(const Pair& p) {
     wanlab::probes::Endpoints e;
-    e.server = {"/run/netns/" + p.right, "198.18.0.2", 0};
-    e.client = {"/run/netns/" + p.left, "198.18.0.1", 0};
+    e.server = {p.right, "198.18.0.2", 0};
+    e.client = {p.left, "198.18.0.1", 0};
     return e;
 }
 }  // namespace
@@ -404,7 +403,7 @@ TEST_CASE("the rtt probe measures the configured netem RTT within 5%", "[root][n
     if (!netem_or_skip()) return;
     Pair p;
     auto bare = wanlab::probes::make_probe(probe_of("rtt", "count = 20\ninterval = \"20ms\"\n"))->run(endpoints(p), {});
-    NetlinkKernel left(fmt::format("/run/netns/{}", p.left)), right(fmt::format("/run/netns/{}", p.right));
+    NetlinkKernel left(p.left), right(p.right);
     DeviceQdiscs a(left, "a0"), b(right, "b0");
     a.apply(up_of("delay = \"20ms\"\n"), 1500, Psched::from_proc());
     b.apply(up_of("delay = \"20ms\"\n"), 1500, Psched::from_proc());
@@ -429,7 +428,7 @@ TEST_CASE("with 20 ms of netem, Nagle against a client without quick-ack stalls 
     double bare = wanlab::probes::make_probe(probe_of("rr", "server_split_write = true\n"))
                       ->run(endpoints(p), {})
                       .metrics.at("latency_p50");
-    NetlinkKernel left(fmt::format("/run/netns/{}", p.left)), right(fmt::format("/run/netns/{}", p.right));
+    NetlinkKernel left(p.left), right(p.right);
     DeviceQdiscs a(left, "a0"), b(right, "b0");
     a.apply(up_of("delay = \"10ms\"\n"), 1500, Psched::from_proc());
     b.apply(up_of("delay = \"10ms\"\n"), 1500, Psched::from_proc());
@@ -459,7 +458,7 @@ TEST_CASE("with 20 ms of netem, Nagle against a client without quick-ack stalls 
 TEST_CASE("a small receive buffer on a 20 ms path makes the sender receive-window limited", "[root][netem][physical][probes]") {
     if (!netem_or_skip()) return;
     Pair p;
-    NetlinkKernel left(fmt::format("/run/netns/{}", p.left)), right(fmt::format("/run/netns/{}", p.right));
+    NetlinkKernel left(p.left), right(p.right);
     DeviceQdiscs a(left, "a0"), b(right, "b0");
     a.apply(up_of("delay = \"10ms\"\n"), 1500, Psched::from_proc());
     b.apply(up_of("delay = \"10ms\"\n"), 1500, Psched::from_proc());
@@ -551,7 +550,7 @@ TEST_CASE("every link feature applied through netlink is what tc -j qdisc show r
     if (!netem_or_skip()) return;
     ScratchNetns ns;
     const std::string before = ns.qdiscs("a0");
-    NetlinkKernel k(ns.path());
+    NetlinkKernel k(ns.name);
     {
         DeviceQdiscs dev(k, "a0");
         // One device, case after case: each apply is a replace of the previous case's tree,

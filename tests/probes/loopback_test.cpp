@@ -138,7 +138,7 @@ TEST_CASE("a probe against a remote target refuses at run time with remote_unsup
           "[probes][remote]") {
     // Nothing may be started: the server's namespace does not exist, so entering it would throw
     // a different error.
-    Endpoints remote{{"/run/netns/wanlab-absent", "127.0.0.1", 0, true}, {"", "", 0}};
+    Endpoints remote{{"wanlab-absent", "127.0.0.1", 0, true}, {"", "", 0}};
     const std::vector<std::pair<ProbeSpec, std::string>> cases{
         {loopback_spec("rtt", ""), kTcpNeedsPort},
         {loopback_spec("rtt", "method = \"udp\"\n"), kUdpNeedsEcho},
@@ -155,7 +155,7 @@ TEST_CASE("a probe against a remote target refuses at run time with remote_unsup
 TEST_CASE("tcp rtt against a remote target on loopback connects to that target's listener", "[probes][remote]") {
     auto spec = loopback_spec("rtt", "count = 5\ninterval = \"1ms\"\n");
     Fd listener = listen_tcp("", "127.0.0.1", 0);
-    Endpoints remote{{"/run/netns/wanlab-absent", "127.0.0.1", local_port(listener.get()), true}, {"", "", 0}};
+    Endpoints remote{{"wanlab-absent", "127.0.0.1", local_port(listener.get()), true}, {"", "", 0}};
     auto r = make_probe(spec)->run(remote, {});
     CHECK(r.metrics.at("loss") == 0);
     CHECK(r.metrics.at("sent") == 5);

@@ -55,8 +55,8 @@ struct BareLab {
         lab::set_up(sb, "lo");
         lab::add_address(sa, "wlt-a", "198.18.200.1/30");
         lab::add_address(sb, "wlt-b", "198.18.200.2/30");
-        where.client = {"/run/netns/" + a.name(), "198.18.200.1", 0};
-        where.server = {"/run/netns/" + b.name(), "198.18.200.2", 0};
+        where.client = {a.name(), "198.18.200.1", 0};
+        where.server = {b.name(), "198.18.200.2", 0};
     }
 };
 
@@ -118,7 +118,7 @@ bool software_cpu() {
 }
 
 bool probe_namespaces_left() {
-    for (const auto& e : std::filesystem::directory_iterator("/run/netns"))
+    for (const auto& e : std::filesystem::directory_iterator(std::string(wanlab::sys::kNetnsDir)))
         if (e.path().filename().string().starts_with("wanlab-probe-")) return true;
     return false;
 }
@@ -461,7 +461,7 @@ namespace {
 /// lab.where with the server remote at `port`.
 Endpoints remote_at(const BareLab& lab, std::uint16_t port) {
     Endpoints where = lab.where;
-    where.server.netns = "/run/netns/wanlab-ptest-absent";
+    where.server.netns = "wanlab-ptest-absent";
     where.server.port = port;
     where.server.remote = true;
     return where;

@@ -200,7 +200,7 @@ TEST_CASE("a journaled qdisc tree is put back exactly by restore, and skipped on
     auto before = sh(fmt::format("tc -n {} -j qdisc show dev wl-rs", ns));
     std::string snapshot;
     {
-        netem::NetlinkKernel kernel("/run/netns/" + ns);
+        netem::NetlinkKernel kernel(ns);
         netem::DeviceQdiscs device(kernel, "wl-rs");
         snapshot = device.serialize();
         device.release();
