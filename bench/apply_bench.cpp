@@ -57,8 +57,10 @@ int main(int argc, char** argv) {
     }
     sh("ip -n " + ns + " link set wl-rs up && ip -n " + ns + " link set wl-rc up");
     std::vector<netem::Direction> trials{
-        direction("delay = \"20ms\"\njitter = \"2ms\"\nloss = \"0.5%\"\nrate = \"100mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\nqdisc_limit = 1000\n"),
-        direction("delay = \"40ms\"\njitter = \"4ms\"\nloss = \"1%\"\nrate = \"50mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\nqdisc_limit = 500\n"),
+        direction("delay = \"20ms\"\njitter = \"2ms\"\nloss = \"0.5%\"\nrate = \"100mbit\"\nshaper = \"htb\"\nqdisc = "
+                  "\"pfifo\"\nqdisc_limit = 1000\n"),
+        direction("delay = \"40ms\"\njitter = \"4ms\"\nloss = \"1%\"\nrate = \"50mbit\"\nshaper = \"htb\"\nqdisc = "
+                  "\"pfifo\"\nqdisc_limit = 500\n"),
     };
     // The trials' sysctls: per namespace, so the benchmark's namespace holds them all.
     const std::vector<std::vector<std::pair<std::string, std::string>>> sysctls{

@@ -1,20 +1,20 @@
 // `wanlab doctor [--json]`: everything wanlab needs from this machine, checked without
 // changing it: kernel, qdiscs and devices (tried in a scratch namespace), congestion
 // controls, capabilities, and the external tools probes and tests can use.
+#include <sys/utsname.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <sstream>
-#include <sys/utsname.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/command.h"
 #include "core/error.h"
 #include "lab/capabilities.h"
-#include "cli/command.h"
 #include "netem/preflight.h"
 
 namespace wanlab::cli {
@@ -26,7 +26,6 @@ std::string read_line(const char* path) {
     std::getline(in, line);
     return line;
 }
-
 
 std::string which(const std::string& tool) {
     const char* path = std::getenv("PATH");
@@ -85,7 +84,10 @@ Runner setup_doctor(CLI::App& sub) {
             probe_error = "not checked: trying qdiscs needs CAP_NET_ADMIN and CAP_SYS_ADMIN (run as root)";
         }
         nlohmann::json feats = nlohmann::json::object();
-        for (const auto& f : features) feats[f.name] = {{"available", f.available}, {"detail", f.detail}, {"advice", f.available ? "" : netem::advice_for(f.name)}};
+        for (const auto& f : features)
+            feats[f.name] = {{"available", f.available},
+                             {"detail", f.detail},
+                             {"advice", f.available ? "" : netem::advice_for(f.name)}};
         report["kernel_features"] = feats;
         if (!probe_error.empty()) report["kernel_features_error"] = probe_error;
         nlohmann::json tools = nlohmann::json::object();
@@ -96,7 +98,8 @@ Runner setup_doctor(CLI::App& sub) {
             return 0;
         }
         std::printf("kernel        %s\n", report["kernel"].get<std::string>().c_str());
-        std::printf("capabilities  CAP_NET_ADMIN %s, CAP_SYS_ADMIN %s\n", net_admin ? "yes" : "NO", sys_admin ? "yes" : "NO");
+        std::printf("capabilities  CAP_NET_ADMIN %s, CAP_SYS_ADMIN %s\n", net_admin ? "yes" : "NO",
+                    sys_admin ? "yes" : "NO");
         std::printf("congestion    available: %s; allowed in namespaces: %s; default: %s\n",
                     report["congestion_control"]["available"].get<std::string>().c_str(),
                     report["congestion_control"]["allowed"].get<std::string>().c_str(),

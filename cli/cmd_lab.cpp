@@ -10,19 +10,19 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "lab/capabilities.h"
 #include "cli/command.h"
 #include "cli/load.h"
+#include "core/error.h"
+#include "core/signals.h"
+#include "core/sys.h"
+#include "experiment/plan.h"
+#include "lab/capabilities.h"
 #include "lab/journal.h"
 #include "lab/restore.h"
 #include "lab/session.h"
-#include "core/signals.h"
 #include "lab/watchdog.h"
-#include "experiment/plan.h"
 #include "netem/preflight.h"
 #include "sysctl/proc_sys.h"
-#include "core/sys.h"
 
 namespace wanlab::cli {
 namespace {
@@ -57,10 +57,12 @@ int lab_up(const UpOptions& o) {
     lab::require_capabilities("wanlab lab up");
     const bool host = trial.lab.mode == lab::LabSpec::Mode::host;
     if (auto missing = lab::missing_qdiscs(exp); !missing.empty())
-        throw Error(fmt::format("this kernel lacks {} (needed by {}'s link conditions). {}{}", fmt::join(missing, ", "),
-                                o.file, netem::advice_for(missing.front()),
-                                host ? "" : "\n  or build the lab inside the micro-VM: wanlab vm run -- wanlab lab up " + o.file),
-                    2);
+        throw Error(
+            fmt::format(
+                "this kernel lacks {} (needed by {}'s link conditions). {}{}", fmt::join(missing, ", "), o.file,
+                netem::advice_for(missing.front()),
+                host ? "" : "\n  or build the lab inside the micro-VM: wanlab vm run -- wanlab lab up " + o.file),
+            2);
     sys::SignalEvents signals;  // before any thread exists, so every thread blocks them
     sysctl::RealProcSys proc;
     lab::SessionOptions options;
@@ -72,7 +74,8 @@ int lab_up(const UpOptions& o) {
         say(fmt::format("wanlab lab up: stage {} done", stage));
         if (stage == "journal" && o.auto_restore_s > 0) {  // armed once the journal it watches exists
             pid_t pid = lab::arm_watchdog(lab::run_watchdog(options.run, o.auto_restore_s, lab::kRunDir));
-            say(fmt::format("wanlab lab up: auto-restore by watchdog pid {}: the lab comes down after {} s, or at once "
+            say(
+                fmt::format("wanlab lab up: auto-restore by watchdog pid {}: the lab comes down after {} s, or at once "
                             "if wanlab is killed",
                             pid, o.auto_restore_s));
         }
@@ -81,20 +84,21 @@ int lab_up(const UpOptions& o) {
     };
     lab::LabSession session(trial, options, proc);
     if (host) {
-        say(fmt::format("wanlab lab up: run {} is up (trial {} of {}, journal {})\n"
-                        "  {}: toward {}{} only: up {}, down {}\n"
-                        "  try: tc qdisc show dev {}; tc filter show dev {}\n"
-                        "  Ctrl-C, or `wanlab lab down {}`, gives everything back.",
-                        options.run, o.trial, exp.trials.size(), session.journal().path().string(), trial.lab.dev,
-                        trial.lab.target, trial.lab.port ? fmt::format(" port {}", trial.lab.port) : "",
-                        lab::direction_summary(trial.link.up), lab::direction_summary(trial.link.down), trial.lab.dev,
-                        trial.lab.dev, options.run));
+        say(fmt::format(
+            "wanlab lab up: run {} is up (trial {} of {}, journal {})\n"
+            "  {}: toward {}{} only: up {}, down {}\n"
+            "  try: tc qdisc show dev {}; tc filter show dev {}\n"
+            "  Ctrl-C, or `wanlab lab down {}`, gives everything back.",
+            options.run, o.trial, exp.trials.size(), session.journal().path().string(), trial.lab.dev, trial.lab.target,
+            trial.lab.port ? fmt::format(" port {}", trial.lab.port) : "", lab::direction_summary(trial.link.up),
+            lab::direction_summary(trial.link.down), trial.lab.dev, trial.lab.dev, options.run));
         int s = wait_for_signal(signals);
         say(fmt::format("wanlab lab up: SIG{}: restoring {} (run {})", sigabbrev_np(s), trial.lab.dev, options.run));
         return 0;
     }
     const auto& t = session.topology();
-    say(fmt::format("wanlab lab up: run {} is up (trial {} of {}, journal {})\n"
+    say(
+        fmt::format("wanlab lab up: run {} is up (trial {} of {}, journal {})\n"
                     "  {}  wl-c 198.18.0.1/30\n"
                     "  {}  wl-rc 198.18.0.2/30, wl-rs 198.18.0.5/30, forwarding on\n"
                     "  {}  wl-s 198.18.0.6/30\n"
@@ -115,7 +119,8 @@ int lab_down(const std::string& run) {
     auto journal = lab::read_journal(path);
     if (journal.live()) {
         if (::kill(journal.pid, SIGTERM) != 0) sys::fail(fmt::format("signalling wanlab (pid {})", journal.pid), errno);
-        for (int i = 0; i < 300 && std::filesystem::exists(path); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        for (int i = 0; i < 300 && std::filesystem::exists(path); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
         if (std::filesystem::exists(path))
             throw Error(fmt::format("run {} (pid {}) did not finish within 30 s", run, journal.pid));
         say(fmt::format("wanlab lab down: run {} is down", run));
@@ -140,16 +145,22 @@ Runner setup_lab(CLI::App& sub) {
     up_cmd->add_option("--set", up->sets, "Override a key (repeatable)")->type_name("KEY=VALUE");
     up_cmd->add_option("--run", up->run, "Run id (default: random); namespaces are wanlab-RUN-{client,router,server}");
     up_cmd->add_option("--trial", up->trial, "Which trial's [lab] and sysctls to apply (default 1)");
-    up_cmd->add_flag("--restore", up->restore, "Restore a stale journal left by a killed run first, instead of refusing");
-    up_cmd->add_flag("--force", up->force, "Host mode: impair the interface even if it carries an SSH session the target filter does not spare");
-    up_cmd->add_option("--auto-restore", up->auto_restore_s,
-                       "Arm a watchdog: the lab comes down after SECONDS, or at once if wanlab is killed")
+    up_cmd->add_flag("--restore", up->restore,
+                     "Restore a stale journal left by a killed run first, instead of refusing");
+    up_cmd->add_flag(
+        "--force", up->force,
+        "Host mode: impair the interface even if it carries an SSH session the target filter does not spare");
+    up_cmd
+        ->add_option("--auto-restore", up->auto_restore_s,
+                     "Arm a watchdog: the lab comes down after SECONDS, or at once if wanlab is killed")
         ->type_name("SECONDS")
         ->check(CLI::Range(1u, 7u * 86400u));
-    up_cmd->add_option("--hold-after", up->hold_after, "Stop after a stage and wait for a signal (fault-injection tests)")
+    up_cmd
+        ->add_option("--hold-after", up->hold_after, "Stop after a stage and wait for a signal (fault-injection tests)")
         ->check(CLI::IsMember({"journal", "namespaces", "links", "sysctls"}));
     auto down = std::make_shared<std::string>();
-    CLI::App* down_cmd = sub.add_subcommand("down", "Tear down a lab started with `lab up` (or restore it if it was killed)");
+    CLI::App* down_cmd =
+        sub.add_subcommand("down", "Tear down a lab started with `lab up` (or restore it if it was killed)");
     down_cmd->add_option("RUN", *down, "Run id")->required();
     return [up, up_cmd, down] {
         if (up_cmd->parsed()) return lab_up(*up);

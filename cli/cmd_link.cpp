@@ -19,14 +19,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/command.h"
+#include "cli/load.h"
 #include "core/error.h"
 #include "core/sys.h"
 #include "core/units.h"
-#include "cli/command.h"
-#include "cli/load.h"
 #include "experiment/experiment.h"
-#include "lab/journal.h"
 #include "experiment/plan.h"
+#include "lab/journal.h"
 #include "lab/ssh_guard.h"
 #include "lab/watchdog.h"
 #include "netem/device.h"
@@ -41,10 +41,28 @@ namespace fs = std::filesystem;
 
 // The [link] keys that take one value on the command line (tables such as slot and the
 // loss models are for experiment files).
-const char* kLinkFlags[] = {"delay", "jitter", "correlation", "distribution", "loss", "loss_correlation",
-                            "duplicate", "duplicate_correlation", "reorder", "reorder_correlation", "gap",
-                            "corrupt", "corrupt_correlation", "rate", "packet_overhead", "cell_size",
-                            "cell_overhead", "shaper", "qdisc", "qdisc_limit", "limit", "ecn"};
+const char* kLinkFlags[] = {"delay",
+                            "jitter",
+                            "correlation",
+                            "distribution",
+                            "loss",
+                            "loss_correlation",
+                            "duplicate",
+                            "duplicate_correlation",
+                            "reorder",
+                            "reorder_correlation",
+                            "gap",
+                            "corrupt",
+                            "corrupt_correlation",
+                            "rate",
+                            "packet_overhead",
+                            "cell_size",
+                            "cell_overhead",
+                            "shaper",
+                            "qdisc",
+                            "qdisc_limit",
+                            "limit",
+                            "ecn"};
 
 struct Options {
     std::string dev;
@@ -57,7 +75,6 @@ struct Options {
     bool force = false;
     unsigned auto_restore_s = 0;
 };
-
 
 /// The device's lock, the one a host-mode run holds (lab/session.cpp): `link apply` and
 /// `link clear` never change a device a run is impairing.
@@ -108,7 +125,8 @@ int apply(const Options& o) {
     auto d = resolve(o);
     if (!o.dry_run) lab::refuse_if_ssh(o.netns, o.dev, "", 0, o.force);
     if (o.dry_run) {
-        for (const auto& line : netem::tc_commands(d, o.dev, o.netns.empty() ? "" : "ip netns exec " + o.netns + " ", o.mtu))
+        for (const auto& line :
+             netem::tc_commands(d, o.dev, o.netns.empty() ? "" : "ip netns exec " + o.netns + " ", o.mtu))
             std::puts(line.c_str());
         return 0;
     }
@@ -176,9 +194,10 @@ int show(const Options& o) {
     auto psched = netem::Psched::from_proc();
     nlohmann::json qdiscs = nlohmann::json::array();
     for (const auto& q : kernel.dump(ifindex, false)) {
-        nlohmann::json j{{"kind", q.kind},
-                         {"handle", fmt::format("{:x}:", q.handle >> 16)},
-                         {"parent", q.parent == 0xffffffffu ? "root" : fmt::format("{:x}:{:x}", q.parent >> 16, q.parent & 0xffff)}};
+        nlohmann::json j{
+            {"kind", q.kind},
+            {"handle", fmt::format("{:x}:", q.handle >> 16)},
+            {"parent", q.parent == 0xffffffffu ? "root" : fmt::format("{:x}:{:x}", q.parent >> 16, q.parent & 0xffff)}};
         std::string summary;
         if (q.kind == "netem") {
             netem::Direction d;
@@ -216,11 +235,13 @@ Runner setup_link(CLI::App& sub) {
         app->add_option("--dev", o->dev, "Network device")->required();
         app->add_option("--netns", o->netns, "Network namespace (as `ip netns` names it) the device is in");
     };
-    CLI::App* a = sub.add_subcommand("apply", "Put link conditions on a device (replacing what wanlab put there before)");
+    CLI::App* a =
+        sub.add_subcommand("apply", "Put link conditions on a device (replacing what wanlab put there before)");
     common(a);
     for (const char* flag : kLinkFlags)
-        a->add_option_function<std::string>(std::string("--") + flag, [o, flag](const std::string& v) { o->values[flag] = v; },
-                                            fmt::format("[link] {} (see docs/experiment-format.md)", flag));
+        a->add_option_function<std::string>(
+            std::string("--") + flag, [o, flag](const std::string& v) { o->values[flag] = v; },
+            fmt::format("[link] {} (see docs/experiment-format.md)", flag));
     a->add_option("--profile", o->profile, "A link profile to start from (profiles/link/NAME.toml)");
     a->add_option("--mtu", o->mtu, "MTU the netem limit is sized for (bytes)");
     a->add_flag("--dry-run", o->dry_run, "Print the equivalent tc commands and change nothing");

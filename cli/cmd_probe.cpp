@@ -16,14 +16,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/config.h"
-#include "core/error.h"
-#include "core/units.h"
 #include "cli/command.h"
 #include "cli/load.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/signals.h"
+#include "core/units.h"
 #include "lab/link.h"
 #include "lab/netns.h"
-#include "core/signals.h"
 #include "probes/probe.h"
 #include "probes/probe_spec.h"
 
@@ -58,7 +58,6 @@ struct BareLab {
     }
 };
 
-
 probes::ProbeSpec resolve(const Options& o) {
     std::string text = fmt::format("[[probe]]\nkind = {}\n", toml_value(o.kind));
     for (const auto& [k, v] : o.values) text += fmt::format("{} = {}\n", k, toml_value(v));
@@ -69,7 +68,8 @@ probes::ProbeSpec resolve(const Options& o) {
     if (table) {
         config::Node root = config::from_toml(*table);
         const config::Node* list = root.find("probe");
-        if (list && !list->items.empty()) spec = probes::parse_probe(list->items.front(), 0, std::chrono::seconds(10), diag);
+        if (list && !list->items.empty())
+            spec = probes::parse_probe(list->items.front(), 0, std::chrono::seconds(10), diag);
     }
     std::fputs(diag.render(docs.sources()).c_str(), stderr);
     if (diag.has_errors() || spec.kind.empty())
@@ -113,13 +113,14 @@ void print_human(const probes::ProbeKind& kind, const probes::ProbeResult& r) {
                 return it == c.values.end() ? std::nan("") : it->second;
             };
             using U = probes::Unit;
-            std::printf("    %-8s %-6s %s, retrans %s, rtt %s, cwnd %s, delivery %s, rwnd-limited %s, sndbuf-limited %s, "
-                        "rcvbuf %s\n",
-                        c.direction.c_str(), c.congestion_control.c_str(), human(U::bits_per_second, get("throughput")).c_str(),
-                        human(U::count, get("retransmits")).c_str(), human(U::seconds, get("rtt")).c_str(),
-                        human(U::count, get("cwnd")).c_str(), human(U::bits_per_second, get("delivery_rate")).c_str(),
-                        human(U::fraction, get("rwnd_limited")).c_str(), human(U::fraction, get("sndbuf_limited")).c_str(),
-                        human(U::bytes, get("rcvbuf_granted")).c_str());
+            std::printf(
+                "    %-8s %-6s %s, retrans %s, rtt %s, cwnd %s, delivery %s, rwnd-limited %s, sndbuf-limited %s, "
+                "rcvbuf %s\n",
+                c.direction.c_str(), c.congestion_control.c_str(), human(U::bits_per_second, get("throughput")).c_str(),
+                human(U::count, get("retransmits")).c_str(), human(U::seconds, get("rtt")).c_str(),
+                human(U::count, get("cwnd")).c_str(), human(U::bits_per_second, get("delivery_rate")).c_str(),
+                human(U::fraction, get("rwnd_limited")).c_str(), human(U::fraction, get("sndbuf_limited")).c_str(),
+                human(U::bytes, get("rcvbuf_granted")).c_str());
         }
     }
     if (auto s = r.samples.find("throughput"); s != r.samples.end()) {
@@ -142,7 +143,8 @@ nlohmann::json to_json(const probes::ProbeKind& kind, const probes::ProbeSpec& s
         if (all_samples || k != "latency") j["samples"][k] = v;
     j["connections"] = nlohmann::json::array();
     for (const auto& c : r.connections)
-        j["connections"].push_back({{"direction", c.direction}, {"congestion_control", c.congestion_control}, {"values", c.values}});
+        j["connections"].push_back(
+            {{"direction", c.direction}, {"congestion_control", c.congestion_control}, {"values", c.values}});
     return j;
 }
 
@@ -183,10 +185,12 @@ Runner setup_probe(CLI::App& sub) {
         for (const auto& opt : k.options) {
             if (!seen.insert(opt.name).second) continue;
             std::string name = opt.name;
-            sub.add_option_function<std::string>("--" + name, [o, name](const std::string& v) { o->values[name] = v; },
-                                                 fmt::format("{} (default {})", opt.help, opt.default_value));
+            sub.add_option_function<std::string>(
+                "--" + name, [o, name](const std::string& v) { o->values[name] = v; },
+                fmt::format("{} (default {})", opt.help, opt.default_value));
         }
-    sub.add_option("--server-ns", o->server_ns, "Namespace (as `ip netns` names it) the server runs in; needs --address");
+    sub.add_option("--server-ns", o->server_ns,
+                   "Namespace (as `ip netns` names it) the server runs in; needs --address");
     sub.add_option("--client-ns", o->client_ns, "Namespace the client runs in");
     sub.add_option("--address", o->address, "Server address (IPv4) to measure to, instead of a bare lab");
     sub.add_option("--client-address", o->client_address, "Address the client binds to");

@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
 #include "cli/command.h"
 #include "cli/load.h"
+#include "core/error.h"
 #include "experiment/experiment.h"
 #include "experiment/plan.h"
 #include "experiment/profiles.h"
@@ -137,7 +137,8 @@ int show(const Options& o, const lab::ProfileLibrary& lib) {
             continue;
         }
         std::printf("%s profile %s (%s)\n  %s\n  source: %s\n", e.kind.c_str(), e.name.c_str(), e.path.c_str(),
-                    e.summary.description.c_str(), e.summary.source.empty() ? "(none given)" : e.summary.source.c_str());
+                    e.summary.description.c_str(),
+                    e.summary.source.empty() ? "(none given)" : e.summary.source.c_str());
         for (const auto& s : e.shadowed) std::printf("  (hides %s)\n", s.c_str());
         for (const auto& l : lines) std::printf("  %s\n", l.c_str());
     }

@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "cli/command.h"
 #include "core/error.h"
 #include "lab/capabilities.h"
-#include "cli/command.h"
 #include "lab/journal.h"
 #include "lab/restore.h"
 #include "sysctl/proc_sys.h"
@@ -44,8 +44,8 @@ Runner setup_restore(CLI::App& sub) {
         bool skipped = false;
         for (const auto& j : journals) {
             if (j.live()) {
-                std::puts(fmt::format("wanlab restore: run {} is live (pid {}); stop it with `wanlab lab down {}`", j.run,
-                                      j.pid, j.run)
+                std::puts(fmt::format("wanlab restore: run {} is live (pid {}); stop it with `wanlab lab down {}`",
+                                      j.run, j.pid, j.run)
                               .c_str());
                 skipped = true;
                 if (!o->runs.empty()) status = 1;  // asked for by name, and not restored

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
 #include "cli/command.h"
+#include "core/error.h"
 #include "experiment/experiment.h"
 #include "report/report.h"
 #include "results/store.h"
@@ -20,8 +20,8 @@ namespace fs = std::filesystem;
 fs::path database(const std::string& out) {
     auto db = fs::path(out) / "results.db";
     if (!fs::exists(db))
-        throw InputError(fmt::format("no results database {} (give the folder `wanlab run --out` wrote with --out)",
-                                     db.string()));
+        throw InputError(
+            fmt::format("no results database {} (give the folder `wanlab run --out` wrote with --out)", db.string()));
     return db;
 }
 
@@ -32,10 +32,10 @@ std::vector<lab::AssertSpec> stored_asserts(const results::Run& run) {
     Diagnostics diag;
     auto exp = lab::load_experiment(run.file, run.text, run.sets, lab::ProfileLibrary::standard(), docs, diag);
     if (!exp) {
-        std::fputs(fmt::format("wanlab: warning: the stored experiment of run {} no longer loads; asserts not shown\n",
-                               run.id)
-                       .c_str(),
-                   stderr);
+        std::fputs(
+            fmt::format("wanlab: warning: the stored experiment of run {} no longer loads; asserts not shown\n", run.id)
+                .c_str(),
+            stderr);
         return {};
     }
     return exp->asserts;
@@ -118,7 +118,8 @@ Runner setup_results(CLI::App& sub) {
     auto s = std::make_shared<ShowArgs>();
     CLI::App* list_cmd = sub.add_subcommand("list", "Every run in the results database, newest first");
     list_cmd->add_option("--out", l->out, "Folder holding results.db (default: ./wanlab-results)");
-    CLI::App* show_cmd = sub.add_subcommand("show", "The report of one run (before/after, pivot, explanations, asserts)");
+    CLI::App* show_cmd =
+        sub.add_subcommand("show", "The report of one run (before/after, pivot, explanations, asserts)");
     show_cmd->add_option("RUN", s->run, "Run id, a unique prefix of one, or `latest` (default)");
     show_cmd->add_option("--out", s->out, "Folder holding results.db (default: ./wanlab-results)");
     show_cmd->add_option("--format", s->format, "table, csv, json, markdown")

@@ -12,17 +12,17 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
-#include "lab/capabilities.h"
 #include "cli/command.h"
 #include "cli/load.h"
+#include "core/error.h"
+#include "core/signals.h"
+#include "lab/capabilities.h"
+#include "lab/session.h"
+#include "lab/watchdog.h"
+#include "netem/preflight.h"
 #include "report/report.h"
 #include "results/store.h"
 #include "run/runner.h"
-#include "lab/session.h"
-#include "core/signals.h"
-#include "lab/watchdog.h"
-#include "netem/preflight.h"
 #include "vm/vm.h"
 
 namespace wanlab::cli {
@@ -81,9 +81,10 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
             if (stage != "journal") return;  // armed once the journal it watches exists
             auto w = lab::run_watchdog(ro.run_id, a.auto_restore_s, ro.journal_dir);
             pid_t pid = lab::arm_watchdog(w);
-            progress.line(fmt::format("run {}: auto-restore by watchdog pid {}: the run ends and the machine is given "
-                                      "back after {} s, or at once if wanlab is killed (log: {})",
-                                      ro.run_id, pid, a.auto_restore_s, w.log.string()));
+            progress.line(
+                fmt::format("run {}: auto-restore by watchdog pid {}: the run ends and the machine is given "
+                            "back after {} s, or at once if wanlab is killed (log: {})",
+                            ro.run_id, pid, a.auto_restore_s, w.log.string()));
         };
     ro.where = a.where.empty() ? "host" : a.where;
     auto outcome = run::run_experiment(exp, text, ro, store, progress, [&signals] { signals.check(); });
@@ -100,19 +101,28 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
 
 int run_in_vm(const RunArgs& a, const lab::Experiment& exp) {
     if (a.auto_restore_s > 0)
-        std::fputs("wanlab: --auto-restore does not apply to a run in the micro-VM: it changes only the VM, which "
-                   "goes away with everything in it when the run ends or wanlab is killed\n",
-                   stderr);
+        std::fputs(
+            "wanlab: --auto-restore does not apply to a run in the micro-VM: it changes only the VM, which "
+            "goes away with everything in it when the run ends or wanlab is killed\n",
+            stderr);
     fs::create_directories(a.out);
     fs::path out = fs::absolute(a.out);
     std::string id = a.run_id.empty() ? lab::new_run_id() : a.run_id;
     vm::VmOptions vo;
     vo.out_dir = out;
     vm::Vm machine(vo);
-    std::vector<std::string> argv{lab::self_exe(), "run", fs::absolute(a.file).string(), "--no-vm", "--out", out.string(),
-                                  "--run", id, "--inner",
-                                  "--where", fmt::format("vm ({}, {} cpus)", vm::accel_name(machine.accel().accel),
-                                                         machine.cpus())};
+    std::vector<std::string> argv{
+        lab::self_exe(),
+        "run",
+        fs::absolute(a.file).string(),
+        "--no-vm",
+        "--out",
+        out.string(),
+        "--run",
+        id,
+        "--inner",
+        "--where",
+        fmt::format("vm ({}, {} cpus)", vm::accel_name(machine.accel().accel), machine.cpus())};
     for (const auto& s : a.sets) argv.insert(argv.end(), {"--set", s});
     if (a.quiet) argv.push_back("--quiet");
     auto r = machine.run(argv);
@@ -149,18 +159,20 @@ int run(const RunArgs& a) {
     // Host mode impairs this machine's own interface: the micro-VM has none of it.
     const bool host = exp.trials.front().lab.mode == lab::LabSpec::Mode::host;
     if (host && a.vm)
-        throw InputError(fmt::format("{}: [lab] mode = \"host\" impairs this machine's interface {}; it cannot run in "
-                                     "the micro-VM (drop --vm)",
-                                     a.file, exp.trials.front().lab.dev));
+        throw InputError(
+            fmt::format("{}: [lab] mode = \"host\" impairs this machine's interface {}; it cannot run in "
+                        "the micro-VM (drop --vm)",
+                        a.file, exp.trials.front().lab.dev));
     if (a.vm) return run_in_vm(a, exp);
     lab::require_capabilities("wanlab run");
     auto missing = lab::missing_qdiscs(exp);
     if (!missing.empty()) {
         if (host)
-            throw Error(fmt::format("this kernel lacks {} (needed by {}); host mode impairs this machine's own interface, "
-                                    "so it needs them here. {}",
-                                    fmt::join(missing, ", "), a.file, netem::advice_for(missing.front())),
-                        2);
+            throw Error(
+                fmt::format("this kernel lacks {} (needed by {}); host mode impairs this machine's own interface, "
+                            "so it needs them here. {}",
+                            fmt::join(missing, ", "), a.file, netem::advice_for(missing.front())),
+                2);
         if (a.no_vm)
             throw Error(fmt::format("this kernel lacks {} (needed by {}); drop --no-vm to run in the micro-VM. {}",
                                     fmt::join(missing, ", "), a.file, netem::advice_for(missing.front())),
@@ -191,9 +203,11 @@ Runner setup_run(CLI::App& sub) {
     sub.add_option("--run", a->run_id, "Run id (default: random); namespaces are wanlab-RUN-*");
     sub.add_flag("--quiet", a->quiet, "No progress on stderr");
     sub.add_flag("--restore", a->restore, "Restore a stale journal left by a killed run first, instead of refusing");
-    sub.add_flag("--force", a->force, "Host mode: impair the interface even if it carries an SSH session the target filter does not spare");
-    sub.add_option("--auto-restore", a->auto_restore_s,
-                   "Arm a watchdog: the run ends and the machine is given back after SECONDS, or at once if wanlab is killed")
+    sub.add_flag("--force", a->force,
+                 "Host mode: impair the interface even if it carries an SSH session the target filter does not spare");
+    sub.add_option(
+           "--auto-restore", a->auto_restore_s,
+           "Arm a watchdog: the run ends and the machine is given back after SECONDS, or at once if wanlab is killed")
         ->type_name("SECONDS")
         ->check(CLI::Range(1u, 7u * 86400u));
     sub.add_option("--where", a->where, "Environment note (set by wanlab itself for runs in the VM)")->group("");

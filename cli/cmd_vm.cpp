@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
 #include "cli/command.h"
+#include "core/error.h"
 #include "vm/vm.h"
 
 namespace wanlab::cli {
@@ -30,22 +30,17 @@ void add_machine_options(CLI::App& app, VmArgs& a) {
     app.add_option("--kernel", a.kernel,
                    "Kernel image (bzImage) to boot; default: the newest one scripts/fetch-kernel "
                    "put in ~/.cache/wanlab/kernel");
-    app.add_option("--modules", a.modules,
-                   "That kernel's modules folder (/lib/modules/VERSION, with modules.dep)");
+    app.add_option("--modules", a.modules, "That kernel's modules folder (/lib/modules/VERSION, with modules.dep)");
     app.add_option("--accel", a.accel, "kvm or tcg (default: $WANLAB_VM_ACCEL, else probe)")
         ->check(CLI::IsMember({"kvm", "tcg"}));
 }
 
 vm::VmOptions to_options(const VmArgs& a) {
     vm::VmOptions o;
-    if (!a.kernel.empty())
-        o.kernel = a.kernel;
-    if (!a.modules.empty())
-        o.modules = a.modules;
-    if (!a.out.empty())
-        o.out_dir = a.out;
-    if (!a.accel.empty())
-        o.accel = vm::parse_accel(a.accel, "--accel");
+    if (!a.kernel.empty()) o.kernel = a.kernel;
+    if (!a.modules.empty()) o.modules = a.modules;
+    if (!a.out.empty()) o.out_dir = a.out;
+    if (!a.accel.empty()) o.accel = vm::parse_accel(a.accel, "--accel");
     o.memory_mib = a.memory_mib;
     o.cpus = a.cpus;
     o.timeout = std::chrono::seconds(static_cast<long long>(a.timeout_s + 0.999));
@@ -57,19 +52,16 @@ vm::VmOptions to_options(const VmArgs& a) {
 int run_vm(const VmArgs& a) {
     vm::Vm machine(to_options(a));
     if (!machine.initramfs().missing_modules.empty() && a.verbose)
-        std::fprintf(
-            stderr, "wanlab: this kernel has no %s\n",
-            fmt::format("{}", fmt::join(machine.initramfs().missing_modules, ", ")).c_str());
+        std::fprintf(stderr, "wanlab: this kernel has no %s\n",
+                     fmt::format("{}", fmt::join(machine.initramfs().missing_modules, ", ")).c_str());
     vm::RunResult r = machine.run(a.command);
     if (a.stats)
         std::fprintf(stderr, "wanlab: vm %s: boot %.2f s, command %.2f s, total %.2f s, exit %d\n",
-                     vm::accel_name(machine.accel().accel), r.boot_seconds, r.command_seconds,
-                     r.total_seconds, r.exit_status);
+                     vm::accel_name(machine.accel().accel), r.boot_seconds, r.command_seconds, r.total_seconds,
+                     r.exit_status);
     if (r.timed_out)
-        std::fprintf(stderr, "wanlab: error: the command ran over --timeout %g s; VM killed\n",
-                     a.timeout_s);
-    if (r.interrupted)
-        std::fputs("wanlab: interrupted; VM killed and cleaned up\n", stderr);
+        std::fprintf(stderr, "wanlab: error: the command ran over --timeout %g s; VM killed\n", a.timeout_s);
+    if (r.interrupted) std::fputs("wanlab: interrupted; VM killed and cleaned up\n", stderr);
     if (r.out_of_memory)
         std::fprintf(stderr,
                      "wanlab: %s: the guest ran out of memory (its OOM killer fired); give "
@@ -86,13 +78,12 @@ int info_vm(const VmArgs& a) {
     fmt::print("initramfs:  {}{}\n", machine.initramfs().path.string(),
                machine.initramfs().from_cache ? "" : " (built now)");
     if (!machine.initramfs().missing_modules.empty())
-        fmt::print("not in this kernel: {}\n",
-                   fmt::join(machine.initramfs().missing_modules, ", "));
+        fmt::print("not in this kernel: {}\n", fmt::join(machine.initramfs().missing_modules, ", "));
     fmt::print("qemu:       {}\n", machine.qemu().string());
     fmt::print("accel:      {}\n", machine.accel().reason);
     fmt::print("cpus:       {}\n", machine.cpus());
-    fmt::print("caches:     {} (kernels), {} (initramfs, KVM verdict)\n",
-               vm::kernel_cache_dir().string(), vm::vm_cache_dir().string());
+    fmt::print("caches:     {} (kernels), {} (initramfs, KVM verdict)\n", vm::kernel_cache_dir().string(),
+               vm::vm_cache_dir().string());
     return 0;
 }
 
@@ -101,16 +92,14 @@ int info_vm(const VmArgs& a) {
 Runner setup_vm(CLI::App& sub) {
     auto a = std::make_shared<VmArgs>();
     sub.require_subcommand(1);
-    CLI::App* run = sub.add_subcommand(
-        "run",
-        "Boot a micro-VM, run COMMAND as root inside (host files read-only, /tmp and "
-        "/run writable), exit with its status");
+    CLI::App* run = sub.add_subcommand("run",
+                                       "Boot a micro-VM, run COMMAND as root inside (host files read-only, /tmp and "
+                                       "/run writable), exit with its status");
     add_machine_options(*run, *a);
     run->add_option("--memory", a->memory_mib, "Guest memory in MiB")
         ->capture_default_str()
         ->check(CLI::Range(128u, 65536u));
-    run->add_option("--cpus", a->cpus, "Guest CPUs (default: host CPUs, at most 4)")
-        ->check(CLI::Range(1u, 64u));
+    run->add_option("--cpus", a->cpus, "Guest CPUs (default: host CPUs, at most 4)")->check(CLI::Range(1u, 64u));
     run->add_option("--timeout", a->timeout_s,
                     "Kill the VM when the command runs longer than this many seconds "
                     "(exit 124); default: no limit")
@@ -119,23 +108,20 @@ Runner setup_vm(CLI::App& sub) {
                     "Give up when the command has not started this many seconds after QEMU did")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
-    run->add_option("--out", a->out,
-                    "A writable folder, shared into the VM at the same path (created if missing)");
+    run->add_option("--out", a->out, "A writable folder, shared into the VM at the same path (created if missing)");
     run->add_flag("-v,--verbose", a->verbose, "Copy the guest console (boot messages) to stderr");
     run->add_flag("--stats", a->stats, "Print boot and command times to stderr");
     // CLI11 reads an argument such as "[root]" as a bracketed list and strips it, so the
     // command after `--` is taken from argv untouched by main() (command_after_dashdash()).
     run->add_option("command", a->command, "The command and its arguments (after --)")->required();
-    CLI::App* info = sub.add_subcommand(
-        "info", "Show the kernel, initramfs, QEMU and accelerator `vm run` would use");
+    CLI::App* info = sub.add_subcommand("info", "Show the kernel, initramfs, QEMU and accelerator `vm run` would use");
     add_machine_options(*info, *a);
     return [a, run, info]() -> int {
         if (run->parsed()) {
             if (const auto& raw = command_after_dashdash(); !raw.empty()) a->command = raw;
             return run_vm(*a);
         }
-        if (info->parsed())
-            return info_vm(*a);
+        if (info->parsed()) return info_vm(*a);
         return 2;
     };
 }

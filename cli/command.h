@@ -38,13 +38,13 @@ Runner setup_validate(CLI::App& sub);
 Runner setup_plan(CLI::App& sub);
 Runner setup_link(CLI::App& sub);
 Runner setup_doctor(CLI::App& sub);
-Runner setup_lab(CLI::App& sub);      // cli/cmd_lab.cpp
-Runner setup_restore(CLI::App& sub);  // cli/cmd_restore.cpp
-Runner setup_vm(CLI::App& sub);  // cli/cmd_vm.cpp
-Runner setup_probe(CLI::App& sub);  // cli/cmd_probe.cpp
+Runner setup_lab(CLI::App& sub);       // cli/cmd_lab.cpp
+Runner setup_restore(CLI::App& sub);   // cli/cmd_restore.cpp
+Runner setup_vm(CLI::App& sub);        // cli/cmd_vm.cpp
+Runner setup_probe(CLI::App& sub);     // cli/cmd_probe.cpp
 Runner setup_profiles(CLI::App& sub);  // cli/cmd_profiles.cpp
-Runner setup_run(CLI::App& sub);      // cli/cmd_run.cpp
-Runner setup_results(CLI::App& sub);  // cli/cmd_results.cpp
-Runner setup_compare(CLI::App& sub);  // cli/cmd_results.cpp
+Runner setup_run(CLI::App& sub);       // cli/cmd_run.cpp
+Runner setup_results(CLI::App& sub);   // cli/cmd_results.cpp
+Runner setup_compare(CLI::App& sub);   // cli/cmd_results.cpp
 
 }  // namespace wanlab::cli

@@ -13,7 +13,9 @@ constexpr Command kCommands[] = {
     {"doctor", "Check what this machine's kernel and tools support (changes nothing)", &setup_doctor},
     {"lab", "Build an experiment's namespace lab and keep it for debugging (lab up FILE / lab down RUN)", &setup_lab},
     {"restore", "Give the machine back after a killed run, from its journal in /run/wanlab", &setup_restore},
-    {"probe", "Measure once across a bare two-namespace lab: throughput, rtt, rr, http (built in or iperf3/ping/wrk/hping3)", &setup_probe},
+    {"probe",
+     "Measure once across a bare two-namespace lab: throughput, rtt, rr, http (built in or iperf3/ping/wrk/hping3)",
+     &setup_probe},
     {"profiles", "List the named link and tuning profiles (yours first), or show one in full", &setup_profiles},
     {"vm", "Run commands in a throwaway micro-VM with a stock kernel (real netem anywhere)", &setup_vm},
 };

@@ -23,7 +23,8 @@ lab::Experiment load_or_throw(const std::string& path, const std::vector<std::st
     auto exp = lab::load_experiment(path, text.str(), sets, lab::ProfileLibrary::standard(), docs, diag);
     std::fputs(diag.render(docs.sources()).c_str(), stderr);
     if (!exp) {
-        throw InputError(fmt::format("{} has {} error{}", path, diag.error_count(), diag.error_count() == 1 ? "" : "s"));
+        throw InputError(
+            fmt::format("{} has {} error{}", path, diag.error_count(), diag.error_count() == 1 ? "" : "s"));
     }
     return *exp;
 }

@@ -1,19 +1,19 @@
 // wanlab: the thin front end. Picks a sub-command from the table in commands.cpp, parses
 // its options with CLI11 and maps every failure to an exit status in one place.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <exception>
 #include <map>
 #include <string>
 #include <vector>
-#include <algorithm>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
+#include "cli/command.h"
 #include "core/diagnostic.h"
 #include "core/error.h"
-#include "cli/command.h"
 #include "core/version.h"
 
 int main(int argc, char** argv) {
@@ -21,9 +21,10 @@ int main(int argc, char** argv) {
     // wanlab while it holds the machine's network: writes fail with EPIPE instead, and the
     // run still gives everything back. Tools wanlab starts get the default back (ToolProcess).
     ::signal(SIGPIPE, SIG_IGN);
-    CLI::App app{"wanlab: emulate WAN links, sweep kernel network settings, measure the difference.\n"
-                 "Experiments are TOML files; see docs/experiment-format.md.",
-                 "wanlab"};
+    CLI::App app{
+        "wanlab: emulate WAN links, sweep kernel network settings, measure the difference.\n"
+        "Experiments are TOML files; see docs/experiment-format.md.",
+        "wanlab"};
     app.set_version_flag("--version", std::string("wanlab ") + wanlab::kVersion);
     app.footer(
         "Examples:\n"

@@ -13,9 +13,9 @@
 namespace wanlab::addr {
 
 struct Prefix {
-    int family = 0;              ///< AF_INET or AF_INET6
+    int family = 0;                ///< AF_INET or AF_INET6
     unsigned char bytes[16] = {};  ///< network order; the first 4 for AF_INET
-    int length = 0;              ///< prefix length; 32 or 128 for a single address
+    int length = 0;                ///< prefix length; 32 or 128 for a single address
     /// True when the prefix names one address (no length, or /32, /128).
     bool single() const { return length == (family == AF_INET ? 32 : 128); }
 };

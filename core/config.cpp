@@ -52,7 +52,8 @@ void report_syntax_error(const toml::parse_error& e, const SourceSet& sources, D
             return;
         }
         auto digits = value.find_first_not_of("0123456789.");
-        if (!quoted && digits != 0 && digits != std::string::npos && std::isalpha(static_cast<unsigned char>(value[digits]))) {
+        if (!quoted && digits != 0 && digits != std::string::npos &&
+            std::isalpha(static_cast<unsigned char>(value[digits]))) {
             auto end = value.find_first_of(" \t#,]}");
             std::string word = value.substr(0, end);
             diag.error({at.file, at.line, col, static_cast<std::uint32_t>(col + word.size())},
@@ -160,8 +161,7 @@ std::string describe(const Node& n) {
 namespace {
 // A leaf's text for the unit parsers: strings as written, integers as digits (so `0` works
 // for every unit and `20` gets "needs a unit").
-std::optional<std::string> unit_text(const Node& n, std::string_view what, std::string_view example,
-                                      Diagnostics& d) {
+std::optional<std::string> unit_text(const Node& n, std::string_view what, std::string_view example, Diagnostics& d) {
     if (n.kind == Node::Kind::value) {
         if (auto s = n.value->value<std::string>()) return *s;
         if (auto i = n.value->as_integer()) return fmt::format("{}", i->get());
@@ -207,8 +207,8 @@ std::optional<double> to_percent(const Node& n, std::string_view what, Diagnosti
     return unit_value<double>(n, what, "\"1%\"", &units::parse_percent, d);
 }
 
-std::optional<std::int64_t> to_integer(const Node& n, std::string_view what, std::int64_t min,
-                                       std::int64_t max, Diagnostics& d) {
+std::optional<std::int64_t> to_integer(const Node& n, std::string_view what, std::int64_t min, std::int64_t max,
+                                       Diagnostics& d) {
     const toml::value<std::int64_t>* i = n.kind == Node::Kind::value ? n.value->as_integer() : nullptr;
     if (!i) {
         d.error(n.value_at, fmt::format("`{}` must be an integer, not {}", what, describe(n)));
@@ -309,9 +309,8 @@ std::optional<std::string> Reader::choice(std::string_view key, const std::vecto
     std::string list;
     for (const auto& c : choices) list += (list.empty() ? "" : ", ") + fmt::format("\"{}\"", c);
     auto guess = did_you_mean(*s, choices);
-    diag_.error(value_at(key),
-                fmt::format("`{}` = \"{}\" is not one of {}{}", key, *s, list,
-                            guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess)));
+    diag_.error(value_at(key), fmt::format("`{}` = \"{}\" is not one of {}{}", key, *s, list,
+                                           guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess)));
     return std::nullopt;
 }
 

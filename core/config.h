@@ -37,8 +37,8 @@ struct Node {
     const toml::node* value = nullptr;  ///< leaf value (kind == value)
     Location key_at;                    ///< where the key naming this node was written
     Location value_at;                  ///< where the value (or table header) was written
-    std::vector<Member> members;  ///< kind == table, in file order
-    std::vector<Node> items;                             ///< kind == table_array
+    std::vector<Member> members;        ///< kind == table, in file order
+    std::vector<Node> items;            ///< kind == table_array
 
     const Node* find(std::string_view key) const;
     Node* find(std::string_view key);
@@ -130,8 +130,8 @@ std::optional<std::chrono::nanoseconds> to_duration(const Node& n, std::string_v
 std::optional<std::uint64_t> to_rate(const Node& n, std::string_view what, Diagnostics& d);
 std::optional<std::uint64_t> to_size(const Node& n, std::string_view what, Diagnostics& d);
 std::optional<double> to_percent(const Node& n, std::string_view what, Diagnostics& d);
-std::optional<std::int64_t> to_integer(const Node& n, std::string_view what, std::int64_t min,
-                                       std::int64_t max, Diagnostics& d);
+std::optional<std::int64_t> to_integer(const Node& n, std::string_view what, std::int64_t min, std::int64_t max,
+                                       Diagnostics& d);
 
 /// The leaf Node for element `i` of an array leaf (sweep lists), positioned at the element.
 Node element(const Node& array_leaf, std::size_t i);

@@ -73,8 +73,7 @@ std::string render(const Diagnostic& d, const SourceSet& sources) {
         out += fmt::format(" {} | {}\n", gutter, text);
         std::string marks;
         // Tabs in the source line are kept so the caret lines up in a terminal.
-        for (std::uint32_t c = 1; c < w.column && c - 1 < text.size(); ++c)
-            marks += text[c - 1] == '\t' ? '\t' : ' ';
+        for (std::uint32_t c = 1; c < w.column && c - 1 < text.size(); ++c) marks += text[c - 1] == '\t' ? '\t' : ' ';
         marks += '^';
         if (w.end_column > w.column + 1)
             marks += std::string(std::min<std::size_t>(w.end_column - w.column - 1, 200), '~');

@@ -1,10 +1,10 @@
 #include "core/signals.h"
 
-#include <cstring>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -13,8 +13,7 @@
 namespace wanlab::sys {
 
 Interrupted::Interrupted(int signo)
-    : Error(fmt::format("interrupted by SIG{}", sigabbrev_np(signo)), 130),
-      signo_(signo) {}
+    : Error(fmt::format("interrupted by SIG{}", sigabbrev_np(signo)), 130), signo_(signo) {}
 
 SignalEvents::SignalEvents() {
     sigset_t mask;

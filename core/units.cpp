@@ -32,10 +32,8 @@ std::string lower(std::string_view s) {
 // Splits "  1.5ms " into 1.5 and "ms". Accepts digits with at most one '.', no sign, no exponent.
 std::variant<Split, UnitError> split_number(std::string_view text, std::string_view what) {
     auto trimmed = text;
-    while (!trimmed.empty() && std::isspace(static_cast<unsigned char>(trimmed.front())))
-        trimmed.remove_prefix(1);
-    while (!trimmed.empty() && std::isspace(static_cast<unsigned char>(trimmed.back())))
-        trimmed.remove_suffix(1);
+    while (!trimmed.empty() && std::isspace(static_cast<unsigned char>(trimmed.front()))) trimmed.remove_prefix(1);
+    while (!trimmed.empty() && std::isspace(static_cast<unsigned char>(trimmed.back()))) trimmed.remove_suffix(1);
     if (trimmed.empty()) return UnitError{fmt::format("empty {}", what)};
     if (trimmed.front() == '-')
         return UnitError{fmt::format("`{}` is negative: a {} cannot be below zero", text, what)};
@@ -72,8 +70,8 @@ std::optional<long double> find_unit(const std::array<Unit, N>& table, const std
 
 // Converts number*factor to an integer in base units, rejecting overflow and lost precision
 // below one base unit only when the result would be non-zero-but-rounded-to-zero.
-std::variant<std::uint64_t, UnitError> to_integer(long double value, std::string_view text,
-                                                  std::string_view what, std::uint64_t max) {
+std::variant<std::uint64_t, UnitError> to_integer(long double value, std::string_view text, std::string_view what,
+                                                  std::uint64_t max) {
     long double rounded = std::round(value);
     if (!std::isfinite(value) || rounded > static_cast<long double>(max))
         return UnitError{fmt::format("`{}` is too large for a {}", text, what)};
@@ -83,14 +81,14 @@ std::variant<std::uint64_t, UnitError> to_integer(long double value, std::string
 }
 
 constexpr std::array<Unit, 9> kDurationUnits{{{"ns", 1},
-                                               {"us", 1e3},
-                                               {"usec", 1e3},
-                                               {"ms", 1e6},
-                                               {"msec", 1e6},
-                                               {"s", 1e9},
-                                               {"sec", 1e9},
-                                               {"secs", 1e9},
-                                               {"min", 60e9}}};
+                                              {"us", 1e3},
+                                              {"usec", 1e3},
+                                              {"ms", 1e6},
+                                              {"msec", 1e6},
+                                              {"s", 1e9},
+                                              {"sec", 1e9},
+                                              {"secs", 1e9},
+                                              {"min", 60e9}}};
 
 // n x 8 as the shortest decimal text: 10 -> "80", 1.5 -> "12".
 std::string trim_8x(long double n) {
@@ -108,13 +106,13 @@ Parsed<std::chrono::nanoseconds> parse_duration(std::string_view text) {
     const auto& s = std::get<Split>(split);
     if (s.suffix.empty()) {
         if (s.number == 0) return std::chrono::nanoseconds{0};
-        return UnitError{fmt::format("`{}` needs a unit: write \"{}ms\", \"{}us\" or \"{}s\"", text,
-                                     s.number_text, s.number_text, s.number_text)};
+        return UnitError{fmt::format("`{}` needs a unit: write \"{}ms\", \"{}us\" or \"{}s\"", text, s.number_text,
+                                     s.number_text, s.number_text)};
     }
     auto factor = find_unit(kDurationUnits, s.suffix);
     if (!factor)
-        return UnitError{fmt::format("`{}` has an unknown duration unit `{}`: use us, ms or s", text,
-                                     s.original_suffix)};
+        return UnitError{
+            fmt::format("`{}` has an unknown duration unit `{}`: use us, ms or s", text, s.original_suffix)};
     auto ns = to_integer(s.number * *factor, text, "duration",
                          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));
     if (auto* e = std::get_if<UnitError>(&ns)) return *e;
@@ -137,13 +135,14 @@ Parsed<std::uint64_t> parse_rate(std::string_view text) {
     const auto& s = std::get<Split>(split);
     if (s.suffix.empty() && s.number == 0) return std::uint64_t{0};
     if (s.suffix.empty())
-        return UnitError{fmt::format("`{}` needs a unit: write \"{}mbit\" (bits per second) or "
-                                     "\"{}kbit\"",
-                                     text, s.number_text, s.number_text)};
+        return UnitError{
+            fmt::format("`{}` needs a unit: write \"{}mbit\" (bits per second) or "
+                        "\"{}kbit\"",
+                        text, s.number_text, s.number_text)};
     auto factor = find_unit(kRateUnits, s.suffix);
     if (!factor) {
-        static constexpr std::array<std::string_view, 10> kAmbiguous{
-            "bps", "kbps", "mbps", "gbps", "tbps", "b/s", "kb/s", "mb/s", "gb/s", "tb/s"};
+        static constexpr std::array<std::string_view, 10> kAmbiguous{"bps", "kbps", "mbps", "gbps", "tbps",
+                                                                     "b/s", "kb/s", "mb/s", "gb/s", "tb/s"};
         for (auto a : kAmbiguous) {
             if (s.suffix == a) {
                 // Every ambiguous spelling ends in "bps" or "b/s": what precedes is the prefix.
@@ -155,20 +154,20 @@ Parsed<std::uint64_t> parse_rate(std::string_view text) {
                     std::string_view word;
                     for (const auto& [p, w] : kNames)
                         if (p == prefix) word = w;
-                    return UnitError{fmt::format(
-                        "`{}` is ambiguous: tc reads `{}` as bytes per second, many people as bits. Write "
-                        "\"{}{}bit\" for {} {}bytes per second, or \"{}{}bit\" for {} {}bits per second",
-                        text, s.original_suffix, trim_8x(s.number), prefix, s.number_text, word, s.number_text,
-                        prefix, s.number_text, word)};
+                    return UnitError{
+                        fmt::format("`{}` is ambiguous: tc reads `{}` as bytes per second, many people as bits. Write "
+                                    "\"{}{}bit\" for {} {}bytes per second, or \"{}{}bit\" for {} {}bits per second",
+                                    text, s.original_suffix, trim_8x(s.number), prefix, s.number_text, word,
+                                    s.number_text, prefix, s.number_text, word)};
                 }
-                return UnitError{fmt::format(
-                    "`{}` is ambiguous: tc reads `{}` as bytes per second, many people as bits. "
-                    "Write \"{}{}bit\" for bits per second",
-                    text, s.original_suffix, s.number_text, prefix)};
+                return UnitError{
+                    fmt::format("`{}` is ambiguous: tc reads `{}` as bytes per second, many people as bits. "
+                                "Write \"{}{}bit\" for bits per second",
+                                text, s.original_suffix, s.number_text, prefix)};
             }
         }
-        return UnitError{fmt::format("`{}` has an unknown rate unit `{}`: use bit, kbit, mbit or gbit",
-                                     text, s.original_suffix)};
+        return UnitError{
+            fmt::format("`{}` has an unknown rate unit `{}`: use bit, kbit, mbit or gbit", text, s.original_suffix)};
     }
     return to_integer(s.number * *factor, text, "rate", std::numeric_limits<std::uint64_t>::max() / 2);
 }
@@ -191,14 +190,14 @@ Parsed<std::uint64_t> parse_size(std::string_view text) {
     auto factor = find_unit(kSizeUnits, s.suffix);
     if (!factor) {
         if (s.suffix == "kb" || s.suffix == "mb" || s.suffix == "gb" || s.suffix == "tb")
-            return UnitError{fmt::format(
-                "`{}` is ambiguous (1000 or 1024? bytes or bits?): write \"{}{}\" or \"{}{}iB\" "
-                "(both 1024-based)",
-                text, s.number_text, std::string(1, static_cast<char>(std::toupper(s.suffix[0]))),
-                s.number_text, std::string(1, static_cast<char>(std::toupper(s.suffix[0])))) };
-        return UnitError{fmt::format(
-            "`{}` has an unknown size unit `{}`: use bytes, K, M, G (1024-based) or KiB, MiB, GiB",
-            text, s.original_suffix)};
+            return UnitError{
+                fmt::format("`{}` is ambiguous (1000 or 1024? bytes or bits?): write \"{}{}\" or \"{}{}iB\" "
+                            "(both 1024-based)",
+                            text, s.number_text, std::string(1, static_cast<char>(std::toupper(s.suffix[0]))),
+                            s.number_text, std::string(1, static_cast<char>(std::toupper(s.suffix[0]))))};
+        return UnitError{
+            fmt::format("`{}` has an unknown size unit `{}`: use bytes, K, M, G (1024-based) or KiB, MiB, GiB", text,
+                        s.original_suffix)};
     }
     if (s.number != std::floor(s.number) && *factor == 1)
         return UnitError{fmt::format("`{}` is not a whole number of bytes", text)};
@@ -210,13 +209,10 @@ Parsed<double> parse_percent(std::string_view text) {
     if (auto* e = std::get_if<UnitError>(&split)) return *e;
     const auto& s = std::get<Split>(split);
     if (s.suffix != "%") {
-        if (s.suffix.empty())
-            return UnitError{fmt::format("`{}` needs a `%`: write \"{}%\"", text, s.number_text)};
-        return UnitError{fmt::format("`{}` is not a percentage: write a number and `%`, such as \"1%\"",
-                                     text)};
+        if (s.suffix.empty()) return UnitError{fmt::format("`{}` needs a `%`: write \"{}%\"", text, s.number_text)};
+        return UnitError{fmt::format("`{}` is not a percentage: write a number and `%`, such as \"1%\"", text)};
     }
-    if (s.number > 100)
-        return UnitError{fmt::format("`{}` is above 100%", text)};
+    if (s.number > 100) return UnitError{fmt::format("`{}` is above 100%", text)};
     return static_cast<double>(s.number / 100.0L);
 }
 

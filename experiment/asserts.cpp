@@ -37,7 +37,8 @@ void parse_asserts(const Node* table_array, const Experiment& exp, const std::ve
             continue;
         }
         if (!at_least && !at_most && !r.has("min_gain")) {
-            diag.error(t.value_at, fmt::format("[[assert]] #{} needs a bound: `at_least`, `at_most` or `min_gain`", i + 1));
+            diag.error(t.value_at,
+                       fmt::format("[[assert]] #{} needs a bound: `at_least`, `at_most` or `min_gain`", i + 1));
             continue;
         }
         if (!metric) continue;
@@ -49,16 +50,19 @@ void parse_asserts(const Node* table_array, const Experiment& exp, const std::ve
                 if (p.name == *probe) target = &p;
             if (!target) {
                 auto guess = did_you_mean(*probe, probe_names);
-                diag.error(r.value_at("probe"), fmt::format("no probe named `{}`{}", *probe,
-                                                            guess.empty() ? "" : fmt::format("; did you mean `{}`?", guess)));
+                diag.error(r.value_at("probe"),
+                           fmt::format("no probe named `{}`{}", *probe,
+                                       guess.empty() ? "" : fmt::format("; did you mean `{}`?", guess)));
                 continue;
             }
         } else {
             std::vector<const probes::ProbeSpec*> with;
             for (const auto& p : probes)
-                if (const auto* k = probes::find_kind(p.kind); k && probes::find_metric(*k, *metric)) with.push_back(&p);
+                if (const auto* k = probes::find_kind(p.kind); k && probes::find_metric(*k, *metric))
+                    with.push_back(&p);
             if (with.size() > 1) {
-                diag.error(r.key_at("metric"), fmt::format("several probes report `{}`: say which with `probe`", *metric));
+                diag.error(r.key_at("metric"),
+                           fmt::format("several probes report `{}`: say which with `probe`", *metric));
                 continue;
             }
             if (!with.empty()) target = with.front();
@@ -89,8 +93,9 @@ void parse_asserts(const Node* table_array, const Experiment& exp, const std::ve
         if (variant) {
             if (std::find(exp.variants.begin(), exp.variants.end(), *variant) == exp.variants.end()) {
                 auto guess = did_you_mean(*variant, exp.variants);
-                diag.error(r.value_at("variant"), fmt::format("no variant named \"{}\"{}", *variant,
-                                                              guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess)));
+                diag.error(r.value_at("variant"),
+                           fmt::format("no variant named \"{}\"{}", *variant,
+                                       guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess)));
                 continue;
             }
             a.variant = *variant;
@@ -100,7 +105,8 @@ void parse_asserts(const Node* table_array, const Experiment& exp, const std::ve
                                                               *variant));
         }
         if (gain && exp.variants.size() < 2)
-            diag.error(r.key_at("min_gain"), "`min_gain` needs at least two variants: a gain is measured against the baseline");
+            diag.error(r.key_at("min_gain"),
+                       "`min_gain` needs at least two variants: a gain is measured against the baseline");
         a.min_gain = gain;
         auto bound = [&](const Node* n, const char* key) -> std::optional<double> {
             if (!n) return std::nullopt;

@@ -16,7 +16,7 @@ namespace wanlab::lab {
 
 /// Reads [[assert]] (`table_array` may be null) into `out`, against `probes` and exp's
 /// variants and baseline.
-void parse_asserts(const config::Node* table_array, const Experiment& exp,
-                   const std::vector<probes::ProbeSpec>& probes, Diagnostics& diag, std::vector<AssertSpec>& out);
+void parse_asserts(const config::Node* table_array, const Experiment& exp, const std::vector<probes::ProbeSpec>& probes,
+                   Diagnostics& diag, std::vector<AssertSpec>& out);
 
 }  // namespace wanlab::lab

@@ -37,11 +37,11 @@ void check_one_place(const Node& doc, const Experiment& exp, Diagnostics& diag) 
     const auto& first = exp.trials.front().lab;
     for (const auto& t : exp.trials) {
         const auto& l = t.lab;
-        std::string key = l.mode != first.mode ? "mode"
-                          : first.mode == LabSpec::Mode::netns ? ""
-                          : l.dev != first.dev                ? "dev"
-                          : l.target != first.target          ? "target"
-                          : l.port != first.port              ? "port"
+        std::string key = l.mode != first.mode                     ? "mode"
+                          : first.mode == LabSpec::Mode::netns     ? ""
+                          : l.dev != first.dev                     ? "dev"
+                          : l.target != first.target               ? "target"
+                          : l.port != first.port                   ? "port"
                           : l.line_rate_bps != first.line_rate_bps ? "line_rate"
                                                                    : "";
         if (key.empty()) continue;
@@ -57,11 +57,12 @@ void check_one_place(const Node& doc, const Experiment& exp, Diagnostics& diag) 
         diag.error(at, fmt::format("[lab] {} differs between trials (trial {}, variant {}, against trial 1): a run "
                                    "happens in one place{}; run one experiment per value",
                                    key, t.index, t.variant,
-                                   first.mode == LabSpec::Mode::host ? ", and host mode impairs one interface toward one target" : ""));
+                                   first.mode == LabSpec::Mode::host
+                                       ? ", and host mode impairs one interface toward one target"
+                                       : ""));
         return;
     }
 }
-
 
 std::vector<std::string> parse_variants(Node& doc, Diagnostics& diag) {
     std::vector<std::string> names;

@@ -29,12 +29,12 @@ namespace wanlab::lab {
 struct LabSpec {
     enum class Mode { netns, host };
     Mode mode = Mode::netns;
-    std::string dev;           ///< host mode: the interface to impair
-    std::string target;        ///< host mode: impair only traffic to/from this address or prefix
-    std::uint16_t port = 0;    ///< host mode: ... and this port (0 = any)
-    std::uint32_t mtu = 1500;  ///< bytes, on every lab link
-    bool offloads = false;     ///< GSO/TSO/GRO on the lab's links (off: shapers see real packets)
-    std::uint32_t queue_length = 1000;       ///< txqueuelen of lab links, packets
+    std::string dev;                               ///< host mode: the interface to impair
+    std::string target;                            ///< host mode: impair only traffic to/from this address or prefix
+    std::uint16_t port = 0;                        ///< host mode: ... and this port (0 = any)
+    std::uint32_t mtu = 1500;                      ///< bytes, on every lab link
+    bool offloads = false;                         ///< GSO/TSO/GRO on the lab's links (off: shapers see real packets)
+    std::uint32_t queue_length = 1000;             ///< txqueuelen of lab links, packets
     std::uint64_t line_rate_bps = 10'000'000'000;  ///< sizes `limit = "auto"` when no rate is set
 
     /// The hosts sysctls can be set on: client, router, server (netns) or host.
@@ -53,9 +53,9 @@ struct RunSpec {
 
 /// [[assert]]: a CI gate on one metric.
 struct AssertSpec {
-    std::string probe;     ///< probe name
-    std::string metric;    ///< a metric of that probe's kind
-    std::string variant;   ///< "" = every variant (for bounds) / every non-baseline variant (gains)
+    std::string probe;               ///< probe name
+    std::string metric;              ///< a metric of that probe's kind
+    std::string variant;             ///< "" = every variant (for bounds) / every non-baseline variant (gains)
     std::optional<double> at_least;  ///< base units of the metric
     std::optional<double> at_most;
     std::optional<double> min_gain;  ///< fraction: improvement over the baseline, in the better direction

@@ -19,12 +19,16 @@ double seconds(std::chrono::nanoseconds d) { return static_cast<double>(d.count(
 json loss_json(const netem::Loss& l) {
     json j{{"model", netem::to_string(l.model)}};
     switch (l.model) {
-        case netem::Loss::Model::random: j["p"] = l.probability; j["correlation"] = l.correlation; break;
+        case netem::Loss::Model::random:
+            j["p"] = l.probability;
+            j["correlation"] = l.correlation;
+            break;
         case netem::Loss::Model::gemodel:
             j.update({{"p", l.probability}, {"r", l.r}, {"1-h", l.one_minus_h}, {"1-k", l.one_minus_k}});
             break;
         case netem::Loss::Model::state:
-            j.update({{"p13", l.probability}, {"p31", l.r}, {"p32", l.one_minus_h}, {"p23", l.one_minus_k}, {"p14", l.p14}});
+            j.update(
+                {{"p13", l.probability}, {"p31", l.r}, {"p32", l.one_minus_h}, {"p23", l.one_minus_k}, {"p14", l.p14}});
             break;
         default: break;
     }
@@ -57,9 +61,13 @@ json direction_json(const netem::Direction& d) {
            {"qdisc_limit", d.queue_limit}};
     if (n.slot) {
         const auto& s = *n.slot;
-        j["slot"] = {{"min_delay", seconds(s.min_delay)}, {"max_delay", seconds(s.max_delay)},
-                     {"distribution", s.distribution}, {"delay", seconds(s.dist_delay)},
-                     {"jitter", seconds(s.dist_jitter)}, {"packets", s.packets}, {"bytes", s.bytes}};
+        j["slot"] = {{"min_delay", seconds(s.min_delay)},
+                     {"max_delay", seconds(s.max_delay)},
+                     {"distribution", s.distribution},
+                     {"delay", seconds(s.dist_delay)},
+                     {"jitter", seconds(s.dist_jitter)},
+                     {"packets", s.packets},
+                     {"bytes", s.bytes}};
     } else {
         j["slot"] = nullptr;
     }
@@ -142,7 +150,8 @@ std::string direction_summary(const netem::Direction& d) {
     // Drop the leading "limit N" and netem's own rate (shown below with the shaper).
     auto space = args.find(' ', 6);
     args = space == std::string::npos ? "" : args.substr(space + 1);
-    if (auto r = args.find(" rate "); r != std::string::npos && d.shaper == netem::Shaper::netem) args = args.substr(0, r);
+    if (auto r = args.find(" rate "); r != std::string::npos && d.shaper == netem::Shaper::netem)
+        args = args.substr(0, r);
     if (args.starts_with("rate ")) args.clear();
     std::string out = args;
     if (d.rate_bps) {
@@ -157,8 +166,8 @@ std::vector<std::string> trial_commands(const Trial& t, const LabNames& names) {
     std::vector<std::string> out;
     if (t.lab.mode == LabSpec::Mode::netns) {
         std::string router = fmt::format("ip netns exec {} ", names.ns("router"));
-        for (const auto& [dir, dev] : {std::pair{&t.link.up, LabNames::kRouterToServer},
-                                       std::pair{&t.link.down, LabNames::kRouterToClient}}) {
+        for (const auto& [dir, dev] :
+             {std::pair{&t.link.up, LabNames::kRouterToServer}, std::pair{&t.link.down, LabNames::kRouterToClient}}) {
             if (!dir->impaired()) continue;
             for (auto& c : netem::tc_commands(*dir, dev, router, t.lab.mtu)) out.push_back(std::move(c));
         }
@@ -166,15 +175,16 @@ std::vector<std::string> trial_commands(const Trial& t, const LabNames& names) {
         netem::Filter to_target{t.lab.target, t.lab.port, false, t.lab.line_rate_bps};
         netem::Filter from_target{t.lab.target, t.lab.port, true, t.lab.line_rate_bps};
         if (t.link.up.impaired())
-            for (auto& c : netem::tc_commands(t.link.up, t.lab.dev, "", t.lab.mtu, to_target)) out.push_back(std::move(c));
+            for (auto& c : netem::tc_commands(t.link.up, t.lab.dev, "", t.lab.mtu, to_target))
+                out.push_back(std::move(c));
         if (t.link.down.impaired()) {
             std::string ifb = netem::ifb_name(t.lab.dev);
             out.push_back(fmt::format("ip link add {} type ifb && ip link set {} up", ifb, ifb));
             out.push_back(fmt::format("tc qdisc replace dev {} handle ffff: ingress", t.lab.dev));
-            out.push_back(fmt::format("tc filter replace dev {} parent ffff: protocol ip prio 1 u32 match ip src {}{} "
-                                      "action mirred egress redirect dev {}",
-                                      t.lab.dev, t.lab.target,
-                                      t.lab.port ? fmt::format(" match ip sport {} 0xffff", t.lab.port) : "", ifb));
+            out.push_back(fmt::format(
+                "tc filter replace dev {} parent ffff: protocol ip prio 1 u32 match ip src {}{} "
+                "action mirred egress redirect dev {}",
+                t.lab.dev, t.lab.target, t.lab.port ? fmt::format(" match ip sport {} 0xffff", t.lab.port) : "", ifb));
             for (auto& c : netem::tc_commands(t.link.down, ifb, "", t.lab.mtu)) out.push_back(std::move(c));
         }
     }
@@ -201,14 +211,16 @@ std::string render_plan_text(const Experiment& exp) {
         per_repeat += std::chrono::nanoseconds{std::get<std::int64_t>(p.options.at("duration"))};
     }
     if (first.probes.empty()) out += "  no probes: trials only apply and check the link conditions\n";
-    auto total = (per_repeat + exp.run.cooldown) * exp.run.repeats * exp.trials.size() + exp.run.warmup * exp.trials.size();
+    auto total =
+        (per_repeat + exp.run.cooldown) * exp.run.repeats * exp.trials.size() + exp.run.warmup * exp.trials.size();
     out += fmt::format("  {} repeat{} per probe, warmup {}, cooldown {}: about {} of measurement\n", exp.run.repeats,
                        exp.run.repeats == 1 ? "" : "s", units::format_duration(exp.run.warmup),
                        units::format_duration(exp.run.cooldown), human_duration(total));
     if (first.lab.mode == LabSpec::Mode::netns)
-        out += fmt::format("  lab: namespaces wanlab-RUN-{{client,router,server}}, mtu {}, offloads {}; link conditions on "
-                           "the router\n",
-                           first.lab.mtu, first.lab.offloads ? "on" : "off");
+        out += fmt::format(
+            "  lab: namespaces wanlab-RUN-{{client,router,server}}, mtu {}, offloads {}; link conditions on "
+            "the router\n",
+            first.lab.mtu, first.lab.offloads ? "on" : "off");
     else
         out += fmt::format("  lab: host interface {} toward {}{}\n", first.lab.dev, first.lab.target,
                            first.lab.port ? fmt::format(" port {}", first.lab.port) : "");
@@ -218,7 +230,8 @@ std::string render_plan_text(const Experiment& exp) {
         for (const auto& k : globals) list += (list.empty() ? "" : ", ") + k;
         out += fmt::format("  host-global sysctls changed (for the whole machine, restored afterwards): {}\n", list);
     }
-    if (!exp.asserts.empty()) out += fmt::format("  {} assert{}\n", exp.asserts.size(), exp.asserts.size() == 1 ? "" : "s");
+    if (!exp.asserts.empty())
+        out += fmt::format("  {} assert{}\n", exp.asserts.size(), exp.asserts.size() == 1 ? "" : "s");
 
     // The table: one row per trial.
     std::vector<std::string> header{"#", "trial", "variant"};
@@ -240,7 +253,8 @@ std::string render_plan_text(const Experiment& exp) {
     }
     auto line = [&](const std::vector<std::string>& cells) {
         std::string l = " ";
-        for (std::size_t c = 0; c < cells.size(); ++c) l += " " + (c + 1 == cells.size() ? cells[c] : pad(cells[c], width[c]));
+        for (std::size_t c = 0; c < cells.size(); ++c)
+            l += " " + (c + 1 == cells.size() ? cells[c] : pad(cells[c], width[c]));
         return l + "\n";
     };
     out += "\n" + line(header);
@@ -270,7 +284,8 @@ json plan_json(const Experiment& exp) {
                  {"offloads", t.lab.offloads},
                  {"queue_length", t.lab.queue_length},
                  {"line_rate", t.lab.line_rate_bps}};
-        if (t.lab.mode == LabSpec::Mode::host) lab.update({{"dev", t.lab.dev}, {"target", t.lab.target}, {"port", t.lab.port}});
+        if (t.lab.mode == LabSpec::Mode::host)
+            lab.update({{"dev", t.lab.dev}, {"target", t.lab.target}, {"port", t.lab.port}});
         trials.push_back({{"index", t.index},
                           {"id", t.id},
                           {"variant", t.variant},
@@ -283,7 +298,8 @@ json plan_json(const Experiment& exp) {
     }
     json asserts = json::array();
     for (const auto& a : exp.asserts) {
-        json j{{"probe", a.probe}, {"metric", a.metric}, {"variant", a.variant.empty() ? json(nullptr) : json(a.variant)}};
+        json j{
+            {"probe", a.probe}, {"metric", a.metric}, {"variant", a.variant.empty() ? json(nullptr) : json(a.variant)}};
         j["at_least"] = a.at_least ? json(*a.at_least) : json(nullptr);
         j["at_most"] = a.at_most ? json(*a.at_most) : json(nullptr);
         j["min_gain"] = a.min_gain ? json(*a.min_gain) : json(nullptr);

@@ -29,8 +29,8 @@ ProfileSummary summarize_profile(const std::string& text);
 struct ProfileEntry {
     std::string kind;  ///< "link" or "tuning"
     std::string name;
-    std::string path;  ///< the file find() picks: the first folder that has the name
-    std::string dir;   ///< the search folder it is in
+    std::string path;                   ///< the file find() picks: the first folder that has the name
+    std::string dir;                    ///< the search folder it is in
     std::vector<std::string> shadowed;  ///< files of the same name in later folders, unused
     ProfileSummary summary;
 };

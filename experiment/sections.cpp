@@ -24,7 +24,8 @@ LabSpec parse_lab(const Node* table, Diagnostics& diag) {
     LabSpec lab;
     if (!table) return lab;
     Reader r(*table, "[lab]", diag);
-    if (auto m = r.choice("mode", {"netns", "host"})) lab.mode = *m == "host" ? LabSpec::Mode::host : LabSpec::Mode::netns;
+    if (auto m = r.choice("mode", {"netns", "host"}))
+        lab.mode = *m == "host" ? LabSpec::Mode::host : LabSpec::Mode::netns;
     if (auto v = r.string("dev")) lab.dev = *v;
     if (auto v = r.string("target")) lab.target = *v;
     if (auto v = r.integer("port", 1, 65535)) lab.port = static_cast<std::uint16_t>(*v);
@@ -39,7 +40,8 @@ LabSpec parse_lab(const Node* table, Diagnostics& diag) {
     }
     if (lab.mode == LabSpec::Mode::host) {
         if (lab.dev.empty())
-            diag.error(r.key_at("mode"), "[lab] mode = \"host\" needs `dev`: the interface to impair, e.g. dev = \"eth0\"");
+            diag.error(r.key_at("mode"),
+                       "[lab] mode = \"host\" needs `dev`: the interface to impair, e.g. dev = \"eth0\"");
         if (lab.target.empty())
             diag.error(r.key_at("mode"),
                        "[lab] mode = \"host\" needs `target`: the address or prefix whose traffic is impaired, "
@@ -99,14 +101,13 @@ std::optional<Node> load_profile(const std::string& kind, const Node& name_node,
         diag.error(Location{*path, 0, 0, 0}, fmt::format("{} profile \"{}\" has no [{}] table", kind, *name, section));
         return std::nullopt;
     }
-    if (body->find("profile"))
-        diag.error(body->find("profile")->key_at, "a profile cannot name another profile");
+    if (body->find("profile")) diag.error(body->find("profile")->key_at, "a profile cannot name another profile");
     return *body;
 }
 
 // The user's table over the profile it names (the user's keys win).
-Node with_profile(const Node& table, const std::string& kind, const ProfileLibrary& profiles,
-                  config::Documents& docs, Diagnostics& diag) {
+Node with_profile(const Node& table, const std::string& kind, const ProfileLibrary& profiles, config::Documents& docs,
+                  Diagnostics& diag) {
     const Node* name = table.find("profile");
     if (!name) return table;
     auto profile = load_profile(kind, *name, profiles, docs, diag);
@@ -163,18 +164,19 @@ void check_host_probes(const Trial& t, Diagnostics& diag) {
                 continue;  // reported where the url is read
             }
             if (addr::spared(u.address, lab.target, lab.port, u.port))
-                where(fmt::format("its url ({}:{}) is outside [lab] target = \"{}\"{}: the probe would measure an "
-                                  "unimpaired path",
-                                  u.address, u.port, lab.target,
-                                  lab.port ? fmt::format(", port = {}", lab.port) : std::string()));
+                where(fmt::format(
+                    "its url ({}:{}) is outside [lab] target = \"{}\"{}: the probe would measure an "
+                    "unimpaired path",
+                    u.address, u.port, lab.target, lab.port ? fmt::format(", port = {}", lab.port) : std::string()));
             continue;
         }
         if (!v4)
             where("the probes connect over IPv4 only: give an IPv4 [lab] target");
         else if (!single)
-            where(fmt::format("the probe connects to the target, so [lab] target must be one address, not the prefix "
-                              "\"{}\" (or use an http probe with a url inside it)",
-                              lab.target));
+            where(
+                fmt::format("the probe connects to the target, so [lab] target must be one address, not the prefix "
+                            "\"{}\" (or use an http probe with a url inside it)",
+                            lab.target));
     }
 }
 
@@ -193,7 +195,8 @@ RunSpec parse_run(const Node* table, Diagnostics& diag) {
         else
             run.duration = *v;
     }
-    if (auto v = r.integer("seed", 0, std::numeric_limits<std::int64_t>::max())) run.seed = static_cast<std::uint64_t>(*v);
+    if (auto v = r.integer("seed", 0, std::numeric_limits<std::int64_t>::max()))
+        run.seed = static_cast<std::uint64_t>(*v);
     if (auto v = r.string("baseline")) run.baseline = *v;
     r.finish();
     return run;
@@ -234,6 +237,5 @@ Trial parse_trial(const Node& doc, const RunSpec& run, const ProfileLibrary& pro
     if (t.lab.mode == LabSpec::Mode::host) check_host_probes(t, diag);
     return t;
 }
-
 
 }  // namespace wanlab::lab

@@ -83,8 +83,9 @@ bool check_path(const std::string& path, const Node& entry, Diagnostics& diag) {
     if (std::find(kRoots.begin(), kRoots.end(), parts[0]) == kRoots.end()) {
         auto guess = did_you_mean(parts[0], kRoots);
         diag.error(entry.key_at,
-                   fmt::format("[sweep] key `{}` must start with link., sysctl., probe. or lab.{}", path,
-                               guess.empty() ? "" : fmt::format("; did you mean `{}`?", guess + path.substr(parts[0].size()))));
+                   fmt::format(
+                       "[sweep] key `{}` must start with link., sysctl., probe. or lab.{}", path,
+                       guess.empty() ? "" : fmt::format("; did you mean `{}`?", guess + path.substr(parts[0].size()))));
         return false;
     }
     if (parts.size() < 2 || std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
@@ -92,7 +93,8 @@ bool check_path(const std::string& path, const Node& entry, Diagnostics& diag) {
         return false;
     }
     if (parts[0] == "probe" && parts.size() != 3) {
-        diag.error(entry.key_at, fmt::format("[sweep] key `{}` must be probe.NAME.OPTION, such as `probe.bulk.streams`", path));
+        diag.error(entry.key_at,
+                   fmt::format("[sweep] key `{}` must be probe.NAME.OPTION, such as `probe.bulk.streams`", path));
         return false;
     }
     return true;
@@ -126,7 +128,8 @@ std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnos
         r.raw(path);
         if (!check_path(path, value, diag)) continue;
         if (value.kind != Node::Kind::value || !value.value->is_array()) {
-            diag.error(value.value_at, fmt::format("[sweep] `{}` must be a list of values, such as [\"20ms\", \"40ms\"]", path));
+            diag.error(value.value_at,
+                       fmt::format("[sweep] `{}` must be a list of values, such as [\"20ms\", \"40ms\"]", path));
             continue;
         }
         lists.emplace_back(path, &value);
@@ -142,7 +145,8 @@ std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnos
     for (const auto& [path, list] : lists) {
         std::size_t n = list->value->as_array()->size();
         if (n == 0) {
-            diag.error(list->value_at, fmt::format("[sweep] `{}` is an empty list: the sweep would have no trials", path));
+            diag.error(list->value_at,
+                       fmt::format("[sweep] `{}` is an empty list: the sweep would have no trials", path));
             continue;
         }
         if (exp.sweep_mode == "zip" && !usable.empty() && n != count) {
@@ -199,14 +203,16 @@ std::vector<Trial> expand_trials(const Node& doc, const Experiment& exp, const s
     if (!implicit_variant) {
         for (const auto& v : doc.find("variant")->items) {
             const Node* name = v.find("name");
-            auto text = name && name->kind == Node::Kind::value ? name->value->value_exact<std::string>() : std::nullopt;
+            auto text =
+                name && name->kind == Node::Kind::value ? name->value->value_exact<std::string>() : std::nullopt;
             if (!text || std::find(exp.variants.begin(), exp.variants.end(), *text) == exp.variants.end() ||
                 std::find(variant_names.begin(), variant_names.end(), *text) != variant_names.end())
                 continue;
             Node overlay = v;
-            overlay.members.erase(std::remove_if(overlay.members.begin(), overlay.members.end(),
-                                                 [](const auto& m) { return m.first == "name" || m.first == "description"; }),
-                                  overlay.members.end());
+            overlay.members.erase(
+                std::remove_if(overlay.members.begin(), overlay.members.end(),
+                               [](const auto& m) { return m.first == "name" || m.first == "description"; }),
+                overlay.members.end());
             variant_overlays.push_back(std::move(overlay));
             variant_names.push_back(*text);
         }

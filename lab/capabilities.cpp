@@ -1,7 +1,7 @@
 #include "lab/capabilities.h"
 
-#include <fstream>
 #include <linux/capability.h>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -30,9 +30,10 @@ void require_capabilities(const std::string& action) {
     if (missing.empty()) return;
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : " and ") + m;
-    throw Error(fmt::format("`{}` changes the machine's network and needs CAP_NET_ADMIN and CAP_SYS_ADMIN; "
-                            "missing {}. Nothing was changed. Run it as root (sudo).",
-                            action, list));
+    throw Error(
+        fmt::format("`{}` changes the machine's network and needs CAP_NET_ADMIN and CAP_SYS_ADMIN; "
+                    "missing {}. Nothing was changed. Run it as root (sudo).",
+                    action, list));
 }
 
 std::set<std::string> needed_qdiscs(const Experiment& exp) {

@@ -1,14 +1,14 @@
 #include "lab/journal.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <fcntl.h>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -56,15 +56,20 @@ unsigned long long start_time_of(const std::string& fields) {
 
 unsigned long long process_start_time(pid_t pid) { return start_time_of(stat_after_comm(pid)); }
 
-Journal::Journal(const std::filesystem::path& dir, const std::string& run) : path_(dir / (run + ".journal")), run_(run) {
+Journal::Journal(const std::filesystem::path& dir, const std::string& run)
+    : path_(dir / (run + ".journal")), run_(run) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) throw Error(fmt::format("creating {}: {}", dir.string(), ec.message()));
-    fd_ = static_cast<int>(sys::check_sys(::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644),
-                                          fmt::format("creating journal {}", path_.string())));
+    fd_ =
+        static_cast<int>(sys::check_sys(::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644),
+                                        fmt::format("creating journal {}", path_.string())));
     try {
         fsync_dir(dir);
-        record({{"op", "begin"}, {"run", run}, {"pid", ::getpid()}, {"start_time", process_start_time(::getpid())},
+        record({{"op", "begin"},
+                {"run", run},
+                {"pid", ::getpid()},
+                {"start_time", process_start_time(::getpid())},
                 {"version", 1}});
     } catch (...) {
         ::close(fd_);
@@ -211,7 +216,8 @@ FileLock::FileLock(const std::filesystem::path& path, bool wait, const std::stri
     if (rc == 0) return;
     int err = errno;
     ::close(fd_);
-    if (err == EWOULDBLOCK) throw Error(fmt::format("another wanlab run is changing {} (lock {} is held)", what, path.string()));
+    if (err == EWOULDBLOCK)
+        throw Error(fmt::format("another wanlab run is changing {} (lock {} is held)", what, path.string()));
     sys::fail(fmt::format("locking {}", path.string()), err);
 }
 

@@ -19,11 +19,11 @@
 // undo failed. Not thread-safe.
 #pragma once
 
+#include <sys/types.h>
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -73,7 +73,7 @@ struct JournalFile {
     std::filesystem::path path;
     std::string run;
     pid_t pid = 0;
-    unsigned long long start_time = 0;  ///< of `pid`, in clock ticks since boot (/proc/PID/stat)
+    unsigned long long start_time = 0;    ///< of `pid`, in clock ticks since boot (/proc/PID/stat)
     std::vector<nlohmann::json> entries;  ///< after the begin entry, oldest first
     /// True while the process that wrote it is still running (a live run, not a stale one).
     bool live() const;

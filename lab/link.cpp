@@ -1,14 +1,14 @@
 #include "lab/link.h"
 
-#include <cstdio>
-#include <cstring>
 #include <fcntl.h>
 #include <linux/ethtool.h>
 #include <linux/sockios.h>
-#include <memory>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <cstdio>
+#include <cstring>
+#include <memory>
 #include <utility>
 
 #include <fmt/format.h>
@@ -19,11 +19,11 @@
 #include <netlink/route/route.h>
 
 #include "core/error.h"
+#include "core/sys.h"
 #include "lab/journal.h"
 #include "lab/netns.h"
 #include "netem/kernel.h"
 #include "sysctl/proc_sys.h"
-#include "core/sys.h"
 
 namespace wanlab::lab {
 namespace {
@@ -58,7 +58,8 @@ LinkPtr kernel_link(RouteSocket& sock, const std::string& dev) {
 // One ethtool ioctl on `dev`, made from a socket inside the device's namespace.
 void ethtool(const std::string& ns, const std::string& dev, ethtool_value& value, const std::string& what) {
     sys::in_netns(ns, [&] {
-        sys::Fd s(static_cast<int>(sys::check_sys(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), "opening a socket for ethtool")));
+        sys::Fd s(static_cast<int>(
+            sys::check_sys(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), "opening a socket for ethtool")));
         ifreq ifr{};
         std::snprintf(ifr.ifr_name, IFNAMSIZ, "%s", dev.c_str());
         ifr.ifr_data = reinterpret_cast<char*>(&value);
@@ -100,9 +101,10 @@ bool RouteSocket::has(const std::string& dev) {
 
 VethPair::VethPair(std::string ns, std::string name, std::string peer_ns, std::string peer, const LinkOptions& options,
                    Journal* journal)
-    : ns_(std::move(ns)), name_(std::move(name)), peer_ns_(std::move(peer_ns)), peer_(std::move(peer)), journal_(journal) {
-    std::string what = fmt::format("creating veth {} {} with peer {} {}", name_, sysctl::where(ns_), peer_,
-                                   sysctl::where(peer_ns_));
+    : ns_(std::move(ns)), name_(std::move(name)), peer_ns_(std::move(peer_ns)), peer_(std::move(peer)),
+      journal_(journal) {
+    std::string what =
+        fmt::format("creating veth {} {} with peer {} {}", name_, sysctl::where(ns_), peer_, sysctl::where(peer_ns_));
     RouteSocket sock(ns_);
     if (sock.has(name_)) {
         std::string taken = std::move(name_);
@@ -181,7 +183,7 @@ void set_up(RouteSocket& sock, const std::string& dev) {
     LinkPtr change(rtnl_link_alloc());
     rtnl_link_set_flags(change.get(), IFF_UP);
     sock.check(rtnl_link_change(sock.get(), link.get(), change.get(), 0),
-             fmt::format("setting {} up {}", dev, sysctl::where(sock.ns())));
+               fmt::format("setting {} up {}", dev, sysctl::where(sock.ns())));
 }
 
 void add_address(RouteSocket& sock, const std::string& dev, const std::string& cidr) {
@@ -190,7 +192,7 @@ void add_address(RouteSocket& sock, const std::string& dev, const std::string& c
     rtnl_addr_set_ifindex(addr.get(), sock.ifindex(dev));
     check_nl(rtnl_addr_set_local(addr.get(), local.get()), fmt::format("address {}", cidr));
     sock.check(rtnl_addr_add(sock.get(), addr.get(), NLM_F_CREATE | NLM_F_EXCL),
-             fmt::format("adding address {} to {} {}", cidr, dev, sysctl::where(sock.ns())));
+               fmt::format("adding address {} to {} {}", cidr, dev, sysctl::where(sock.ns())));
 }
 
 void add_default_route(RouteSocket& sock, const std::string& gateway) {
@@ -203,7 +205,7 @@ void add_default_route(RouteSocket& sock, const std::string& gateway) {
     rtnl_route_nh_set_gateway(nh, gw.get());
     rtnl_route_add_nexthop(route.get(), nh);  // the route owns nh from here
     sock.check(rtnl_route_add(sock.get(), route.get(), NLM_F_CREATE | NLM_F_EXCL),
-             fmt::format("adding a default route via {} {}", gateway, sysctl::where(sock.ns())));
+               fmt::format("adding a default route via {} {}", gateway, sysctl::where(sock.ns())));
 }
 
 // --- offloads ---------------------------------------------------------------------------
@@ -215,7 +217,8 @@ void add_default_route(RouteSocket& sock, const std::string& gateway) {
 // implements them by translating to the same feature bits.
 void set_offloads(const std::string& ns, const std::string& dev, bool on) {
     const std::uint32_t data = on ? 1 : 0;
-    for (auto [cmd, name] : {std::pair{ETHTOOL_SGSO, "GSO"}, std::pair{ETHTOOL_STSO, "TSO"}, std::pair{ETHTOOL_SGRO, "GRO"}}) {
+    for (auto [cmd, name] :
+         {std::pair{ETHTOOL_SGSO, "GSO"}, std::pair{ETHTOOL_STSO, "TSO"}, std::pair{ETHTOOL_SGRO, "GRO"}}) {
         ethtool_value v{static_cast<std::uint32_t>(cmd), data};
         ethtool(ns, dev, v, fmt::format("turning {} {}", name, on ? "on" : "off"));
     }

@@ -53,9 +53,9 @@ struct Offloads {
 
 /// One end's settings; both ends of a pair get the same.
 struct LinkOptions {
-    std::uint32_t mtu = 1500;           ///< bytes
-    std::uint32_t txqueuelen = 1000;    ///< packets
-    bool offloads = false;              ///< GSO/TSO/GRO on (true) or off (false)
+    std::uint32_t mtu = 1500;         ///< bytes
+    std::uint32_t txqueuelen = 1000;  ///< packets
+    bool offloads = false;            ///< GSO/TSO/GRO on (true) or off (false)
 };
 
 /// VethPair: two connected virtual Ethernet devices, `name` in namespace `ns` and `peer` in

@@ -1,14 +1,14 @@
 #include "lab/netns.h"
 
-#include <cerrno>
-#include <cstdio>
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <thread>
 #include <unistd.h>
+#include <cerrno>
+#include <cstdio>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -41,8 +41,8 @@ void make_namespace(const std::string& name) {
     std::string path = sys::netns_path(name);
     int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
     if (fd < 0 && errno == EEXIST)
-        throw Error(fmt::format("network namespace {} exists already (a leftover? `wanlab restore` or `ip netns del {}`)",
-                                name, name));
+        throw Error(fmt::format(
+            "network namespace {} exists already (a leftover? `wanlab restore` or `ip netns del {}`)", name, name));
     ::close(static_cast<int>(sys::check_sys(fd, fmt::format("creating {}", path))));
     int err = 0;
     std::string step;
@@ -69,8 +69,8 @@ NetNamespace::NetNamespace(std::string name, Journal* journal) : name_(std::move
     if (exists(name_)) {
         std::string taken = std::move(name_);
         name_.clear();
-        throw Error(fmt::format("network namespace {} exists already (a leftover? `wanlab restore` or `ip netns del {}`)",
-                                taken, taken));
+        throw Error(fmt::format(
+            "network namespace {} exists already (a leftover? `wanlab restore` or `ip netns del {}`)", taken, taken));
     }
     if (journal_) journal_->record(netns_entry(name_));
     try {

@@ -1,8 +1,8 @@
 #include "lab/restore.h"
 
+#include <unistd.h>
 #include <cerrno>
 #include <cstring>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -38,7 +38,7 @@ Undo machine_undo(sysctl::ProcSys& proc, const Log& log) {
     };
     u.qdisc = [say](const std::string& ns, const std::string& dev, const std::string& snapshot) {
         if (!ns.empty() && !NetNamespace::exists(ns)) return;  // went with its namespace
-        if (!RouteSocket(ns).has(dev)) return;                  // went with its device
+        if (!RouteSocket(ns).has(dev)) return;                 // went with its device
         netem::NetlinkKernel kernel(ns);
         auto device = netem::DeviceQdiscs::from_serialized(kernel, dev, snapshot);
         device.restore();
@@ -50,7 +50,8 @@ Undo machine_undo(sysctl::ProcSys& proc, const Log& log) {
         netem::NetlinkKernel kernel(ns);
         netem::undo_host(kernel, host);
         say(fmt::format("restored the qdiscs and filters of {}{} {}", host.dev,
-                        host.ifb.empty() ? "" : fmt::format(" (and removed {} if present)", host.ifb), sysctl::where(ns)));
+                        host.ifb.empty() ? "" : fmt::format(" (and removed {} if present)", host.ifb),
+                        sysctl::where(ns)));
     };
     return u;
 }
@@ -75,9 +76,10 @@ void settle_stale_journals(const std::filesystem::path& dir, bool restore, sysct
     if (!restore) {
         std::string list;
         for (const auto& j : stale) list += fmt::format("\n  run {} (pid {}): {}", j.run, j.pid, j.path.string());
-        throw Error(fmt::format("a previous wanlab run ended without giving the machine back; nothing was changed.{}\n"
-                                "Run `wanlab restore` first, or pass --restore to do it now.",
-                                list));
+        throw Error(
+            fmt::format("a previous wanlab run ended without giving the machine back; nothing was changed.{}\n"
+                        "Run `wanlab restore` first, or pass --restore to do it now.",
+                        list));
     }
     Undo undo = machine_undo(proc, log);
     for (const auto& j : stale) {

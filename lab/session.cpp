@@ -80,17 +80,18 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
         try {
             (void)host_kernel_->ifindex(lab.dev);
         } catch (const Error& e) {
-            throw InputError(fmt::format("[lab] dev = \"{}\": {}; `ip link` lists this machine's interfaces", lab.dev,
-                                         e.what()));
+            throw InputError(
+                fmt::format("[lab] dev = \"{}\": {}; `ip link` lists this machine's interfaces", lab.dev, e.what()));
         }
         refuse_if_ssh("", lab.dev, lab.target, lab.port, options.force);
         impairs_up = std::any_of(trials.begin(), trials.end(), [](const Trial& t) { return t.link.up.impaired(); });
         impairs_down = std::any_of(trials.begin(), trials.end(), [](const Trial& t) { return t.link.down.impaired(); });
         if (impairs_down) {
             if (auto why = netem::ifb_autoload_problem(); !why.empty())
-                throw InputError(fmt::format("[link.down] in host mode redirects the target's packets through an ifb "
-                                             "device: {}",
-                                             why));
+                throw InputError(
+                    fmt::format("[link.down] in host mode redirects the target's packets through an ifb "
+                                "device: {}",
+                                why));
         }
     }
     {
@@ -128,7 +129,9 @@ LabSession::~LabSession() {
     try {
         host_->restore();
     } catch (const std::exception& e) {
-        if (options_.log) options_.log(fmt::format("could not restore {}: {}; `wanlab restore` retries", host_->undo_plan().dev, e.what()));
+        if (options_.log)
+            options_.log(
+                fmt::format("could not restore {}: {}; `wanlab restore` retries", host_->undo_plan().dev, e.what()));
         journal_->keep();
     }
 }

@@ -4,9 +4,9 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -36,12 +36,14 @@ std::optional<std::pair<std::string, std::uint16_t>> parse_endpoint(const std::s
     } else if (hex.size() == 32) {
         in6_addr a{};
         for (int w = 0; w < 4; ++w) {
-            auto word = static_cast<std::uint32_t>(std::stoul(hex.substr(static_cast<std::size_t>(w) * 8, 8), nullptr, 16));
+            auto word =
+                static_cast<std::uint32_t>(std::stoul(hex.substr(static_cast<std::size_t>(w) * 8, 8), nullptr, 16));
             std::memcpy(&a.s6_addr[w * 4], &word, 4);
         }
         inet_ntop(AF_INET6, &a, text, sizeof text);
         // An IPv4 session on a dual-stack socket: report the IPv4 address.
-        if (std::strncmp(text, "::ffff:", 7) == 0 && std::strchr(text + 7, '.')) std::memmove(text, text + 7, std::strlen(text + 7) + 1);
+        if (std::strncmp(text, "::ffff:", 7) == 0 && std::strchr(text + 7, '.'))
+            std::memmove(text, text + 7, std::strlen(text + 7) + 1);
     } else {
         return std::nullopt;
     }

@@ -25,8 +25,10 @@ Topology::Topology(const LabSpec& spec, const std::string& run, Journal* journal
     step("namespaces");
 
     LinkOptions options{spec.mtu, spec.queue_length, spec.offloads};
-    client_link_.emplace(ns("router"), LabNames::kRouterToClient, ns("client"), Addressing::kClientDev, options, journal);
-    server_link_.emplace(ns("router"), LabNames::kRouterToServer, ns("server"), Addressing::kServerDev, options, journal);
+    client_link_.emplace(ns("router"), LabNames::kRouterToClient, ns("client"), Addressing::kClientDev, options,
+                         journal);
+    server_link_.emplace(ns("router"), LabNames::kRouterToServer, ns("server"), Addressing::kServerDev, options,
+                         journal);
     {
         RouteSocket client(ns("client")), router(ns("router")), server(ns("server"));
         add_address(client, Addressing::kClientDev, Addressing::kClient);

@@ -19,9 +19,9 @@
 #include <string>
 
 #include "experiment/experiment.h"
+#include "experiment/lab_names.h"
 #include "lab/link.h"
 #include "lab/netns.h"
-#include "experiment/lab_names.h"
 #include "sysctl/proc_sys.h"
 #include "sysctl/snapshot.h"
 

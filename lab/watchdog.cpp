@@ -19,8 +19,7 @@ namespace {
 // From here on only async-signal-safe calls: the parent may have threads.
 void nap_ms(long ms) {
     timespec t{ms / 1000, (ms % 1000) * 1'000'000};
-    while (::nanosleep(&t, &t) != 0 && errno == EINTR) {
-    }
+    while (::nanosleep(&t, &t) != 0 && errno == EINTR) {}
 }
 
 // Nothing happened worth keeping: the log goes, and so does the watchdog.
@@ -53,9 +52,9 @@ struct Prepared {
         if (o.watch_parent) {
             seen = seen || exists();
             if (seen && !exists()) stand_down(p.log);  // the run gave the machine back
-            if (::getppid() != parent) {             // it died
-                if (!exists()) stand_down(p.log);     // before changing anything, or after giving it back
-                break;                               // killed: its journal is stale now
+            if (::getppid() != parent) {               // it died
+                if (!exists()) stand_down(p.log);      // before changing anything, or after giving it back
+                break;                                 // killed: its journal is stale now
             }
         }
         if (now_ms() >= deadline) {
@@ -106,9 +105,10 @@ pid_t arm_watchdog(const WatchdogOptions& o) {
     argv.push_back(nullptr);
     std::string journal = o.journal.string(), log = o.log.empty() ? "/dev/null" : o.log.string();
     pid_t parent = ::getpid();
-    std::string note = fmt::format("wanlab watchdog: the --auto-restore deadline of {} s has passed: SIGTERM to wanlab "
-                                   "(pid {}), which gives the machine back\n",
-                                   o.seconds, parent);
+    std::string note = fmt::format(
+        "wanlab watchdog: the --auto-restore deadline of {} s has passed: SIGTERM to wanlab "
+        "(pid {}), which gives the machine back\n",
+        o.seconds, parent);
     pid_t pid = ::fork();
     if (pid < 0) sys::fail_errno("starting the --auto-restore watchdog");
     if (pid > 0) return pid;

@@ -23,11 +23,11 @@
 namespace wanlab::lab {
 
 struct WatchdogOptions {
-    unsigned seconds = 0;               ///< the deadline, from arming
-    std::vector<std::string> argv;      ///< what restores: argv[0] is an absolute path
-    bool watch_parent = false;          ///< watch the calling process (see above)
-    std::filesystem::path journal;      ///< with watch_parent: the run's journal
-    std::filesystem::path log;          ///< where argv's output goes ("" = /dev/null)
+    unsigned seconds = 0;           ///< the deadline, from arming
+    std::vector<std::string> argv;  ///< what restores: argv[0] is an absolute path
+    bool watch_parent = false;      ///< watch the calling process (see above)
+    std::filesystem::path journal;  ///< with watch_parent: the run's journal
+    std::filesystem::path log;      ///< where argv's output goes ("" = /dev/null)
 };
 
 /// The watchdog of run `run` (`wanlab run`, `lab up`): watches this process and the run's

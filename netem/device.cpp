@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 #include <linux/pkt_sched.h>
-#include <sys/socket.h>
 #include <linux/rtnetlink.h>
+#include <sys/socket.h>
 
 #include "core/error.h"
 #include "netem/readback.h"
@@ -73,21 +73,12 @@ DeviceQdiscs::DeviceQdiscs(QdiscKernel& kernel, std::string dev)
 
 DeviceQdiscs::DeviceQdiscs(QdiscKernel& kernel, std::string dev, std::vector<TcObject> qdiscs,
                            std::vector<TcObject> classes)
-    : kernel_(&kernel),
-      dev_(std::move(dev)),
-      ifindex_(kernel.ifindex(dev_)),
-      qdiscs_(std::move(qdiscs)),
-      classes_(std::move(classes)),
-      changed_(true) {}
+    : kernel_(&kernel), dev_(std::move(dev)), ifindex_(kernel.ifindex(dev_)), qdiscs_(std::move(qdiscs)),
+      classes_(std::move(classes)), changed_(true) {}
 
 DeviceQdiscs::DeviceQdiscs(DeviceQdiscs&& o) noexcept
-    : kernel_(o.kernel_),
-      dev_(std::move(o.dev_)),
-      ifindex_(o.ifindex_),
-      qdiscs_(std::move(o.qdiscs_)),
-      classes_(std::move(o.classes_)),
-      active_(o.active_),
-      changed_(o.changed_) {
+    : kernel_(o.kernel_), dev_(std::move(o.dev_)), ifindex_(o.ifindex_), qdiscs_(std::move(o.qdiscs_)),
+      classes_(std::move(o.classes_)), active_(o.active_), changed_(o.changed_) {
     o.active_ = false;
 }
 
@@ -144,8 +135,8 @@ void DeviceQdiscs::apply(const Direction& d, std::uint32_t mtu, const Psched& ps
             // The same rule for the queue: same kind, same handle (a change); another kind
             // is grafted at the other handle, which replaces the old one in one step.
             bool same_queue = old_queue->kind == to_string(d.queue);
-            effective.queue = (old_queue->handle == layout.queue) == same_queue ? layout.queue
-                                                                                : layout.queue + kAlternate;
+            effective.queue =
+                (old_queue->handle == layout.queue) == same_queue ? layout.queue : layout.queue + kAlternate;
         } else if (effective.shaper != layout.shaper) {
             effective.queue = layout.queue + kAlternate;
         }

@@ -56,8 +56,8 @@ nlattr* open_raw(nl_msg* m, int type) {
 }
 
 void close_raw(nl_msg* m, nlattr* start) {
-    start->nla_len = static_cast<std::uint16_t>(reinterpret_cast<char*>(nlmsg_tail(nlmsg_hdr(m))) -
-                                                reinterpret_cast<char*>(start));
+    start->nla_len =
+        static_cast<std::uint16_t>(reinterpret_cast<char*>(nlmsg_tail(nlmsg_hdr(m))) - reinterpret_cast<char*>(start));
 }
 
 template <class T>
@@ -72,7 +72,8 @@ void netem_attributes(nl_msg* m, const Netem& n, const std::vector<std::int16_t>
     corr.loss_corr = probability(n.loss.model == Loss::Model::random ? n.loss.correlation : 0);
     corr.dup_corr = probability(n.duplicate_correlation);
     put(m, TCA_NETEM_CORR, corr);
-    if (!table.empty() && nla_put(m, TCA_NETEM_DELAY_DIST, static_cast<int>(table.size() * sizeof(std::int16_t)), table.data()) < 0)
+    if (!table.empty() &&
+        nla_put(m, TCA_NETEM_DELAY_DIST, static_cast<int>(table.size() * sizeof(std::int16_t)), table.data()) < 0)
         throw Error("encoding netem options: distribution table too large");
     tc_netem_reorder reorder{probability(n.reorder), probability(n.reorder_correlation)};
     put(m, TCA_NETEM_REORDER, reorder);
@@ -124,8 +125,8 @@ Msg new_message(int type, int flags, int ifindex, std::uint32_t parent, std::uin
 
 constexpr int kCreateOrReplace = NLM_F_CREATE | NLM_F_REPLACE;
 
-Request netem_request(const Netem& n, int ifindex, const std::string& dev, std::uint32_t parent,
-                      std::uint32_t handle, const Psched& psched) {
+Request netem_request(const Netem& n, int ifindex, const std::string& dev, std::uint32_t parent, std::uint32_t handle,
+                      const Psched& psched) {
     std::vector<std::int16_t> table;
     if (!n.distribution.empty()) table = load_distribution(n.distribution);
     // A 16384-entry table is 32 KiB: size the message for it.
@@ -157,8 +158,8 @@ Request tbf_request(const Direction& d, int ifindex, const std::string& dev, std
     check(rtnl_tc_set_kind(TC_CAST(q.get()), "tbf"), "tbf");
     std::uint64_t burst = std::max<std::uint64_t>(d.rate_bps / 8 / 1000, 2ull * (mtu + 14));
     if (d.rate_bps / 8 > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
-        throw InputError(fmt::format("shaper = \"tbf\" goes up to 17gbit through libnl; use shaper = \"htb\" for {}",
-                                     d.rate_bps));
+        throw InputError(
+            fmt::format("shaper = \"tbf\" goes up to 17gbit through libnl; use shaper = \"htb\" for {}", d.rate_bps));
     rtnl_qdisc_tbf_set_rate(q.get(), static_cast<int>(d.rate_bps / 8), static_cast<int>(burst), 0);
     check(rtnl_qdisc_tbf_set_limit_by_latency(q.get(), 50'000), "tbf limit");
     nl_msg* raw = nullptr;
@@ -280,16 +281,17 @@ std::vector<std::int16_t> load_distribution(const std::string& name_or_path) {
             }
         }
         if (table.empty() || table.size() > NETEM_DIST_MAX)
-            throw InputError(fmt::format("distribution table {} has {} values; netem takes 1 to {}", path,
-                                         table.size(), NETEM_DIST_MAX));
+            throw InputError(fmt::format("distribution table {} has {} values; netem takes 1 to {}", path, table.size(),
+                                         NETEM_DIST_MAX));
         return table;
     }
     std::string places;
     for (const auto& t : tried) places += "\n  " + t;
-    throw InputError(fmt::format("no delay distribution table \"{}\"; looked for:{}\n"
-                                 "iproute2 ships normal, pareto, paretonormal and experimental "
-                                 "(Debian: apt-get install iproute2)",
-                                 name_or_path, places));
+    throw InputError(
+        fmt::format("no delay distribution table \"{}\"; looked for:{}\n"
+                    "iproute2 ships normal, pareto, paretonormal and experimental "
+                    "(Debian: apt-get install iproute2)",
+                    name_or_path, places));
 }
 
 std::vector<std::uint8_t> netem_options(const Netem& n, const Psched& psched, const std::vector<std::int16_t>& table) {

@@ -1,13 +1,13 @@
 #include "netem/host.h"
 
 #include <arpa/inet.h>
-#include <algorithm>
-#include <cstdio>
-#include <cstring>
 #include <linux/if_ether.h>
 #include <linux/pkt_cls.h>
 #include <linux/pkt_sched.h>
 #include <linux/tc_act/tc_mirred.h>
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <utility>
@@ -113,14 +113,17 @@ Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent,
         // Offsets in the IP header: v4 source 12, destination 16; v6 source 8, destination 24.
         int off = v6 ? (f.match_source ? 8 : 24) : (f.match_source ? 12 : 16);
         if (v6)
-            check(rtnl_u32_add_key_in6_addr(cls.get(), reinterpret_cast<const in6_addr*>(p.bytes), p.length, off, 0), "u32 key");
+            check(rtnl_u32_add_key_in6_addr(cls.get(), reinterpret_cast<const in6_addr*>(p.bytes), p.length, off, 0),
+                  "u32 key");
         else
-            check(rtnl_u32_add_key_in_addr(cls.get(), reinterpret_cast<const in_addr*>(p.bytes), p.length, off, 0), "u32 key");
+            check(rtnl_u32_add_key_in_addr(cls.get(), reinterpret_cast<const in_addr*>(p.bytes), p.length, off, 0),
+                  "u32 key");
     }
     if (f.port) {
         // Ports right after a header without options (as tc's `match ip dport` assumes).
         int base = v6 ? 40 : 20;
-        check(rtnl_u32_add_key_uint16(cls.get(), htons(f.port), 0xffff, base + (f.match_source ? 0 : 2), 0), "u32 port");
+        check(rtnl_u32_add_key_uint16(cls.get(), htons(f.port), 0xffff, base + (f.match_source ? 0 : 2), 0),
+              "u32 port");
     }
     if (f.prefix.empty() && !f.port) check(rtnl_u32_add_key_uint32(cls.get(), 0, 0, 0, 0), "u32 match-all");
     std::string what;
@@ -196,7 +199,9 @@ void undo_host(QdiscKernel& kernel, const HostUndo& u) {
     if (int ifindex = exists(u.dev)) {
         if (u.ingress_created) {
             attempt([&] {
-                if (ingress_of(kernel.dump(ifindex, false))) kernel.send(delete_qdisc(ifindex, TC_H_INGRESS, 0, fmt::format("delete ingress qdisc of {}", u.dev)));
+                if (ingress_of(kernel.dump(ifindex, false)))
+                    kernel.send(
+                        delete_qdisc(ifindex, TC_H_INGRESS, 0, fmt::format("delete ingress qdisc of {}", u.dev)));
             });
         } else if (u.filter_parent) {
             attempt([&] {
@@ -221,10 +226,7 @@ void undo_host(QdiscKernel& kernel, const HostUndo& u) {
 }
 
 HostImpairment::HostImpairment(QdiscKernel& kernel, std::string dev, Filter target, std::uint64_t line_rate_bps)
-    : kernel_(kernel),
-      dev_(std::move(dev)),
-      target_(std::move(target)),
-      line_rate_bps_(line_rate_bps),
+    : kernel_(kernel), dev_(std::move(dev)), target_(std::move(target)), line_rate_bps_(line_rate_bps),
       ifindex_(kernel.ifindex(dev_)) {
     // Everything undo needs, read before anything changes.
     egress_.emplace(kernel_, dev_);
@@ -246,10 +248,11 @@ HostImpairment::HostImpairment(QdiscKernel& kernel, std::string dev, Filter targ
         for (const auto& c : egress_->snapshot_classes()) look(c.handle);
         std::size_t filters = found.size();
         if (filters > 0)
-            egress_error_ = fmt::format("{}'s root qdisc tree has {} filter{} of its own, which wanlab could not put "
-                                        "back after replacing the tree; impair only the download direction ([link.down]), "
-                                        "or remove them first (`tc filter show dev {}`)",
-                                        dev_, filters, filters == 1 ? "" : "s", dev_);
+            egress_error_ = fmt::format(
+                "{}'s root qdisc tree has {} filter{} of its own, which wanlab could not put "
+                "back after replacing the tree; impair only the download direction ([link.down]), "
+                "or remove them first (`tc filter show dev {}`)",
+                dev_, filters, filters == 1 ? "" : "s", dev_);
     }
     auto qdiscs = kernel_.dump(ifindex_, false);  // kept: `existing` points into it
     const TcObject* existing = ingress_of(qdiscs);
@@ -262,9 +265,10 @@ HostImpairment::HostImpairment(QdiscKernel& kernel, std::string dev, Filter targ
     // The user's own ingress or clsact qdisc stays, with its filters; ours joins them at the
     // lowest priority number none of theirs uses.
     if (existing->kind != "ingress" && existing->kind != "clsact") {
-        ingress_error_ = fmt::format("{} has an ingress qdisc of kind {}, which wanlab cannot add a filter to; remove "
-                                     "it or impair only the upload direction ([link.up])",
-                                     dev_, existing->kind);
+        ingress_error_ = fmt::format(
+            "{} has an ingress qdisc of kind {}, which wanlab cannot add a filter to; remove "
+            "it or impair only the upload direction ([link.up])",
+            dev_, existing->kind);
         return;
     }
     plan_.filter_parent = existing->kind == "clsact" ? TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS) : 0xffff0000;

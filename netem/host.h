@@ -32,8 +32,8 @@ namespace wanlab::netem {
 
 /// The u32 filter that selects the target's traffic: to it (egress) or from it (ingress,
 /// Filter::match_source). Either classifies into `classid` or redirects to `redirect_ifindex`.
-Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent, const Filter& f,
-                      std::uint32_t classid, int redirect_ifindex, std::uint16_t prio = 1);
+Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent, const Filter& f, std::uint32_t classid,
+                      int redirect_ifindex, std::uint16_t prio = 1);
 
 /// Deletes the filters at `prio` below `parent` (all of them: the kernel deletes by priority).
 Request delete_filters(int ifindex, const std::string& dev, std::uint32_t parent, std::uint16_t prio, bool v6);
@@ -49,7 +49,7 @@ struct HostUndo {
     bool ingress_created = false;     ///< the interface had no ingress qdisc: wanlab's goes entirely
     std::uint32_t filter_parent = 0;  ///< else: wanlab's filter, at this parent and priority
     std::uint16_t filter_prio = 0;
-    bool v6 = false;                  ///< the filter's protocol
+    bool v6 = false;  ///< the filter's protocol
 };
 
 /// Undoes whatever a HostImpairment with plan `u` changed, looking at the kernel first so

@@ -1,13 +1,13 @@
 #include "netem/kernel.h"
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <net/if.h>
 #include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <linux/netlink.h>
@@ -115,7 +115,10 @@ TcObject parse_tc_message(const std::vector<std::uint8_t>& message) {
         const auto* payload = message.data() + off + NLA_HDRLEN;
         std::size_t size = a.nla_len - NLA_HDRLEN;
         switch (a.nla_type & NLA_TYPE_MASK) {
-            case TCA_KIND: o.kind.assign(reinterpret_cast<const char*>(payload), strnlen(reinterpret_cast<const char*>(payload), size)); break;
+            case TCA_KIND:
+                o.kind.assign(reinterpret_cast<const char*>(payload),
+                              strnlen(reinterpret_cast<const char*>(payload), size));
+                break;
             case TCA_OPTIONS: o.options.assign(payload, payload + size); break;
             default: break;
         }
@@ -136,8 +139,9 @@ int NetlinkKernel::ifindex(const std::string& dev) {
     rtnl_link* link = nullptr;
     int err = rtnl_link_get_kernel(sock_, 0, dev.c_str(), &link);
     if (err < 0)
-        throw Error(fmt::format("no network device `{}` here{}", dev,
-                                err == -NLE_OBJ_NOTFOUND || err == -NLE_NODEV ? "" : fmt::format(" ({})", nl_geterror(err))));
+        throw Error(
+            fmt::format("no network device `{}` here{}", dev,
+                        err == -NLE_OBJ_NOTFOUND || err == -NLE_NODEV ? "" : fmt::format(" ({})", nl_geterror(err))));
     int index = rtnl_link_get_ifindex(link);
     rtnl_link_put(link);
     return index;

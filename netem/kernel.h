@@ -29,7 +29,7 @@ struct TcObject {
     int ifindex = 0;
     std::uint32_t handle = 0;
     std::uint32_t parent = 0;
-    std::uint32_t info = 0;  ///< tcm_info: for a filter, priority << 16 | protocol (network order)
+    std::uint32_t info = 0;             ///< tcm_info: for a filter, priority << 16 | protocol (network order)
     std::vector<std::uint8_t> options;  ///< TCA_OPTIONS payload
     std::vector<std::uint8_t> message;  ///< the whole message, to replay it on restore
 };

@@ -11,9 +11,9 @@
 namespace wanlab::netem {
 namespace {
 
-using std::chrono::nanoseconds;
 using config::Node;
 using config::Reader;
+using std::chrono::nanoseconds;
 
 // netem's qopt carries delay and jitter as u32 psched ticks of 64 ns (see dependency notes):
 // anything longer wraps. The kernel also caps jitter at INT_MAX ns.
@@ -117,8 +117,7 @@ void parse_slot(Reader& r, Direction& d) {
     if (auto v = s.duration("min_delay")) slot.min_delay = *v;
     slot.max_delay = slot.min_delay;
     if (auto v = s.duration("max_delay")) slot.max_delay = *v;
-    if (auto v = s.choice("distribution", {"normal", "pareto", "paretonormal", "experimental"}))
-        slot.distribution = *v;
+    if (auto v = s.choice("distribution", {"normal", "pareto", "paretonormal", "experimental"})) slot.distribution = *v;
     if (auto v = s.duration("delay")) slot.dist_delay = *v;
     if (auto v = s.duration("jitter")) slot.dist_jitter = *v;
     if (auto v = s.integer("packets", 0, kS32Max)) slot.packets = static_cast<std::uint32_t>(*v);
@@ -142,10 +141,12 @@ void parse_limit(Reader& r, Direction& d) {
     if (n->kind == Node::Kind::value && n->value->value_exact<std::string>() == std::optional<std::string>("auto"))
         return;
     if (n->kind == Node::Kind::value && n->value->is_integer()) {
-        if (auto v = config::to_integer(*n, "limit", 1, kU32Max, r.diag())) d.netem.limit = static_cast<std::uint32_t>(*v);
+        if (auto v = config::to_integer(*n, "limit", 1, kU32Max, r.diag()))
+            d.netem.limit = static_cast<std::uint32_t>(*v);
         return;
     }
-    r.diag().error(n->value_at, fmt::format("`limit` must be \"auto\" or a number of packets, not {}", config::describe(*n)));
+    r.diag().error(n->value_at,
+                   fmt::format("`limit` must be \"auto\" or a number of packets, not {}", config::describe(*n)));
 }
 
 void parse_shaping(Reader& r, Direction& d) {
@@ -206,7 +207,8 @@ void parse_fields(Reader& r, Direction& d) {
                 n.distribution = *s == "uniform" ? "" : *s;
             }
         } else {
-            r.diag().error(dist->value_at, fmt::format("`distribution` must be a string, not {}", config::describe(*dist)));
+            r.diag().error(dist->value_at,
+                           fmt::format("`distribution` must be a string, not {}", config::describe(*dist)));
         }
     }
     parse_loss(r, d);
@@ -329,8 +331,7 @@ LinkSpec parse_link(const Node& link, Diagnostics& diag) {
             diag.error(r.key_at("rtt"),
                        "`rtt` and `delay` are both set in [link]: `rtt` is split into a delay of rtt/2 "
                        "each way; set one of them (or `delay` in [link.up] / [link.down])");
-        if (*rtt > 2 * kMaxDelay)
-            diag.error(r.value_at("rtt"), "`rtt` is above the most netem can express");
+        if (*rtt > 2 * kMaxDelay) diag.error(r.value_at("rtt"), "`rtt` is above the most netem can express");
     }
     LinkSpec spec;
     spec.up = resolve_direction(link, "up", half_rtt, diag);
@@ -361,8 +362,8 @@ void validate_direction(const Direction& d, const char* dir, Diagnostics& diag) 
           "it correlates random loss (Gilbert-Elliott and state models carry their own)", diag, dir);
     needs(d, "duplicate_correlation", n.duplicate > 0, "duplicate", "it correlates duplication", diag, dir);
     needs(d, "corrupt_correlation", n.corrupt > 0, "corrupt", "it correlates corruption", diag, dir);
-    needs(d, "ecn", !n.ecn || n.loss.model != Loss::Model::none, "loss",
-          "ECN marks the packets loss would drop", diag, dir);
+    needs(d, "ecn", !n.ecn || n.loss.model != Loss::Model::none, "loss", "ECN marks the packets loss would drop", diag,
+          dir);
     const char* rate_why = "the overheads adjust how netem's rate counts packet sizes";
     needs(d, "packet_overhead", d.rate_bps > 0, "rate", rate_why, diag, dir);
     needs(d, "cell_size", d.rate_bps > 0, "rate", rate_why, diag, dir);
@@ -383,7 +384,7 @@ void validate_direction(const Direction& d, const char* dir, Diagnostics& diag) 
                    fmt::format("`qdisc` = \"{}\" needs `shaper` = \"tbf\" or \"htb\": netem's own rate has no "
                                "separate queue to replace",
                                to_string(d.queue)));
-    (void)dir;
+        (void)dir;
     }
     if (d.queue == Queue::cake && d.queue_limit > UINT32_MAX / kCakeBytesPerPacket) {
         auto it = d.at.find("qdisc_limit");
@@ -420,8 +421,8 @@ void resolve_limit(Direction& dir, std::uint64_t line_rate_bps, std::uint32_t mt
     std::uint32_t bdp = static_cast<std::uint32_t>(std::ceil(needed / 1.5));
     if (*n.limit < bdp && (n.delay.count() || n.jitter.count())) {
         auto it = dir.at.find("limit");
-        double cap_bps = static_cast<double>(*n.limit) * mtu * 8.0 /
-                         (static_cast<double>((n.delay + n.jitter).count()) / 1e9);
+        double cap_bps =
+            static_cast<double>(*n.limit) * mtu * 8.0 / (static_cast<double>((n.delay + n.jitter).count()) / 1e9);
         diag.warning(it != dir.at.end() ? it->second : Location{},
                      fmt::format("`limit` = {} packets is below the bandwidth-delay product of {} packets "
                                  "({} x {}): netem will drop packets and cap throughput near {}",

@@ -117,7 +117,7 @@ void resolve_limit(Direction& dir, std::uint64_t line_rate_bps, std::uint32_t mt
 
 /// The netem limit that holds rate x (delay + jitter) with 50% headroom, never below tc's
 /// default of 1000 packets.
-std::uint32_t auto_limit(std::uint64_t rate_bps, std::chrono::nanoseconds delay,
-                         std::chrono::nanoseconds jitter, std::uint32_t mtu);
+std::uint32_t auto_limit(std::uint64_t rate_bps, std::chrono::nanoseconds delay, std::chrono::nanoseconds jitter,
+                         std::uint32_t mtu);
 
 }  // namespace wanlab::netem

@@ -1,11 +1,11 @@
 #include "netem/preflight.h"
 
+#include <sched.h>
+#include <sys/utsname.h>
 #include <cerrno>
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <sched.h>
-#include <sys/utsname.h>
 #include <thread>
 
 #include <fmt/format.h>
@@ -62,7 +62,6 @@ Request minimal_qdisc(const std::string& kind, int ifindex) {
     if (kind == "prio") o.options = bytes_of(tc_prio_qopt{3, {1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1}});
     return replay_request(o, false, "lo");
 }
-
 
 // After "what: reason (kernel text)", the part a user needs.
 std::string reason_of(const std::string& message) {

@@ -10,7 +10,7 @@
 namespace wanlab::netem {
 
 struct Feature {
-    std::string name;    ///< "netem", "tbf", "ifb", ...
+    std::string name;  ///< "netem", "tbf", "ifb", ...
     bool available = false;
     std::string detail;  ///< the kernel's answer when not available
 };

@@ -113,10 +113,11 @@ Netem decode_netem(const std::vector<std::uint8_t>& options, const Psched& psche
         tc_netem_gemodel ge;
         tc_netem_gimodel gi;
         if (read(loss, NETEM_LOSS_GE, ge)) {
-            n.loss = Loss{Loss::Model::gemodel, fraction(ge.p), 0, fraction(ge.r), 1.0 - fraction(ge.h), fraction(ge.k1), 0};
+            n.loss =
+                Loss{Loss::Model::gemodel, fraction(ge.p), 0, fraction(ge.r), 1.0 - fraction(ge.h), fraction(ge.k1), 0};
         } else if (read(loss, NETEM_LOSS_GI, gi)) {
-            n.loss = Loss{Loss::Model::state, fraction(gi.p13), 0, fraction(gi.p31), fraction(gi.p32), fraction(gi.p23),
-                          fraction(gi.p14)};
+            n.loss = Loss{Loss::Model::state, fraction(gi.p13), 0, fraction(gi.p31), fraction(gi.p32),
+                          fraction(gi.p23),   fraction(gi.p14)};
         }
     }
     tc_netem_slot slot;
@@ -146,11 +147,12 @@ std::vector<Mismatch> compare_netem(const Netem& asked, const Netem& k) {
     if (asked.loss.model == Loss::Model::random)
         probability_field(out, "loss_correlation", asked.loss.correlation, k.loss.correlation);
     if (asked.loss.model == Loss::Model::gemodel || asked.loss.model == Loss::Model::state) {
-        probability_field(out, asked.loss.model == Loss::Model::gemodel ? "loss r" : "loss p31", asked.loss.r, k.loss.r);
-        probability_field(out, asked.loss.model == Loss::Model::gemodel ? "loss 1-h" : "loss p32", asked.loss.one_minus_h,
-                          k.loss.one_minus_h);
-        probability_field(out, asked.loss.model == Loss::Model::gemodel ? "loss 1-k" : "loss p23", asked.loss.one_minus_k,
-                          k.loss.one_minus_k);
+        probability_field(out, asked.loss.model == Loss::Model::gemodel ? "loss r" : "loss p31", asked.loss.r,
+                          k.loss.r);
+        probability_field(out, asked.loss.model == Loss::Model::gemodel ? "loss 1-h" : "loss p32",
+                          asked.loss.one_minus_h, k.loss.one_minus_h);
+        probability_field(out, asked.loss.model == Loss::Model::gemodel ? "loss 1-k" : "loss p23",
+                          asked.loss.one_minus_k, k.loss.one_minus_k);
         if (asked.loss.model == Loss::Model::state) probability_field(out, "loss p14", asked.loss.p14, k.loss.p14);
     }
     probability_field(out, "duplicate", asked.duplicate, k.duplicate);

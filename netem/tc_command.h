@@ -21,9 +21,9 @@ namespace wanlab::netem {
 
 /// Traffic the impairment applies to; empty = all traffic on the device.
 struct Filter {
-    std::string prefix;      ///< "203.0.113.7/32"; empty = any address
-    std::uint16_t port = 0;  ///< 0 = any port
-    bool match_source = false;  ///< ingress (down) direction matches the peer as source
+    std::string prefix;                            ///< "203.0.113.7/32"; empty = any address
+    std::uint16_t port = 0;                        ///< 0 = any port
+    bool match_source = false;                     ///< ingress (down) direction matches the peer as source
     std::uint64_t line_rate_bps = 10'000'000'000;  ///< rate of the unimpaired htb classes
 };
 

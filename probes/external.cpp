@@ -41,7 +41,9 @@ ToolProcess start_iperf3_server(const std::string& exe, const Endpoint& at, std:
     return server;
 }
 
-std::string seconds_arg(std::chrono::nanoseconds d) { return fmt::format("{:g}", std::chrono::duration<double>(d).count()); }
+std::string seconds_arg(std::chrono::nanoseconds d) {
+    return fmt::format("{:g}", std::chrono::duration<double>(d).count());
+}
 
 }  // namespace
 
@@ -92,8 +94,9 @@ ProbeResult parse_iperf3_json(const std::string& text) {
     }
     if (rtt_n > 0) m["rtt"] = rtt_sum / rtt_n;
     if (cwnd_n > 0) m["cwnd"] = cwnd_sum / cwnd_n;
-    r.notes.push_back("iperf3: throughput as its receiver counted it; rtt is the sender's mean over the test, cwnd at "
-                      "the last interval (bytes / tcp_mss_default)");
+    r.notes.push_back(
+        "iperf3: throughput as its receiver counted it; rtt is the sender's mean over the test, cwnd at "
+        "the last interval (bytes / tcp_mss_default)");
     if (end.contains("sender_tcp_congestion"))
         r.notes.push_back("iperf3: congestion control " + end["sender_tcp_congestion"].get<std::string>());
     return r;
@@ -102,7 +105,8 @@ ProbeResult parse_iperf3_json(const std::string& text) {
 ProbeResult parse_ping(const std::string& text) {
     static const std::regex kReply(R"(icmp_seq=(\d+) .*time=([\d.]+) ms)");
     static const std::regex kCounts(R"((\d+) packets transmitted, (\d+) received)");
-    static const std::regex kSummary(R"((?:rtt|round-trip) min/avg/max/(?:mdev|stddev) = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms)");
+    static const std::regex kSummary(
+        R"((?:rtt|round-trip) min/avg/max/(?:mdev|stddev) = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms)");
     ProbeResult r;
     r.kind = "rtt";
     r.tool = "ping";
@@ -113,7 +117,8 @@ ProbeResult parse_ping(const std::string& text) {
     while (std::getline(in, line))
         if (std::regex_search(line, m, kReply) && line.find("DUP!") == std::string::npos)
             rtts.push_back(std::stod(m[2]) / 1e3);
-    if (!std::regex_search(text, m, kCounts)) throw Error("ping output has no \"N packets transmitted, M received\" line");
+    if (!std::regex_search(text, m, kCounts))
+        throw Error("ping output has no \"N packets transmitted, M received\" line");
     double sent = std::stod(m[1]), received = std::stod(m[2]);
     if (std::regex_search(text, m, kSummary)) {
         r.metrics["rtt_min"] = std::stod(m[1]) / 1e3;
@@ -173,9 +178,18 @@ ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick
     // A remote target runs its own `iperf3 -s`.
     std::optional<ToolProcess> server;
     if (!where.server.remote) server.emplace(start_iperf3_server(exe, where.server, port));
-    std::vector<std::string> argv{exe, "-c", where.server.address, "-p", std::to_string(port), "-J",
-                                  "-t", seconds_arg(duration), "-i", seconds_arg(std::chrono::nanoseconds(option_int(spec, "interval"))),
-                                  "-P", std::to_string(option_int(spec, "streams"))};
+    std::vector<std::string> argv{exe,
+                                  "-c",
+                                  where.server.address,
+                                  "-p",
+                                  std::to_string(port),
+                                  "-J",
+                                  "-t",
+                                  seconds_arg(duration),
+                                  "-i",
+                                  seconds_arg(std::chrono::nanoseconds(option_int(spec, "interval"))),
+                                  "-P",
+                                  std::to_string(option_int(spec, "streams"))};
     auto direction = option_string(spec, "direction");
     if (direction == "download") argv.push_back("-R");
     if (direction == "both") argv.push_back("--bidir");
@@ -204,15 +218,17 @@ ProbeResult run_ping(const ProbeSpec& spec, const Endpoints& where, const Tick& 
     auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
     auto method = option_string(spec, "method");
     if (method != "icmp") throw InputError("rtt probe: tool \"ping\" measures ICMP only; set method = \"icmp\"");
-    std::vector<std::string> argv{exe, "-n", "-c", std::to_string(count), "-i", seconds_arg(interval), "-W", "1",
-                                  "-w", seconds_arg(duration + 1s), "-s", std::to_string(option_int(spec, "size"))};
+    std::vector<std::string> argv{
+        exe,  "-n", "-c", std::to_string(count),      "-i", seconds_arg(interval),
+        "-W", "1",  "-w", seconds_arg(duration + 1s), "-s", std::to_string(option_int(spec, "size"))};
     if (!where.client.address.empty()) argv.insert(argv.end(), {"-I", where.client.address});
     argv.push_back(where.server.address);
     ToolProcess ping(where.client.netns, argv);
     auto out = ping.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 5s, tick);
     if (out.timed_out) throw Error("ping did not finish in time (killed)");
     if (out.out.find("packets transmitted") == std::string::npos)
-        throw Error(fmt::format("ping {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
+        throw Error(
+            fmt::format("ping {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
     auto r = parse_ping(out.out);
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     return r;
@@ -220,16 +236,19 @@ ProbeResult run_ping(const ProbeSpec& spec, const Endpoints& where, const Tick& 
 
 ProbeResult run_hping3(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
     if (option_string(spec, "method") != "tcp")
-        throw InputError("rtt probe: tool \"hping3\" measures the TCP handshake (hping3 -S) only; set method = \"tcp\"");
+        throw InputError(
+            "rtt probe: tool \"hping3\" measures the TCP handshake (hping3 -S) only; set method = \"tcp\"");
     check_remote(spec, where.server);
     std::string exe = find_tool("hping3", "hping3");
     auto interval = std::chrono::nanoseconds(option_int(spec, "interval"));
     auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
     // As the built-in probe: `count` probes, but none sent after `duration`.
     auto count = option_int(spec, "count");
-    if (interval.count() > 0) count = std::min<std::int64_t>(count, (duration.count() + interval.count() - 1) / interval.count());
+    if (interval.count() > 0)
+        count = std::min<std::int64_t>(count, (duration.count() + interval.count() - 1) / interval.count());
     count = std::max<std::int64_t>(count, 1);
-    auto interval_us = std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::microseconds>(interval).count());
+    auto interval_us =
+        std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::microseconds>(interval).count());
     // The built-in tcp rtt server's socket (a remote target has its own listener): the kernel
     // answers each SYN, and the client's kernel (which has no socket for hping3's SYN) resets
     // the half-open connection.
@@ -239,18 +258,28 @@ ProbeResult run_hping3(const ProbeSpec& spec, const Endpoints& where, const Tick
         listener.emplace(listen_tcp(where.server.netns, where.server.address, where.server.port));
         port = local_port(listener->get());
     }
-    std::vector<std::string> argv{exe, "-S", "-n", "-p", std::to_string(port), "-c", std::to_string(count),
-                                  "-i", fmt::format("u{}", interval_us), where.server.address};
+    std::vector<std::string> argv{exe,
+                                  "-S",
+                                  "-n",
+                                  "-p",
+                                  std::to_string(port),
+                                  "-c",
+                                  std::to_string(count),
+                                  "-i",
+                                  fmt::format("u{}", interval_us),
+                                  where.server.address};
     ToolProcess hping(where.client.netns, argv);
     auto bound = std::chrono::duration_cast<std::chrono::milliseconds>(interval * count) + 10s;
     auto out = hping.wait(bound, tick);
     if (out.timed_out) throw Error("hping3 did not finish in time (killed)");
     if (out.err.find("packets transmitted") == std::string::npos)
-        throw Error(fmt::format("hping3 {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
+        throw Error(
+            fmt::format("hping3 {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
     auto r = parse_hping3(out.out + out.err);
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     if (count < option_int(spec, "count"))
-        r.notes.push_back(fmt::format("sent {} of {} probes: `duration` ends the probe first", count, option_int(spec, "count")));
+        r.notes.push_back(
+            fmt::format("sent {} of {} probes: `duration` ends the probe first", count, option_int(spec, "count")));
     return r;
 }
 

@@ -5,9 +5,9 @@
 // them recorded fixtures; they throw wanlab::Error naming the tool when the output is not
 // what that tool prints. The runners start the server side the way the built-in probe of
 // the same kind does (or the tool's own server) in the server's namespace, or nothing for a
-// remote server (check_remote()), the tool in the client's, bounded by the probe's duration plus a grace period; a missing tool throws
-// wanlab::Error naming the Debian package, a failed one its exit status and the tail of its
-// stderr, and options the tool cannot honour throw wanlab::InputError. Thread-safe.
+// remote server (check_remote()), the tool in the client's, bounded by the probe's duration plus a grace period; a
+// missing tool throws wanlab::Error naming the Debian package, a failed one its exit status and the tail of its stderr,
+// and options the tool cannot honour throw wanlab::InputError. Thread-safe.
 #pragma once
 
 #include <string>

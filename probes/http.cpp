@@ -26,7 +26,8 @@ constexpr std::size_t kMaxLine = 8 * 1024;  // a longer status, header or chunk-
 char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
 
 bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return lower(x) == lower(y); });
+    return a.size() == b.size() &&
+           std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return lower(x) == lower(y); });
 }
 
 bool icontains(std::string_view haystack, std::string_view needle) {
@@ -92,9 +93,10 @@ std::string request_for(const Url& url) {
 }
 
 std::string response_headers(std::size_t body_bytes) {
-    return fmt::format("HTTP/1.1 200 OK\r\nServer: wanlab\r\nContent-Type: application/octet-stream\r\n"
-                       "Content-Length: {}\r\n\r\n",
-                       body_bytes);
+    return fmt::format(
+        "HTTP/1.1 200 OK\r\nServer: wanlab\r\nContent-Type: application/octet-stream\r\n"
+        "Content-Length: {}\r\n\r\n",
+        body_bytes);
 }
 
 // --- ResponseParser -------------------------------------------------------------------
@@ -168,8 +170,8 @@ void ResponseParser::on_line(std::string_view line) {
 
 void ResponseParser::on_status_line(std::string_view line) {
     // "HTTP/1.1 200 OK"; the reason phrase may be empty or missing.
-    bool ok = line.size() >= 12 && line.starts_with("HTTP/1.") && (line[7] == '0' || line[7] == '1') && line[8] == ' ' &&
-              digits(line.substr(9, 3)) && (line.size() == 12 || line[12] == ' ');
+    bool ok = line.size() >= 12 && line.starts_with("HTTP/1.") && (line[7] == '0' || line[7] == '1') &&
+              line[8] == ' ' && digits(line.substr(9, 3)) && (line.size() == 12 || line[12] == ' ');
     if (!ok) return fail("bad status line: \"" + printable(line) + "\"");
     http10_ = line[7] == '0';
     keep_alive_ = !http10_;
@@ -372,23 +374,27 @@ std::string on_off(bool v) { return v ? "on" : "off"; }
 void describe(ProbeResult& r, const http::LoadOptions& o, const std::optional<http::ServerOptions>& s,
               const http::LoadTally& t) {
     if (o.requests_per_second > 0)
-        r.notes.push_back(fmt::format("fixed rate {:.0f} requests/s: latency counts from each request's intended send "
-                                      "time (no coordinated omission)",
-                                      o.requests_per_second));
+        r.notes.push_back(
+            fmt::format("fixed rate {:.0f} requests/s: latency counts from each request's intended send "
+                        "time (no coordinated omission)",
+                        o.requests_per_second));
     else
         r.notes.push_back("closed loop: each connection sends its next request when the answer is in");
-    r.notes.push_back(fmt::format("{} connections on {} thread(s) to http://{}:{}{}; client TCP_NODELAY {}, TCP_QUICKACK {}",
-                                  o.connections, o.threads, o.url.address, o.url.port, o.url.path, on_off(o.nodelay),
-                                  o.quickack ? "after each read" : "kernel default"));
+    r.notes.push_back(
+        fmt::format("{} connections on {} thread(s) to http://{}:{}{}; client TCP_NODELAY {}, TCP_QUICKACK {}",
+                    o.connections, o.threads, o.url.address, o.url.port, o.url.path, on_off(o.nodelay),
+                    o.quickack ? "after each read" : "kernel default"));
     if (s)
-        r.notes.push_back(fmt::format("built-in server: {} B body{}, {} thread(s), TCP_NODELAY {}, TCP_QUICKACK {}",
-                                      s->response_size,
-                                      s->split_write && s->response_size ? " (headers and body in two writes)" : "",
-                                      s->threads, on_off(s->nodelay), s->quickack ? "after each read" : "kernel default"));
-    r.notes.push_back(fmt::format("latency percentiles from a histogram (0.8% resolution); {} socket errors, {} reconnects",
-                                  t.socket_errors, t.reconnects));
+        r.notes.push_back(
+            fmt::format("built-in server: {} B body{}, {} thread(s), TCP_NODELAY {}, TCP_QUICKACK {}", s->response_size,
+                        s->split_write && s->response_size ? " (headers and body in two writes)" : "", s->threads,
+                        on_off(s->nodelay), s->quickack ? "after each read" : "kernel default"));
+    r.notes.push_back(
+        fmt::format("latency percentiles from a histogram (0.8% resolution); {} socket errors, {} reconnects",
+                    t.socket_errors, t.reconnects));
     if (t.samples.size() < t.requests)
-        r.notes.push_back(fmt::format("samples.latency holds the first {} of {} latencies", t.samples.size(), t.requests));
+        r.notes.push_back(
+            fmt::format("samples.latency holds the first {} of {} latencies", t.samples.size(), t.requests));
 }
 
 }  // namespace

@@ -188,20 +188,20 @@ struct LoadOptions {
     double requests_per_second = 0;  ///< 0 = closed loop
     std::chrono::nanoseconds duration{std::chrono::seconds(10)};
     std::chrono::nanoseconds timeout{std::chrono::seconds(2)};
-    bool nodelay = true;    ///< TCP_NODELAY on every connection
-    bool quickack = false;  ///< TCP_QUICKACK after every read
+    bool nodelay = true;                   ///< TCP_NODELAY on every connection
+    bool quickack = false;                 ///< TCP_QUICKACK after every read
     std::size_t keep_samples = 1'000'000;  ///< raw latencies kept in total (the histogram sees all)
 };
 
 /// What the load generator saw, summed over its threads.
 struct LoadTally {
-    stats::Histogram latency;     ///< nanoseconds, one per completed request
-    std::vector<double> samples;  ///< seconds, the first keep_samples latencies
-    std::uint64_t requests = 0;   ///< completed in the window, any status
+    stats::Histogram latency;                                    ///< nanoseconds, one per completed request
+    std::vector<double> samples;                                 ///< seconds, the first keep_samples latencies
+    std::uint64_t requests = 0;                                  ///< completed in the window, any status
     std::uint64_t non_2xx = 0, timeouts = 0, socket_errors = 0;  ///< socket: connect, reset, EOF, bad answer
-    std::uint64_t response_bytes = 0;  ///< every byte of the completed responses
-    std::uint64_t reconnects = 0;      ///< connections reopened (after an error or a server's close)
-    double elapsed = 0;                ///< seconds measured
+    std::uint64_t response_bytes = 0;                            ///< every byte of the completed responses
+    std::uint64_t reconnects = 0;  ///< connections reopened (after an error or a server's close)
+    double elapsed = 0;            ///< seconds measured
 
     void merge(const LoadTally& other);
 };

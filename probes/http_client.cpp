@@ -43,7 +43,7 @@ enum class Failure { connect, socket, timeout };
 
 struct Conn {
     enum class State { closed, connecting, idle, busy };
-    std::size_t index = 0;        // among all the probe's connections (spreads the pacing)
+    std::size_t index = 0;         // among all the probe's connections (spreads the pacing)
     std::uint32_t generation = 0;  // of the socket; events of an older one are ignored
     Fd fd;
     State state = State::closed;
@@ -224,7 +224,8 @@ private:
 
     void on_timer(Clock::time_point now) {
         std::uint64_t expirations = 0;
-        if (::read(timer_.get(), &expirations, sizeof expirations) < 0 && errno != EAGAIN) sys::fail_errno("reading a timerfd");
+        if (::read(timer_.get(), &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+            sys::fail_errno("reading a timerfd");
         armed_ = Clock::time_point::max();
         while (!slots_.empty() && slots_.top().first <= now) {
             Conn& c = conns_[slots_.top().second];
@@ -242,7 +243,8 @@ private:
         spec.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
         spec.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
         if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;  // 0 would disarm
-        if (::timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &spec, nullptr) != 0) sys::fail_errno("arming a timerfd");
+        if (::timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &spec, nullptr) != 0)
+            sys::fail_errno("arming a timerfd");
     }
 
     void start_request(Conn& c, Clock::time_point now) {
@@ -326,7 +328,8 @@ private:
 }  // namespace
 
 LoadTally run_load(const Endpoint& client, const LoadOptions& o, const Tick& tick) {
-    if (o.connections == 0 || o.threads < 1) throw InputError("http probe: needs at least one connection and one thread");
+    if (o.connections == 0 || o.threads < 1)
+        throw InputError("http probe: needs at least one connection and one thread");
     auto threads = std::min<std::size_t>(static_cast<std::size_t>(o.threads), o.connections);
     StartLine line;
     std::vector<std::unique_ptr<LoadLoop>> loops;

@@ -33,9 +33,9 @@ constexpr int kWaitMs = 20;  // how soon a thread notices stop()
 struct Connection {
     Fd fd;
     RequestScanner scanner;
-    std::uint64_t owed = 0;   // requests read but not yet fully answered
-    std::size_t offset = 0;   // bytes of the current response sent
-    bool writing = false;     // EPOLLOUT is registered
+    std::uint64_t owed = 0;  // requests read but not yet fully answered
+    std::size_t offset = 0;  // bytes of the current response sent
+    bool writing = false;    // EPOLLOUT is registered
 };
 
 /// One server thread: its epoll set, its connections (closed when the loop returns).

@@ -95,9 +95,7 @@ void check_remote(const ProbeSpec& spec, const Endpoint& server) {
     if (auto why = remote_incapable(spec, server.port); !why.empty()) throw InputError(why);
 }
 
-const MetricSpec* describe_metric(const ProbeKind& kind, std::string_view metric) {
-    return find_metric(kind, metric);
-}
+const MetricSpec* describe_metric(const ProbeKind& kind, std::string_view metric) { return find_metric(kind, metric); }
 
 std::unique_ptr<Probe> make_probe(const ProbeSpec& spec) {
     std::string tool = tool_of(spec);

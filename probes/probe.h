@@ -29,8 +29,8 @@ namespace wanlab::probes {
 
 /// Where one side of a probe runs.
 struct Endpoint {
-    std::string netns;    ///< a namespace name (core/sys.h), or "" for the namespace wanlab runs in
-    std::string address;  ///< IPv4; the server listens here, the client connects from here ("" = any)
+    std::string netns;       ///< a namespace name (core/sys.h), or "" for the namespace wanlab runs in
+    std::string address;     ///< IPv4; the server listens here, the client connects from here ("" = any)
     std::uint16_t port = 0;  ///< server: 0 = any free port
     /// server side only: the server already runs elsewhere (host mode), listening at
     /// address:port; the probe starts nothing
@@ -44,9 +44,9 @@ struct Endpoints {
 
 /// One TCP connection's view, from TCP_INFO and getsockopt at the end of the measurement.
 struct ConnectionStats {
-    std::string direction;                  ///< "upload" (client sends) or "download"
-    std::string congestion_control;         ///< as the socket reports it
-    std::map<std::string, double> values;   ///< base units, see docs/probes.md
+    std::string direction;                 ///< "upload" (client sends) or "download"
+    std::string congestion_control;        ///< as the socket reports it
+    std::map<std::string, double> values;  ///< base units, see docs/probes.md
 };
 
 struct ProbeResult {

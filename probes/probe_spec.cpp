@@ -30,7 +30,12 @@ const std::vector<ProbeKind> kKinds{
      "TCP bulk transfer: goodput, retransmits, and why it is what it is (TCP_INFO)",
      common({
          {"streams", OptionType::integer, "1", "parallel TCP connections", 1, 128},
-         {"direction", OptionType::choice, "\"upload\"", "upload (client sends), download, or both", 0, 0,
+         {"direction",
+          OptionType::choice,
+          "\"upload\"",
+          "upload (client sends), download, or both",
+          0,
+          0,
           {"upload", "download", "both"}},
          {"interval", OptionType::duration, "\"1s\"", "sampling interval"},
          {"congestion_control", OptionType::string, "\"\"", "per-socket TCP_CONGESTION; empty = the sysctl"},
@@ -109,8 +114,7 @@ const std::vector<ProbeKind> kKinds{
          {"server_split_write", OptionType::boolean, "false", "the built-in server writes headers and body separately"},
          {"client_nodelay", OptionType::boolean, "true", "TCP_NODELAY on the load generator"},
          {"client_quickack", OptionType::boolean, "false", "TCP_QUICKACK on the load generator after each read"},
-         {"url", OptionType::string, "\"\"",
-          "http://ADDRESS[:PORT][/PATH] to load instead of the built-in server"},
+         {"url", OptionType::string, "\"\"", "http://ADDRESS[:PORT][/PATH] to load instead of the built-in server"},
          {"tool", OptionType::choice, "\"builtin\"", "builtin or wrk", 0, 0, {"builtin", "wrk"}},
      }),
      {
@@ -238,7 +242,8 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
     for (const auto& k : kKinds) kinds.emplace_back(k.name);
     auto kind_name = head.choice("kind", kinds);
     if (!head.has("kind"))
-        diag.error(table.value_at, fmt::format("[[probe]] #{} needs `kind`: one of throughput, rtt, rr, http", index + 1));
+        diag.error(table.value_at,
+                   fmt::format("[[probe]] #{} needs `kind`: one of throughput, rtt, rr, http", index + 1));
     auto name = head.string("name");
     if (name && !valid_name(*name))
         diag.error(head.value_at("name"),

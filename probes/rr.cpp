@@ -18,7 +18,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr std::int64_t kMaxConnections = 512;  // one thread per connection and side
+constexpr std::int64_t kMaxConnections = 512;   // one thread per connection and side
 constexpr std::size_t kMaxSamples = 4'000'000;  // raw latencies kept in total; the histogram sees all
 constexpr std::int64_t kMaxMessage = 64 * 1024 * 1024;
 // A transaction slower than this ends its connection (counted in `errors`).
@@ -54,7 +54,8 @@ void transact(int fd, const Sides& s, Clock::time_point end, std::size_t keep, c
     while (!workers.stopping()) {
         auto t0 = Clock::now();
         if (t0 >= end) break;
-        if (!send_all(fd, request.data(), request.size()) || !recv_all(fd, response.data(), response.size(), s.client_quickack)) {
+        if (!send_all(fd, request.data(), request.size()) ||
+            !recv_all(fd, response.data(), response.size(), s.client_quickack)) {
             t.failed = !workers.stopping();
             break;
         }
@@ -107,8 +108,8 @@ void summarize(ProbeResult& r, const std::vector<ClientTally>& tallies, double e
         m["latency_mean"] = all.mean() / 1e9, m["latency_p50"] = all.percentile(50) / 1e9;
         m["latency_p90"] = all.percentile(90) / 1e9, m["latency_p99"] = all.percentile(99) / 1e9;
         m["latency_max"] = all.max() / 1e9;
-        r.notes.push_back(fmt::format("latency percentiles from the histogram (0.8% resolution): more than {} transactions",
-                                      kMaxSamples));
+        r.notes.push_back(fmt::format(
+            "latency percentiles from the histogram (0.8% resolution): more than {} transactions", kMaxSamples));
     }
     r.samples["latency"] = std::move(raw);
 }
@@ -120,8 +121,8 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
     Sides s = sides_of(spec);
     auto n = option_int(spec, "connections");
     if (n > kMaxConnections)
-        throw InputError(fmt::format("rr probe: the built-in probe runs a thread per connection; at most {} connections",
-                                     kMaxConnections));
+        throw InputError(fmt::format(
+            "rr probe: the built-in probe runs a thread per connection; at most {} connections", kMaxConnections));
     auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
 
     Fd listener = listen_tcp(where.server.netns, where.server.address, where.server.port);
@@ -159,12 +160,12 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
     r.kind = "rr";
     r.tool = "builtin";
     summarize(r, tallies, seconds(last - start));
-    r.notes.push_back(fmt::format("request {} B, response {} B{}; TCP_NODELAY client {} server {}; TCP_QUICKACK after "
-                                  "each read: client {} server {}",
-                                  s.request, s.response,
-                                  s.split ? fmt::format(" written as {} + {} B", s.header, s.response - s.header) : "",
-                                  s.client_nodelay ? "on" : "off", s.server_nodelay ? "on" : "off",
-                                  s.client_quickack ? "on" : "kernel default", s.server_quickack ? "on" : "kernel default"));
+    r.notes.push_back(fmt::format(
+        "request {} B, response {} B{}; TCP_NODELAY client {} server {}; TCP_QUICKACK after "
+        "each read: client {} server {}",
+        s.request, s.response, s.split ? fmt::format(" written as {} + {} B", s.header, s.response - s.header) : "",
+        s.client_nodelay ? "on" : "off", s.server_nodelay ? "on" : "off", s.client_quickack ? "on" : "kernel default",
+        s.server_quickack ? "on" : "kernel default"));
     return r;
 }
 

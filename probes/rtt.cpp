@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <optional>
 
 #include <fmt/format.h>
@@ -63,7 +63,8 @@ ssize_t recv_stamped(int fd, void* buf, std::size_t n, timespec& when) {
     ssize_t got = ::recvmsg(fd, &msg, 0);
     when = realtime_now();
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); got >= 0 && c; c = CMSG_NXTHDR(&msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) std::memcpy(&when, CMSG_DATA(c), sizeof when);
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS)
+            std::memcpy(&when, CMSG_DATA(c), sizeof when);
     return got;
 }
 
@@ -81,8 +82,12 @@ ProbeResult pace(const Plan& plan, const Tick& tick, const std::function<std::op
     }
     const auto& x = r.samples["rtt"];
     auto q = stats::percentiles(x, {50, 99});
-    r.metrics = {{"rtt_min", stats::min(x)},  {"rtt_avg", stats::mean(x)}, {"rtt_p50", q[0]},
-                 {"rtt_p99", q[1]},           {"rtt_max", stats::max(x)},  {"rtt_mdev", stats::mdev(x)},
+    r.metrics = {{"rtt_min", stats::min(x)},
+                 {"rtt_avg", stats::mean(x)},
+                 {"rtt_p50", q[0]},
+                 {"rtt_p99", q[1]},
+                 {"rtt_max", stats::max(x)},
+                 {"rtt_mdev", stats::mdev(x)},
                  {"loss", sent ? 1 - static_cast<double>(x.size()) / static_cast<double>(sent) : 0},
                  {"sent", static_cast<double>(sent)}};
     if (sent < plan.count)
@@ -98,7 +103,8 @@ std::optional<double> tcp_handshake(const sockaddr_in& to, const sockaddr_in* fr
     // Close with RST so thousands of probes leave no TIME_WAIT sockets behind.
     linger lg{1, 0};
     ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    if (from && ::bind(fd.get(), reinterpret_cast<const sockaddr*>(from), sizeof *from) != 0) sys::fail_errno("binding the client");
+    if (from && ::bind(fd.get(), reinterpret_cast<const sockaddr*>(from), sizeof *from) != 0)
+        sys::fail_errno("binding the client");
     auto t0 = Clock::now();
     if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0) return seconds(Clock::now() - t0);
     if (errno != EINPROGRESS) return std::nullopt;
@@ -183,9 +189,11 @@ ProbeResult udp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) 
     Fd client = socket_in(where.client.netns, AF_INET, SOCK_DGRAM);
     if (!where.client.address.empty()) {
         auto from = ipv4(where.client.address, 0);
-        if (::bind(client.get(), reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) sys::fail_errno("binding the client");
+        if (::bind(client.get(), reinterpret_cast<sockaddr*>(&from), sizeof from) != 0)
+            sys::fail_errno("binding the client");
     }
-    if (::connect(client.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) sys::fail_errno("connecting the UDP client");
+    if (::connect(client.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) != 0)
+        sys::fail_errno("connecting the UDP client");
     set_int(client.get(), SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS");
     Workers workers;
     workers.watch(server.get());
@@ -228,9 +236,10 @@ IcmpSocket open_icmp(const std::string& netns) {
     int ping_errno = errno;
     fd = Fd(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP));
     if (fd) return {std::move(fd), true};
-    throw Error(fmt::format("opening an ICMP socket: the ping socket says \"{}\" (net.ipv4.ping_group_range), the raw "
-                            "socket \"{}\" (needs CAP_NET_RAW)",
-                            std::strerror(ping_errno), std::strerror(errno)));
+    throw Error(
+        fmt::format("opening an ICMP socket: the ping socket says \"{}\" (net.ipv4.ping_group_range), the raw "
+                    "socket \"{}\" (needs CAP_NET_RAW)",
+                    std::strerror(ping_errno), std::strerror(errno)));
 }
 
 /// Waits for the echo reply carrying `seq`. A raw socket also delivers the IP header, other
@@ -260,7 +269,8 @@ ProbeResult icmp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick)
     set_int(fd, SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS");
     if (!where.client.address.empty()) {
         auto from = ipv4(where.client.address, 0);
-        if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) sys::fail_errno("binding the ICMP socket");
+        if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0)
+            sys::fail_errno("binding the ICMP socket");
     }
     auto to = ipv4(where.server.address, 0);
     // The ping socket replaces the identifier with its own port; a raw socket sees every

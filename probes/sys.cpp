@@ -45,7 +45,8 @@ std::uint16_t local_port(int fd) {
 }
 
 void set_int(int fd, int level, int option, int value, const char* what) {
-    if (::setsockopt(fd, level, option, &value, sizeof value) != 0) sys::fail_errno(fmt::format("setting {} to {}", what, value));
+    if (::setsockopt(fd, level, option, &value, sizeof value) != 0)
+        sys::fail_errno(fmt::format("setting {} to {}", what, value));
 }
 
 int get_int(int fd, int level, int option, const char* what) {

@@ -7,8 +7,8 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
-#include <cstring>
 #include <cstddef>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -84,7 +84,8 @@ Fd accept_peer(int listener, std::uint16_t client_port) {
         Fd fd = accept_within(listener, kSetupTimeout);
         sockaddr_in peer{};
         socklen_t len = sizeof peer;
-        if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&peer), &len) == 0 && ntohs(peer.sin_port) == client_port)
+        if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&peer), &len) == 0 &&
+            ntohs(peer.sin_port) == client_port)
             return fd;
     }
     throw Error("the throughput server kept accepting connections that were not the probe's");
@@ -112,8 +113,10 @@ void receive_loop(int fd, Counter& counter, const std::atomic<bool>& done) {
     std::optional<Clock::time_point> stop_by;
     for (;;) {
         if (done.load(std::memory_order_relaxed)) {
-            if (!stop_by) stop_by = Clock::now() + kDrainAfterDone;
-            else if (Clock::now() >= *stop_by) return;
+            if (!stop_by)
+                stop_by = Clock::now() + kDrainAfterDone;
+            else if (Clock::now() >= *stop_by)
+                return;
         }
         ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
         if (n > 0) {
@@ -164,7 +167,8 @@ std::string buffer_note(const char* option, std::int64_t asked, int granted, con
                                    units::format_size(static_cast<std::uint64_t>(granted)));
     if (!max_text.empty()) {
         auto cap = 2 * std::stoll(max_text);
-        note += fmt::format(" and caps it at 2 x net.core.{} = {}", max_sysctl, units::format_size(static_cast<std::uint64_t>(cap)));
+        note += fmt::format(" and caps it at 2 x net.core.{} = {}", max_sysctl,
+                            units::format_size(static_cast<std::uint64_t>(cap)));
         if (granted >= cap && asked * 2 > cap) note += "; CLAMPED";
     }
     return note + ")";
@@ -186,7 +190,8 @@ std::vector<std::unique_ptr<Stream>> open_streams(const ProbeSpec& spec, const E
             tune(fd, tuning);
             if (!where.client.address.empty()) {
                 auto a = ipv4(where.client.address, 0);
-                if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) sys::fail_errno("binding the client to " + where.client.address);
+                if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+                    sys::fail_errno("binding the client to " + where.client.address);
             }
         });
         s->server = accept_peer(listener, local_port(s->client.get()));
@@ -231,7 +236,8 @@ void summarize(ProbeResult& r, const Tuning& tuning, double total, double up, do
         r.notes.push_back(buffer_note("rcvbuf", tuning.rcvbuf, static_cast<int>(m["rcvbuf_granted"]), "rmem_max"));
     if (tuning.sndbuf > 0)
         r.notes.push_back(buffer_note("sndbuf", tuning.sndbuf, static_cast<int>(m["sndbuf_granted"]), "wmem_max"));
-    if (tuning.rcvbuf == 0) r.notes.push_back("rcvbuf: autotuned (net.ipv4.tcp_rmem); rcvbuf_granted is its size at the end");
+    if (tuning.rcvbuf == 0)
+        r.notes.push_back("rcvbuf: autotuned (net.ipv4.tcp_rmem); rcvbuf_granted is its size at the end");
 }
 
 }  // namespace
@@ -243,8 +249,8 @@ ProbeResult run_throughput(const ProbeSpec& spec, const Endpoints& where, const 
     bool both = option_string(spec, "direction") == "both";
     check_remote(spec, where.server);
 
-    Fd listener = listen_tcp(where.server.netns, where.server.address, where.server.port,
-                             [&](int fd) { tune(fd, tuning); });
+    Fd listener =
+        listen_tcp(where.server.netns, where.server.address, where.server.port, [&](int fd) { tune(fd, tuning); });
     auto streams = open_streams(spec, where, listener.get(), local_port(listener.get()), tuning);
 
     ProbeResult r;
@@ -271,7 +277,8 @@ ProbeResult run_throughput(const ProbeSpec& spec, const Endpoints& where, const 
     while (last < end) {
         sleep_until(std::min(last + interval, end), check);
         auto now = Clock::now();
-        double total = sum_bytes(streams, nullptr), up = sum_bytes(streams, "upload"), down = sum_bytes(streams, "download");
+        double total = sum_bytes(streams, nullptr), up = sum_bytes(streams, "upload"),
+               down = sum_bytes(streams, "download");
         double dt = seconds(now - last);
         r.samples["throughput"].push_back((total - last_total) * 8 / dt);
         if (both) {

@@ -21,9 +21,9 @@
 #include "probes/tool_process.h"
 
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <sched.h>
 #include <signal.h>
-#include <linux/nsfs.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -34,12 +34,12 @@
 #include <cstring>
 #include <thread>
 
+#include <fmt/format.h>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/process.hpp>
 #include <boost/process/extend.hpp>
 #include <boost/process/posix.hpp>
-#include <fmt/format.h>
 
 #include "core/error.h"
 #include "probes/sys.h"
@@ -98,8 +98,7 @@ public:
     void on_error(Executor& e, const std::error_code&) const {
         if (e.pid <= 0) return;  // fork itself failed
         ::kill(e.pid, SIGKILL);
-        while (::waitpid(e.pid, nullptr, 0) < 0 && errno == EINTR) {
-        }
+        while (::waitpid(e.pid, nullptr, 0) < 0 && errno == EINTR) {}
     }
 
 private:
@@ -186,8 +185,7 @@ struct ToolProcess::Running {
         ::kill(pid, SIGKILL);
         int wait_status = 0;
         pid_t got;
-        while ((got = ::waitpid(pid, &wait_status, 0)) < 0 && errno == EINTR) {
-        }
+        while ((got = ::waitpid(pid, &wait_status, 0)) < 0 && errno == EINTR) {}
         forget(got == pid ? wait_status : -1);
     }
 
@@ -200,7 +198,8 @@ std::string find_tool(const std::string& tool, const std::string& debian_package
     auto dirs = boost::this_process::path();
     for (const char* d : {"/usr/local/sbin", "/usr/sbin", "/sbin"}) dirs.emplace_back(d);
     auto found = bp::search_path(tool, dirs);
-    if (found.empty()) throw Error(fmt::format("{} is not installed (on Debian: apt-get install {})", tool, debian_package));
+    if (found.empty())
+        throw Error(fmt::format("{} is not installed (on Debian: apt-get install {})", tool, debian_package));
     return found.string();
 }
 
@@ -248,10 +247,9 @@ ToolProcess::ToolProcess(const std::string& netns, std::vector<std::string> argv
     Running& r = *run_;
     std::vector<std::string> args(argv.begin() + 1, argv.end());
     std::error_code failed;
-    r.child = bp::child(bp::exe = argv[0], bp::args = args, bp::std_in < bp::null,
-                        bp::posix::fd.bind(STDOUT_FILENO, r.out.write.get()),
-                        bp::posix::fd.bind(STDERR_FILENO, r.err.write.get()), r.group, bp::error = failed,
-                        EnterNamespace(ns.get()));
+    r.child = bp::child(
+        bp::exe = argv[0], bp::args = args, bp::std_in < bp::null, bp::posix::fd.bind(STDOUT_FILENO, r.out.write.get()),
+        bp::posix::fd.bind(STDERR_FILENO, r.err.write.get()), r.group, bp::error = failed, EnterNamespace(ns.get()));
     if (failed) {  // the child, if there was one, is reaped; its stderr says what it attempted
         r.err.write.reset();
         std::string attempted = drain(r.err.read.native_handle());
@@ -306,7 +304,9 @@ ToolOutput ToolProcess::collect(std::chrono::milliseconds timeout, const Tick& t
     return o;
 }
 
-ToolOutput ToolProcess::wait(std::chrono::milliseconds timeout, const Tick& tick) { return collect(timeout, tick, false); }
+ToolOutput ToolProcess::wait(std::chrono::milliseconds timeout, const Tick& tick) {
+    return collect(timeout, tick, false);
+}
 
 ToolOutput ToolProcess::stop(std::chrono::milliseconds grace) { return collect(grace, {}, true); }
 

@@ -20,7 +20,8 @@ using namespace std::chrono_literals;
 double wrk_seconds(const std::string& text) {
     static const std::regex kTime(R"(([\d.]+)(us|ms|s|m|h))");
     std::smatch m;
-    if (!std::regex_match(text, m, kTime)) throw Error(fmt::format("wrk printed a time \"{}\" it does not print", text));
+    if (!std::regex_match(text, m, kTime))
+        throw Error(fmt::format("wrk printed a time \"{}\" it does not print", text));
     double v = std::stod(m[1]);
     const std::string unit = m[2];
     if (unit == "us") return v / 1e6;
@@ -33,7 +34,8 @@ double wrk_seconds(const std::string& text) {
 double wrk_bytes(const std::string& text) {
     static const std::regex kBytes(R"(([\d.]+)([KMGTP]?))");
     std::smatch m;
-    if (!std::regex_match(text, m, kBytes)) throw Error(fmt::format("wrk printed a size \"{}B\" it does not print", text));
+    if (!std::regex_match(text, m, kBytes))
+        throw Error(fmt::format("wrk printed a size \"{}B\" it does not print", text));
     static const std::string kPrefixes = "KMGTP";
     double scale = m[2].length() ? std::pow(1024.0, static_cast<double>(kPrefixes.find(m[2].str()) + 1)) : 1.0;
     return std::stod(m[1]) * scale;
@@ -50,16 +52,19 @@ std::int64_t whole_seconds(const ProbeSpec& spec, const char* option) {
 /// What wrk cannot do, refused rather than measured differently.
 void check_wrk_options(const ProbeSpec& spec) {
     if (option_int(spec, "rate") != 0)
-        throw InputError("http probe: tool \"wrk\" has no fixed rate (that is wrk2); set rate = 0 or use tool \"builtin\"");
+        throw InputError(
+            "http probe: tool \"wrk\" has no fixed rate (that is wrk2); set rate = 0 or use tool \"builtin\"");
     if (!option_bool(spec, "client_nodelay"))
         throw InputError("http probe: wrk always sets TCP_NODELAY; `client_nodelay = false` needs tool \"builtin\"");
     if (option_bool(spec, "client_quickack"))
-        throw InputError("http probe: wrk leaves quick-ack to the kernel; `client_quickack = true` needs tool \"builtin\"");
+        throw InputError(
+            "http probe: wrk leaves quick-ack to the kernel; `client_quickack = true` needs tool \"builtin\"");
     auto connections = option_int(spec, "connections"), threads = option_int(spec, "threads");
     if (connections % threads != 0)
-        throw InputError(fmt::format("http probe: wrk opens connections / threads per thread; `connections` ({}) must "
-                                     "be a multiple of `threads` ({})",
-                                     connections, threads));
+        throw InputError(
+            fmt::format("http probe: wrk opens connections / threads per thread; `connections` ({}) must "
+                        "be a multiple of `threads` ({})",
+                        connections, threads));
 }
 
 struct WrkErrors {
@@ -125,12 +130,14 @@ ProbeResult parse_wrk(const std::string& text) {
     metrics["timeouts"] = e.timeout;
     metrics["non_2xx"] = e.status;
     metrics["errors"] = e.connect + e.read + e.write + e.timeout + e.status;
-    r.notes.push_back(fmt::format("wrk: socket errors connect {}, read {}, write {}, timeout {}; {} answers with status "
-                                  ">= 400 (wrk's \"Non-2xx or 3xx\")",
-                                  e.connect, e.read, e.write, e.timeout, e.status));
-    r.notes.push_back("wrk: requests counts every answer, also those later than --timeout (counted as timeouts); its "
-                      "percentiles include samples its stats_correct() adds for answers slower than twice the mean "
-                      "interval per connection");
+    r.notes.push_back(
+        fmt::format("wrk: socket errors connect {}, read {}, write {}, timeout {}; {} answers with status "
+                    ">= 400 (wrk's \"Non-2xx or 3xx\")",
+                    e.connect, e.read, e.write, e.timeout, e.status));
+    r.notes.push_back(
+        "wrk: requests counts every answer, also those later than --timeout (counted as timeouts); its "
+        "percentiles include samples its stats_correct() adds for answers slower than twice the mean "
+        "interval per connection");
     return r;
 }
 
@@ -143,23 +150,28 @@ ProbeResult run_wrk(const ProbeSpec& spec, const Endpoints& where, const Tick& t
     http::start_target(target, spec, where);
     auto& server = target.server;
     auto& options = target.options;
-    std::string url = server ? fmt::format("http://{}:{}/", where.server.address, server->port())
-                             : option_string(spec, "url");
-    std::vector<std::string> argv{exe, "--latency", "-t", std::to_string(option_int(spec, "threads")),
-                                  "-c", std::to_string(option_int(spec, "connections")),
-                                  "-d", fmt::format("{}s", seconds), "--timeout", fmt::format("{}s", timeout), url};
+    std::string url =
+        server ? fmt::format("http://{}:{}/", where.server.address, server->port()) : option_string(spec, "url");
+    std::vector<std::string> argv{exe,         "--latency",
+                                  "-t",        std::to_string(option_int(spec, "threads")),
+                                  "-c",        std::to_string(option_int(spec, "connections")),
+                                  "-d",        fmt::format("{}s", seconds),
+                                  "--timeout", fmt::format("{}s", timeout),
+                                  url};
     ToolProcess wrk(where.client.netns, argv);
     auto out = wrk.wait(std::chrono::seconds(seconds + timeout) + 10s, target.watching(tick));
     if (server) server->stop_and_join();
     if (out.timed_out) throw Error("wrk did not finish in time (killed)");
     if (!exited_ok(out))
-        throw Error(fmt::format("wrk {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
+        throw Error(
+            fmt::format("wrk {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
     auto r = parse_wrk(out.out);
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     if (server)
-        r.notes.push_back(fmt::format("built-in server: {} B body{}, {} thread(s), TCP_NODELAY {}; it answered {} requests",
-                                      options->response_size, options->split_write ? " (headers and body in two writes)" : "",
-                                      options->threads, options->nodelay ? "on" : "off", server->requests()));
+        r.notes.push_back(
+            fmt::format("built-in server: {} B body{}, {} thread(s), TCP_NODELAY {}; it answered {} requests",
+                        options->response_size, options->split_write ? " (headers and body in two writes)" : "",
+                        options->threads, options->nodelay ? "on" : "off", server->requests()));
     return r;
 }
 

@@ -87,8 +87,8 @@ AssertOutcome bound(const Context& ctx, bool at_least, const std::string& varian
     o.passed = at_least ? o.measured >= o.bound : o.measured <= o.bound;
     auto unit = ctx.metric ? ctx.metric->unit : probes::Unit::count;
     o.message = fmt::format("{} {}: median {} ({}{} {}){}", o.passed ? "PASS" : "FAIL", outcome_subject(o),
-                            human(unit, o.measured), o.passed ? "" : "required ", at_least ? ">=" : "<=",
-                            human(unit, o.bound), flags(c));
+                            human(unit, o.measured), o.passed ? "" : "required ",
+                            at_least ? ">=" : "<=", human(unit, o.bound), flags(c));
     return o;
 }
 
@@ -110,10 +110,10 @@ AssertOutcome gain(const Context& ctx, const std::string& variant, const std::st
     bool higher = !ctx.metric || ctx.metric->higher_is_better;
     o.measured = (higher ? v - b : b - v) / std::fabs(b);
     o.passed = o.measured >= o.bound;
-    o.message = fmt::format("{} {}: gain {} ({}>= {}); {} {} -> {}{}", o.passed ? "PASS" : "FAIL", outcome_subject(o),
-                            detail::signed_percent(o.measured), o.passed ? "" : "required ",
-                            detail::signed_percent(o.bound), ctx.baseline, human(unit, b), human(unit, v),
-                            flags(base, &other));
+    o.message =
+        fmt::format("{} {}: gain {} ({}>= {}); {} {} -> {}{}", o.passed ? "PASS" : "FAIL", outcome_subject(o),
+                    detail::signed_percent(o.measured), o.passed ? "" : "required ", detail::signed_percent(o.bound),
+                    ctx.baseline, human(unit, b), human(unit, v), flags(base, &other));
     return o;
 }
 
@@ -152,7 +152,8 @@ std::vector<AssertOutcome> evaluate(const results::RunData& data, const std::vec
                 }
             }
         if (spec.min_gain && !gained)
-            out.push_back(fail_unmeasured(outcome(ctx, "min_gain", "", ""), "the run has no variant besides the baseline"));
+            out.push_back(
+                fail_unmeasured(outcome(ctx, "min_gain", "", ""), "the run has no variant besides the baseline"));
     }
     return out;
 }

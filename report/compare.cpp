@@ -132,8 +132,10 @@ std::string render_text(const results::RunData& a, const results::RunData& b, co
         row.push_back(l.diff.significant ? (l.diff.better ? "better" : "worse") : "");
         table.add(row);
     }
-    if (lines.empty()) line("no measurements in either run");
-    else out += markdown ? table.markdown() : table.text("  ");
+    if (lines.empty())
+        line("no measurements in either run");
+    else
+        out += markdown ? table.markdown() : table.text("  ");
     return out;
 }
 

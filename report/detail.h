@@ -14,8 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/report.h"
 #include "probes/probe_spec.h"
+#include "report/report.h"
 
 namespace wanlab::report::detail {
 

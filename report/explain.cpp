@@ -15,8 +15,8 @@
 #include <fmt/format.h>
 
 #include "core/units.h"
-#include "report/detail.h"
 #include "probes/stats.h"
+#include "report/detail.h"
 
 namespace wanlab::report {
 namespace {
@@ -62,8 +62,10 @@ double limited_share(const results::Measurement& m, const std::string& what) {
     for (const auto& c : m.connections) {
         const auto& v = values_of(c);
         double b = number_at(v, "busy_time"), l = number_at(v, what + "_time"), f = number_at(v, what);
-        if (std::isfinite(b) && std::isfinite(l)) busy += b, limited += l;
-        else timed = false;
+        if (std::isfinite(b) && std::isfinite(l))
+            busy += b, limited += l;
+        else
+            timed = false;
         if (std::isfinite(f)) sum += f, ++n;
     }
     if (timed && busy > 0) return limited / busy;
@@ -230,7 +232,8 @@ void bdp_advice(std::vector<std::string>& out, const results::RunData& data, con
             if (max >= 2 * bdp) continue;
             auto on = s.host.empty() ? std::string() : " on " + s.host;
             auto name = fmt::format("{}{}{} = {} ({})", b.key, b.triple ? " max" : "", on, s.fields.back(),
-                                    detail::human_bytes(max)) + (s.before ? " before the run" : "");
+                                    detail::human_bytes(max)) +
+                        (s.before ? " before the run" : "");
             (max < bdp ? below_bdp : below_twice).push_back(name);
             if (b.triple)
                 set.push_back(fmt::format("{}=\"{} {} {}\"{}", b.key, s.fields[0], s.fields[1], target, on));
@@ -252,7 +255,9 @@ void bdp_advice(std::vector<std::string>& out, const results::RunData& data, con
         s += "; below 2 x BDP (the kernel keeps about half of a buffer for overhead): " + list(below_twice);
     s += fmt::format("; set {} ({}, the power of two at or above 2 x BDP)", list(set),
                      detail::human_bytes(static_cast<double>(target)));
-    if (core) s += "; rmem_max/wmem_max cap what SO_RCVBUF/SO_SNDBUF can ask for (iperf3 -w), tcp_rmem/tcp_wmem cap autotuning";
+    if (core)
+        s += "; rmem_max/wmem_max cap what SO_RCVBUF/SO_SNDBUF can ask for (iperf3 -w), tcp_rmem/tcp_wmem cap "
+             "autotuning";
     out.push_back(s + flag(t));
 }
 

@@ -23,10 +23,14 @@ bool integral(double v) { return std::fabs(v - std::round(v)) < 1e-9 * std::max(
 Scale bytes_scale(double v) {
     double a = std::fabs(v);
     Scale s;
-    if (a >= 1024.0 * 1024 * 1024) s = {1024.0 * 1024 * 1024, 1, " GiB"};
-    else if (a >= 1024.0 * 1024) s = {1024.0 * 1024, 1, " MiB"};
-    else if (a >= 1024) s = {1024, 1, " KiB"};
-    else s = {1, 0, " B"};
+    if (a >= 1024.0 * 1024 * 1024)
+        s = {1024.0 * 1024 * 1024, 1, " GiB"};
+    else if (a >= 1024.0 * 1024)
+        s = {1024.0 * 1024, 1, " MiB"};
+    else if (a >= 1024)
+        s = {1024, 1, " KiB"};
+    else
+        s = {1, 0, " B"};
     if (integral(v / s.divisor)) s.decimals = 0;  // "208 KiB", as sysctl users think of 212992
     return s;
 }

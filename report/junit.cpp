@@ -23,8 +23,10 @@ std::string xml(const std::string& s) {
             case '"': out += "&quot;"; break;
             case '\'': out += "&apos;"; break;
             default:
-                if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') out += '?';
-                else out += c;
+                if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r')
+                    out += '?';
+                else
+                    out += c;
         }
     }
     return out;
@@ -45,7 +47,8 @@ std::string junit_xml(const results::RunData& data, const std::vector<AssertOutc
     std::string suite = run.experiment.empty() ? "wanlab" : run.experiment;
 
     std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-    out += fmt::format("<testsuites name=\"wanlab\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n", tests, failures, errors);
+    out += fmt::format("<testsuites name=\"wanlab\" tests=\"{}\" failures=\"{}\" errors=\"{}\">\n", tests, failures,
+                       errors);
     out += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"0\"", xml(suite),
                        tests, failures, errors);
     if (!run.started.empty()) out += fmt::format(" timestamp=\"{}\"", xml(run.started));

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "report/detail.h"
 #include "probes/probe.h"
+#include "report/detail.h"
 
 namespace wanlab::report::detail {
 namespace {
@@ -60,7 +60,8 @@ const results::Trial* trial_at(const results::RunData& data, const std::string& 
 }
 
 bool has_sweep(const results::RunData& data) {
-    return std::any_of(data.trials.begin(), data.trials.end(), [](const results::Trial& t) { return !t.sweep.empty(); });
+    return std::any_of(data.trials.begin(), data.trials.end(),
+                       [](const results::Trial& t) { return !t.sweep.empty(); });
 }
 
 std::vector<ProbeRef> probes_of(const results::RunData& data) {
@@ -99,7 +100,8 @@ std::vector<double> values_of(const results::RunData& data, std::size_t trial_in
     std::vector<double> v;
     for (const auto& m : data.measurements) {
         if (m.trial != trial_index || m.probe != probe) continue;
-        if (auto it = m.metrics.find(metric); it != m.metrics.end() && std::isfinite(it->second)) v.push_back(it->second);
+        if (auto it = m.metrics.find(metric); it != m.metrics.end() && std::isfinite(it->second))
+            v.push_back(it->second);
     }
     return v;
 }

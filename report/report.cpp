@@ -136,7 +136,8 @@ void build_rows(Model& m, const std::vector<ProbeRef>& probes, const ReportOptio
 // The pivot's metric: asked for, else the first assert's, else the first probe's headline.
 std::optional<std::pair<ProbeRef, std::string>> pivot_metric(const std::vector<ProbeRef>& probes,
                                                              const std::vector<lab::AssertSpec>& asserts,
-                                                             const ReportOptions& options, std::vector<std::string>& notes) {
+                                                             const ReportOptions& options,
+                                                             std::vector<std::string>& notes) {
     using Choice = std::pair<ProbeRef, std::string>;
     if (!options.pivot.empty()) {
         auto [probe, metric] = split_metric(options.pivot);
@@ -179,7 +180,8 @@ void build_pivot(Model& m, const std::vector<ProbeRef>& probes, const std::vecto
             for (std::size_t i = 2; i < t.sweep.size(); ++i)
                 label += (i == 2 ? " @ " : ", ") + t.sweep[i].first + "=" + t.sweep[i].second;
         }
-        auto g = std::find_if(pv.groups.begin(), pv.groups.end(), [&label](const PivotGroup& x) { return x.label == label; });
+        auto g = std::find_if(pv.groups.begin(), pv.groups.end(),
+                              [&label](const PivotGroup& x) { return x.label == label; });
         if (g == pv.groups.end()) {
             pv.groups.push_back(PivotGroup{label, {}, {}, {}});
             g = pv.groups.end() - 1;
@@ -233,8 +235,8 @@ std::string status_text(const results::Run& run) {
 }
 
 std::size_t trials_done(const results::RunData& data) {
-    return static_cast<std::size_t>(
-        std::count_if(data.trials.begin(), data.trials.end(), [](const results::Trial& t) { return t.status == "done"; }));
+    return static_cast<std::size_t>(std::count_if(data.trials.begin(), data.trials.end(),
+                                                  [](const results::Trial& t) { return t.status == "done"; }));
 }
 
 std::size_t trials_planned(const results::RunData& data) {
@@ -252,8 +254,8 @@ std::vector<std::string> trial_warnings(const results::RunData& data) {
     std::vector<std::string> out;
     for (const auto& t : data.trials) {
         if (detail::emulation_failed(&t))
-            out.push_back(fmt::format("! {}: emulation did not hold{}{}", trial_name(t), t.check.note.empty() ? "" : ": ",
-                                      t.check.note));
+            out.push_back(fmt::format("! {}: emulation did not hold{}{}", trial_name(t),
+                                      t.check.note.empty() ? "" : ": ", t.check.note));
         if (t.status == "failed" || t.status == "interrupted")
             out.push_back(fmt::format("x {}: {}{}{}", trial_name(t), t.status, t.error.empty() ? "" : ": ", t.error));
     }
@@ -262,9 +264,7 @@ std::vector<std::string> trial_warnings(const results::RunData& data) {
 
 probes::Unit unit(const Cell& c) { return c.spec ? c.spec->unit : probes::Unit::count; }
 
-std::string flagged(const Cell& c, std::string text) {
-    return detail::emulation_failed(c.trial) ? text + " !" : text;
-}
+std::string flagged(const Cell& c, std::string text) { return detail::emulation_failed(c.trial) ? text + " !" : text; }
 
 std::string cell_text(const Cell& c) { return flagged(c, detail::human_ci(unit(c), c.summary)); }
 
@@ -286,8 +286,7 @@ std::string coverage_legend(const Model& m) {
     std::string s;
     for (const auto& kv : by_n) {
         if (!s.empty()) s += ", ";
-        s += kv.first < 2 ? "none at 1 repeat"
-                          : fmt::format("{:.1f}% at {} repeats", kv.second * 100, kv.first);
+        s += kv.first < 2 ? "none at 1 repeat" : fmt::format("{:.1f}% at {} repeats", kv.second * 100, kv.first);
     }
     return s;
 }
@@ -341,7 +340,8 @@ std::vector<detail::TextTable> pivot_tables(const Model& m) {
             std::vector<std::string> row{r};
             for (const auto& c : g.columns) {
                 auto it = g.cells.find({r, c});
-                row.push_back(it == g.cells.end() ? "-" : flagged(it->second, detail::human(u, it->second.summary.median)));
+                row.push_back(it == g.cells.end() ? "-"
+                                                  : flagged(it->second, detail::human(u, it->second.summary.median)));
             }
             t.add(row);
         }
@@ -392,20 +392,25 @@ std::string render_text(const Model& m, bool markdown) {
     line(fmt::format("median [CI] over repeats; baseline {}", m.baseline));
     if (auto cov = coverage_legend(m); !cov.empty())
         line("CI: distribution-free interval of the median (order statistics), coverage " + cov);
-    if (m.variants.size() > 1) line("* significant at 5% (Welch's t-test on the repeats); verdict only when significant");
-    if (std::any_of(data.trials.begin(), data.trials.end(), [](const results::Trial& t) { return detail::emulation_failed(&t); }))
+    if (m.variants.size() > 1)
+        line("* significant at 5% (Welch's t-test on the repeats); verdict only when significant");
+    if (std::any_of(data.trials.begin(), data.trials.end(),
+                    [](const results::Trial& t) { return detail::emulation_failed(&t); }))
         line("! from a trial whose emulation did not hold");
     for (const auto& n : m.notes) line(n);
     if (markdown) out += "\n";
-    if (m.rows.empty()) line("no measurements");
-    else table(before_after(m));
+    if (m.rows.empty())
+        line("no measurements");
+    else
+        table(before_after(m));
 
     if (m.pivot) {
         const auto& pv = *m.pivot;
         section(fmt::format("Pivot: {}.{}, median", pv.probe.name, pv.metric));
         auto tables = pivot_tables(m);
         for (std::size_t i = 0; i < tables.size(); ++i) {
-            if (!pv.groups[i].label.empty()) out += markdown ? "\n**" + pv.groups[i].label + "**\n\n" : "  " + pv.groups[i].label + "\n";
+            if (!pv.groups[i].label.empty())
+                out += markdown ? "\n**" + pv.groups[i].label + "**\n\n" : "  " + pv.groups[i].label + "\n";
             table(tables[i]);
         }
     }
@@ -456,13 +461,13 @@ std::string render_json(const Model& m) {
     for (const auto& t : data.trials)
         if (detail::emulation_failed(&t) || t.status == "failed" || t.status == "interrupted")
             trials_flagged.push_back({{"trial", t.index},
-                               {"id", t.id},
-                               {"variant", t.variant},
-                               {"point", detail::point_label(t)},
-                               {"status", t.status},
-                               {"error", t.error},
-                               {"emulation_held", t.check.held},
-                               {"emulation_note", t.check.note}});
+                                      {"id", t.id},
+                                      {"variant", t.variant},
+                                      {"point", detail::point_label(t)},
+                                      {"status", t.status},
+                                      {"error", t.error},
+                                      {"emulation_held", t.check.held},
+                                      {"emulation_note", t.check.note}});
     json j;
     j["run"] = {{"id", run.id},
                 {"experiment", run.experiment},
@@ -477,9 +482,9 @@ std::string render_json(const Model& m) {
                 {"trials_done", trials_done(data)},
                 {"trials_planned", trials_planned(data)},
                 {"trials_flagged", trials_flagged}};
-    j["environment"] = {{"hostname", run.env.hostname},         {"kernel", run.env.kernel},
-                        {"machine", run.env.machine},           {"wanlab_version", run.env.wanlab_version},
-                        {"where", run.env.where},               {"sysctls_before", run.env.sysctls_before}};
+    j["environment"] = {{"hostname", run.env.hostname}, {"kernel", run.env.kernel},
+                        {"machine", run.env.machine},   {"wanlab_version", run.env.wanlab_version},
+                        {"where", run.env.where},       {"sysctls_before", run.env.sysctls_before}};
     j["cells"] = json::array();
     for (const auto& c : m.cells) j["cells"].push_back(cell_json(c));
     j["comparisons"] = json::array();
@@ -487,19 +492,20 @@ std::string render_json(const Model& m) {
         if (r.other == kNone) continue;
         const auto& b = m.cells[r.base];
         const auto& o = m.cells[r.other];
-        j["comparisons"].push_back({{"point", b.point},
-                                    {"probe", b.probe.name},
-                                    {"metric", b.metric},
-                                    {"unit", detail::unit_of(b.spec)},
-                                    {"baseline", b.variant},
-                                    {"variant", o.variant},
-                                    {"base_median", detail::number<json>(b.summary.median)},
-                                    {"median", detail::number<json>(o.summary.median)},
-                                    {"delta", detail::number<json>(r.diff.delta)},
-                                    {"p_value", detail::number<json>(r.diff.p_value)},
-                                    {"significant", r.diff.significant},
-                                    {"better", r.diff.better},
-                                    {"emulation_held", !detail::emulation_failed(b.trial) && !detail::emulation_failed(o.trial)}});
+        j["comparisons"].push_back(
+            {{"point", b.point},
+             {"probe", b.probe.name},
+             {"metric", b.metric},
+             {"unit", detail::unit_of(b.spec)},
+             {"baseline", b.variant},
+             {"variant", o.variant},
+             {"base_median", detail::number<json>(b.summary.median)},
+             {"median", detail::number<json>(o.summary.median)},
+             {"delta", detail::number<json>(r.diff.delta)},
+             {"p_value", detail::number<json>(r.diff.p_value)},
+             {"significant", r.diff.significant},
+             {"better", r.diff.better},
+             {"emulation_held", !detail::emulation_failed(b.trial) && !detail::emulation_failed(o.trial)}});
     }
     j["pivot"] = nullptr;
     if (m.pivot) {
@@ -542,9 +548,29 @@ std::string render_csv(const Model& m) {
     using detail::csv_number;
     std::vector<std::string> header{"run", "point"};
     for (const auto& k : m.sweep_keys) header.push_back(k);
-    for (const char* h : {"probe", "metric", "unit", "baseline", "base_trial_id", "base_n", "base_median", "base_low",
-                          "base_high", "base_confidence", "base_emulation_held", "variant", "trial_id", "n", "median",
-                          "low", "high", "confidence", "emulation_held", "delta", "p_value", "significant", "better"})
+    for (const char* h : {"probe",
+                          "metric",
+                          "unit",
+                          "baseline",
+                          "base_trial_id",
+                          "base_n",
+                          "base_median",
+                          "base_low",
+                          "base_high",
+                          "base_confidence",
+                          "base_emulation_held",
+                          "variant",
+                          "trial_id",
+                          "n",
+                          "median",
+                          "low",
+                          "high",
+                          "confidence",
+                          "emulation_held",
+                          "delta",
+                          "p_value",
+                          "significant",
+                          "better"})
         header.emplace_back(h);
     std::string out;
     auto emit = [&out](const std::vector<std::string>& fields) {

@@ -63,12 +63,12 @@ std::vector<std::string> explain(const results::RunData& data);
 
 struct AssertOutcome {
     lab::AssertSpec spec;
-    std::string variant;       ///< the variant it was evaluated on
-    std::string point;         ///< sweep point ("link.rtt=40ms"), "" without sweep
+    std::string variant;              ///< the variant it was evaluated on
+    std::string point;                ///< sweep point ("link.rtt=40ms"), "" without sweep
     double measured = results::kNaN;  ///< median (bounds) or relative gain (min_gain), base units
     double bound = results::kNaN;
     bool passed = false;
-    std::string message;       ///< "PASS bulk.throughput large-buffers @ link.rtt=40ms: gain +61.2% >= 20%"
+    std::string message;  ///< "PASS bulk.throughput large-buffers @ link.rtt=40ms: gain +61.2% >= 20%"
 };
 /// Every assert on every (variant, sweep point) it applies to. A metric with no measurement
 /// fails ("not measured").

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <limits>
 
-#include "report/detail.h"
 #include "probes/stats.h"
+#include "report/detail.h"
 
 namespace wanlab::report {
 namespace detail {
@@ -59,7 +59,8 @@ double incomplete_beta(double a, double b, double x) {
     if (std::isnan(x) || a <= 0 || b <= 0) return kNaN;
     if (x <= 0) return 0;
     if (x >= 1) return 1;
-    double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
+    double front =
+        std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
     if (x < (a + 1) / (a + b + 2)) return front * beta_continued_fraction(a, b, x) / a;
     return 1 - front * beta_continued_fraction(b, a, 1 - x) / b;
 }
@@ -116,8 +117,10 @@ Difference difference(const std::vector<double>& base, const std::vector<double>
     // its significance from Welch's test on the repeats, since a median test has no power
     // at 3 repeats.
     double mb = probes::stats::median(b), mo = probes::stats::median(o);
-    if (mb != 0) d.delta = (mo - mb) / mb;
-    else if (mo == 0) d.delta = 0;  // else undefined: a change from zero has no relative size
+    if (mb != 0)
+        d.delta = (mo - mb) / mb;
+    else if (mo == 0)
+        d.delta = 0;  // else undefined: a change from zero has no relative size
     d.better = higher_is_better ? mo > mb : mo < mb;
     d.p_value = detail::welch_p_value(b, o);
     d.significant = !std::isnan(d.p_value) && d.p_value < 0.05;

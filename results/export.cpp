@@ -16,13 +16,9 @@ namespace {
 using nlohmann::json;
 
 /// A number, or null for NaN ("not measured").
-json number(double v) {
-    return std::isnan(v) ? json(nullptr) : json(v);
-}
+json number(double v) { return std::isnan(v) ? json(nullptr) : json(v); }
 
-double number_from(const json& j) {
-    return j.is_null() ? kNaN : j.get<double>();
-}
+double number_from(const json& j) { return j.is_null() ? kNaN : j.get<double>(); }
 
 json numbers(const std::vector<double>& values) {
     json out = json::array();
@@ -103,9 +99,11 @@ json measurement_json(const Measurement& m) {
     for (const auto& [name, value] : m.metrics) metrics[name] = number(value);
     json samples = json::object();
     for (const auto& [name, values] : m.samples) samples[name] = numbers(values);
-    return {{"trial", m.trial},     {"probe", m.probe},     {"kind", m.kind},       {"tool", m.tool},
-            {"repeat", m.repeat},   {"started", m.started}, {"metrics", metrics},   {"samples", samples},
-            {"notes", m.notes},     {"connections", m.connections}};
+    return {{"trial", m.trial},   {"probe", m.probe},
+            {"kind", m.kind},     {"tool", m.tool},
+            {"repeat", m.repeat}, {"started", m.started},
+            {"metrics", metrics}, {"samples", samples},
+            {"notes", m.notes},   {"connections", m.connections}};
 }
 
 Measurement measurement_from(const json& j) {
@@ -165,9 +163,7 @@ std::string unit_of(const std::string& kind, const std::string& metric) {
 }
 
 /// The shortest text that reads back as the same double (fmt's default); NaN empty.
-std::string csv_value(double v) {
-    return std::isnan(v) ? std::string() : fmt::format("{}", v);
-}
+std::string csv_value(double v) { return std::isnan(v) ? std::string() : fmt::format("{}", v); }
 
 std::vector<std::string> csv_header(const std::vector<std::string>& sweep) {
     std::vector<std::string> h = {"run", "trial", "trial_id", "variant"};
@@ -191,12 +187,9 @@ void append_measurement(std::string& out, const RunData& data, const std::vector
 }  // namespace
 
 void to_json(json& j, const Environment& env) {
-    j = {{"hostname", env.hostname},
-         {"kernel", env.kernel},
-         {"machine", env.machine},
-         {"wanlab_version", env.wanlab_version},
-         {"where", env.where},
-         {"sysctls_before", env.sysctls_before}};
+    j = {{"hostname", env.hostname}, {"kernel", env.kernel},
+         {"machine", env.machine},   {"wanlab_version", env.wanlab_version},
+         {"where", env.where},       {"sysctls_before", env.sysctls_before}};
 }
 
 void from_json(const json& j, Environment& env) {

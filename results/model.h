@@ -23,42 +23,42 @@ inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 /// Where and on what the run measured, so two runs can be compared honestly.
 struct Environment {
     std::string hostname;
-    std::string kernel;          ///< uname -r of the kernel the lab ran on
-    std::string machine;         ///< uname -m
+    std::string kernel;   ///< uname -r of the kernel the lab ran on
+    std::string machine;  ///< uname -m
     std::string wanlab_version;
-    std::string where;           ///< "host", or "vm (tcg, 2 cpus)" when run inside the micro-VM
+    std::string where;  ///< "host", or "vm (tcg, 2 cpus)" when run inside the micro-VM
     /// Before the run: every sysctl the experiment touches plus the usual buffer/cc keys, as
     /// read in the namespace wanlab started in ("net.ipv4.tcp_rmem" -> "4096\t131072\t6291456").
     std::map<std::string, std::string> sysctls_before;
 };
 
 struct Run {
-    std::string id;            ///< run id, as in the journal and the namespace names
-    std::string experiment;    ///< the experiment's name
-    std::string file;          ///< path as given
-    std::string text;          ///< the experiment file's text, as read
+    std::string id;                 ///< run id, as in the journal and the namespace names
+    std::string experiment;         ///< the experiment's name
+    std::string file;               ///< path as given
+    std::string text;               ///< the experiment file's text, as read
     std::vector<std::string> sets;  ///< --set arguments, in order
-    std::string baseline;      ///< variant every other one is compared with
+    std::string baseline;           ///< variant every other one is compared with
     std::string started, finished;  ///< ISO 8601 UTC; finished empty while running
     /// "running", "complete", "interrupted" (Ctrl-C/SIGTERM: partial), "failed" (error: partial).
     std::string status = "running";
-    std::string error;         ///< what went wrong, for interrupted or failed runs
+    std::string error;  ///< what went wrong, for interrupted or failed runs
     std::size_t planned_trials = 0;
     Environment env;
 };
 
 /// Whether the emulated path behaved as configured before a trial's probes ran.
 struct EmulationCheck {
-    bool checked = false;      ///< false: nothing to check (no delay, no rate) or not reached
-    bool held = true;          ///< measured within tolerance of configured
-    double rtt_configured = kNaN, rtt_measured = kNaN;    ///< seconds
+    bool checked = false;                               ///< false: nothing to check (no delay, no rate) or not reached
+    bool held = true;                                   ///< measured within tolerance of configured
+    double rtt_configured = kNaN, rtt_measured = kNaN;  ///< seconds
     double rate_configured = kNaN, rate_measured = kNaN;  ///< bit/s
-    std::string note;          ///< "rtt 40.3 ms for 40 ms configured", or what did not hold
+    std::string note;                                     ///< "rtt 40.3 ms for 40 ms configured", or what did not hold
 };
 
 struct Trial {
-    std::size_t index = 0;     ///< 1-based position in the plan
-    std::string id;            ///< stable id (hash of variant and sweep values)
+    std::size_t index = 0;  ///< 1-based position in the plan
+    std::string id;         ///< stable id (hash of variant and sweep values)
     std::string variant;
     std::vector<std::pair<std::string, std::string>> sweep;  ///< swept path -> value as written
     /// The configuration that matters to explanations: sum of both directions' delays (s),
@@ -73,12 +73,12 @@ struct Trial {
 };
 
 struct Measurement {
-    std::size_t trial = 0;     ///< Trial::index
-    std::string probe;         ///< probe name
-    std::string kind;          ///< probe kind ("throughput", "rtt", "rr", "http")
-    std::string tool;          ///< "builtin", "iperf3", ...
-    unsigned repeat = 0;       ///< 1-based
-    std::string started;       ///< ISO 8601 UTC
+    std::size_t trial = 0;                  ///< Trial::index
+    std::string probe;                      ///< probe name
+    std::string kind;                       ///< probe kind ("throughput", "rtt", "rr", "http")
+    std::string tool;                       ///< "builtin", "iperf3", ...
+    unsigned repeat = 0;                    ///< 1-based
+    std::string started;                    ///< ISO 8601 UTC
     std::map<std::string, double> metrics;  ///< base units
     std::map<std::string, std::vector<double>> samples;
     std::vector<std::string> notes;

@@ -103,9 +103,7 @@ void exec(sqlite3* db, const fs::path& path, const char* sql, const std::string&
 }
 
 /// JSON text that never throws (invalid UTF-8 is replaced).
-std::string dump(const json& j) {
-    return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // A prepared statement with its parameters bound in order; sqlite3_finalize on destruction.
 class Statement {
@@ -133,8 +131,7 @@ public:
         fail(db_, path_, action_);
     }
     void run() {
-        while (step()) {
-        }
+        while (step()) {}
     }
     /// Ready to run again with new parameters.
     void reset() {
@@ -234,11 +231,11 @@ std::string written_by(sqlite3* db) {
 
 [[noreturn]] void refuse_newer(sqlite3* db, const fs::path& path, int version) {
     std::string by = written_by(db);
-    throw Error(fmt::format("results database {} has schema version {}{}; wanlab {} reads up to version {}: "
-                            "open it with {}",
-                            path.string(), version, by.empty() ? "" : fmt::format(" (written by wanlab {})", by),
-                            kVersion, kSchemaVersion,
-                            by.empty() ? "a newer wanlab" : fmt::format("wanlab {} or newer", by)));
+    throw Error(
+        fmt::format("results database {} has schema version {}{}; wanlab {} reads up to version {}: "
+                    "open it with {}",
+                    path.string(), version, by.empty() ? "" : fmt::format(" (written by wanlab {})", by), kVersion,
+                    kSchemaVersion, by.empty() ? "a newer wanlab" : fmt::format("wanlab {} or newer", by)));
 }
 
 void create_schema(sqlite3* db, const fs::path& path) {
@@ -342,8 +339,7 @@ std::vector<Measurement> read_measurements(sqlite3* db, const fs::path& path, co
                 "WHERE run_id = ? ORDER BY id",
                 action);
     Statement metrics(db, path, "SELECT name, value FROM metrics WHERE measurement_id = ?", action);
-    Statement samples(db, path, "SELECT name, value FROM samples WHERE measurement_id = ? ORDER BY name, seq",
-                      action);
+    Statement samples(db, path, "SELECT name, value FROM samples WHERE measurement_id = ? ORDER BY name, seq", action);
     s.bind(run_id);
     std::vector<Measurement> out;
     while (s.step()) {
@@ -385,10 +381,10 @@ std::string candidate_list(const std::vector<std::string>& ids) {
 
 /// Ids of the runs whose id starts with `prefix` (every run for "latest"), newest first.
 std::vector<std::string> matching_ids(sqlite3* db, const fs::path& path, const std::string& prefix) {
-    Statement s(db, path,
-                fmt::format("SELECT id FROM runs WHERE ?1 = 'latest' OR substr(id, 1, length(?1)) = ?1{}",
-                            kNewestFirst),
-                "looking up runs");
+    Statement s(
+        db, path,
+        fmt::format("SELECT id FROM runs WHERE ?1 = 'latest' OR substr(id, 1, length(?1)) = ?1{}", kNewestFirst),
+        "looking up runs");
     s.bind(prefix);
     std::vector<std::string> ids;
     while (s.step()) ids.push_back(s.text(0));
@@ -398,8 +394,8 @@ std::vector<std::string> matching_ids(sqlite3* db, const fs::path& path, const s
 [[noreturn]] void throw_no_match(sqlite3* db, const fs::path& path, const std::string& id) {
     std::vector<std::string> newest = matching_ids(db, path, "latest");
     std::string held = newest.empty() ? " (it holds no runs)" : "; newest runs: " + candidate_list(newest);
-    throw InputError(fmt::format("no run `{}` in results database {}{}; see `wanlab results list`", id,
-                                 path.string(), held));
+    throw InputError(
+        fmt::format("no run `{}` in results database {}{}; see `wanlab results list`", id, path.string(), held));
 }
 
 /// The one run `id` names: itself, the only run it is a prefix of, or the newest for "latest".
@@ -409,9 +405,10 @@ std::string resolve_run(sqlite3* db, const fs::path& path, const std::string& id
     if (id == "latest" || ids.size() == 1) return ids.front();
     // An exact id wins over the longer ids it is a prefix of ("r1" and "r10").
     if (std::find(ids.begin(), ids.end(), id) != ids.end()) return id;
-    throw InputError(fmt::format("run `{}` is ambiguous in results database {}: it matches {}; "
-                                 "see `wanlab results list`",
-                                 id, path.string(), candidate_list(ids)));
+    throw InputError(
+        fmt::format("run `{}` is ambiguous in results database {}: it matches {}; "
+                    "see `wanlab results list`",
+                    id, path.string(), candidate_list(ids)));
 }
 
 constexpr const char* kPutTrial =
@@ -437,9 +434,7 @@ Store::Store(const fs::path& db) : path_(db) {
     }
 }
 
-Store::~Store() {
-    sqlite3_close(db_);
-}
+Store::~Store() { sqlite3_close(db_); }
 
 void Store::begin_run(const Run& run, const std::vector<Trial>& trials) {
     const std::string action = fmt::format("recording run `{}`", run.id);

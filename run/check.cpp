@@ -32,10 +32,11 @@ double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double
 probes::ProbeSpec rtt_spec() {
     config::Documents docs;
     Diagnostics diag;
-    const toml::table* table = docs.parse("emulation check",
-                                          "[[probe]]\nkind = \"rtt\"\nmethod = \"tcp\"\ncount = 20\ninterval = \"20ms\"\n"
-                                          "duration = \"10s\"\n",
-                                          diag);
+    const toml::table* table =
+        docs.parse("emulation check",
+                   "[[probe]]\nkind = \"rtt\"\nmethod = \"tcp\"\ncount = 20\ninterval = \"20ms\"\n"
+                   "duration = \"10s\"\n",
+                   diag);
     if (!table) throw Error("the emulation check's probe does not parse");
     config::Node root = config::from_toml(*table);
     auto spec = probes::parse_probe(root.find("probe")->items.front(), 0, std::chrono::seconds(10), diag);
@@ -74,7 +75,8 @@ void receive_until_quiet(int fd, Clock::time_point deadline, std::chrono::millis
     }
 }
 
-void send_paced(int fd, const sockaddr_in& to, double rate, std::chrono::milliseconds duration, const probes::Tick& tick) {
+void send_paced(int fd, const sockaddr_in& to, double rate, std::chrono::milliseconds duration,
+                const probes::Tick& tick) {
     std::vector<char> payload(kPayload, 'w');
     std::vector<iovec> iov(kBatch);
     std::vector<mmsghdr> msgs(kBatch);
@@ -89,7 +91,8 @@ void send_paced(int fd, const sockaddr_in& to, double rate, std::chrono::millise
     const double per_batch = static_cast<double>(kBatch * (kPayload + kWireOverhead) * 8) / rate;  // seconds
     auto start = Clock::now(), end = start + duration, next_tick = start;
     for (std::uint64_t batch = 0;; ++batch) {
-        auto due = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(per_batch * batch));
+        auto due =
+            start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(per_batch * batch));
         // Stop at the end of `duration` by the clock too: a sender slower than the rate (an
         // emulated CPU at 1 Gbit/s) would otherwise send every planned batch, for many times
         // `duration` (tens of seconds per try at 10 Gbit/s in the micro-VM).
@@ -172,7 +175,8 @@ results::EmulationCheck check_emulation(const lab::Trial& trial, const probes::E
     // Let the queue a blast filled drain before anything else measures.
     auto drain = [&] {
         probes::sleep_until(
-            Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(e.rtt + 0.2)), tick);
+            Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(e.rtt + 0.2)),
+            tick);
     };
     auto rate = [&](const char* dir, double configured, const probes::Endpoint& from, const probes::Endpoint& to) {
         if (configured <= 0) return;

@@ -8,16 +8,16 @@
 // 105% of configured + both jitters + 5 ms] (the slack above covers the emulated CPU of a
 // micro-VM, which adds 1-3 ms per round trip); rate held when the measured rate is within
 // 85% to 105% of configured (a rate short of that is measured once more and the better of
-// the two kept: a sender briefly starved of CPU is not the path). Only traffic between the lab's namespaces. Checks nothing
-// (checked = false) when the trial sets neither delay nor rate. `tick` as in probes/probe.h.
-// Failures to measure throw wanlab::Error. Not thread-safe.
+// the two kept: a sender briefly starved of CPU is not the path). Only traffic between the lab's namespaces. Checks
+// nothing (checked = false) when the trial sets neither delay nor rate. `tick` as in probes/probe.h. Failures to
+// measure throw wanlab::Error. Not thread-safe.
 #pragma once
 
 #include <string>
 
 #include "experiment/experiment.h"
-#include "results/model.h"
 #include "probes/probe.h"
+#include "results/model.h"
 
 namespace wanlab::run {
 

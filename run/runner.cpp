@@ -11,12 +11,12 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "run/check.h"
-#include "lab/session.h"
 #include "core/signals.h"
-#include "lab/topology.h"
 #include "core/version.h"
+#include "lab/session.h"
+#include "lab/topology.h"
 #include "probes/sys.h"
+#include "run/check.h"
 #include "sysctl/proc_sys.h"
 
 namespace wanlab::run {
@@ -27,10 +27,10 @@ using namespace std::chrono_literals;
 double ns_to_s(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 
 // The keys a report needs to explain buffer effects, recorded even when no trial sets them.
-const char* const kUsualKeys[] = {"net.core.rmem_max", "net.core.wmem_max", "net.core.rmem_default",
-                                  "net.core.wmem_default", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
-                                  "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_adv_win_scale",
-                                  "net.core.default_qdisc"};
+const char* const kUsualKeys[] = {
+    "net.core.rmem_max",     "net.core.wmem_max", "net.core.rmem_default",           "net.core.wmem_default",
+    "net.ipv4.tcp_rmem",     "net.ipv4.tcp_wmem", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_adv_win_scale",
+    "net.core.default_qdisc"};
 
 double probe_seconds(const probes::ProbeSpec& p) {
     auto d = p.options.find("duration");
@@ -82,7 +82,8 @@ results::Measurement record_of(const probes::ProbeSpec& spec, const probes::Prob
     m.samples = r.samples;
     m.notes = r.notes;
     for (const auto& c : r.connections)
-        m.connections.push_back({{"direction", c.direction}, {"congestion_control", c.congestion_control}, {"values", c.values}});
+        m.connections.push_back(
+            {{"direction", c.direction}, {"congestion_control", c.congestion_control}, {"values", c.values}});
     return m;
 }
 
@@ -96,8 +97,7 @@ public:
     void run(const lab::Trial& t, results::Trial& rec, const probes::Endpoints& where) {
         auto label = fmt::format("[{}/{}] {}{}{}", t.index, exp_.trials.size(), t.variant, t.sweep.empty() ? "" : " ",
                                  point_text(t));
-        if (checks_emulation(t))
-            progress_.status(label + ": checking the emulation", 1s * done_);
+        if (checks_emulation(t)) progress_.status(label + ": checking the emulation", 1s * done_);
         if (where.server.remote) {
             // The real path's own RTT and rate add to the configured ones: nothing to compare
             // with. apply() has read the qdiscs back.

@@ -18,19 +18,19 @@
 
 #include "experiment/experiment.h"
 #include "lab/journal.h"
+#include "probes/probe.h"
 #include "results/model.h"
 #include "results/store.h"
 #include "run/progress.h"
-#include "probes/probe.h"
 
 namespace wanlab::run {
 
 struct RunnerOptions {
-    std::string run_id;                              ///< "" = a fresh one
-    bool restore_stale = false;                      ///< undo stale journals instead of refusing
-    std::string where = "host";                      ///< Environment::where
+    std::string run_id;          ///< "" = a fresh one
+    bool restore_stale = false;  ///< undo stale journals instead of refusing
+    std::string where = "host";  ///< Environment::where
     std::filesystem::path journal_dir = lab::kRunDir;
-    bool force = false;                              ///< host mode: see lab::SessionOptions::force
+    bool force = false;  ///< host mode: see lab::SessionOptions::force
     /// Called after each stage of building the lab ("journal", "namespaces", ...), from the
     /// calling thread before any probe thread exists (`wanlab run` arms its watchdog here).
     std::function<void(const std::string& stage)> on_stage;

@@ -1,10 +1,10 @@
 #include "sysctl/proc_sys.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -59,8 +59,6 @@ void RealProcSys::write(const std::string& ns, const std::string& key, const std
     sys::in_netns(ns, [&] { write_file(proc_path(key), value, what); });
 }
 
-bool RealProcSys::namespace_exists(const std::string& ns) {
-    return sys::netns_exists(ns);
-}
+bool RealProcSys::namespace_exists(const std::string& ns) { return sys::netns_exists(ns); }
 
 }  // namespace wanlab::sysctl

@@ -14,7 +14,8 @@ SysctlSnapshot::SysctlSnapshot(ProcSys& proc, BeforeChange before, std::function
     : proc_(&proc), before_(std::move(before)), on_failure_(std::move(on_failure)) {}
 
 SysctlSnapshot::SysctlSnapshot(SysctlSnapshot&& o) noexcept
-    : proc_(o.proc_), before_(std::move(o.before_)), on_failure_(std::move(o.on_failure_)), saved_(std::move(o.saved_)) {
+    : proc_(o.proc_), before_(std::move(o.before_)), on_failure_(std::move(o.on_failure_)),
+      saved_(std::move(o.saved_)) {
     o.saved_.clear();
 }
 

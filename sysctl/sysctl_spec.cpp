@@ -26,8 +26,10 @@ const std::vector<KeyInfo> kKeys{
     {"net.ipv4.tcp_low_latency", Shape::boolean, Scope::global, "obsolete; no effect since 4.14"},
     // Per network namespace.
     {"net.core.somaxconn", Shape::integer, Scope::per_namespace, "listen() backlog cap"},
-    {"net.ipv4.tcp_rmem", Shape::triplet_bytes, Scope::per_namespace, "TCP receive buffer min/default/max (autotuning bound)"},
-    {"net.ipv4.tcp_wmem", Shape::triplet_bytes, Scope::per_namespace, "TCP send buffer min/default/max (autotuning bound)"},
+    {"net.ipv4.tcp_rmem", Shape::triplet_bytes, Scope::per_namespace,
+     "TCP receive buffer min/default/max (autotuning bound)"},
+    {"net.ipv4.tcp_wmem", Shape::triplet_bytes, Scope::per_namespace,
+     "TCP send buffer min/default/max (autotuning bound)"},
     {"net.ipv4.tcp_congestion_control", Shape::string, Scope::per_namespace, "default congestion control"},
     {"net.ipv4.tcp_window_scaling", Shape::boolean, Scope::per_namespace, "RFC 7323 window scaling"},
     {"net.ipv4.tcp_timestamps", Shape::integer, Scope::per_namespace, "RFC 7323 timestamps"},
@@ -38,11 +40,13 @@ const std::vector<KeyInfo> kKeys{
     {"net.ipv4.tcp_frto", Shape::integer, Scope::per_namespace, "forward RTO-recovery"},
     {"net.ipv4.tcp_thin_linear_timeouts", Shape::boolean, Scope::per_namespace, "linear timeouts for thin streams"},
     {"net.ipv4.tcp_ecn", Shape::integer, Scope::per_namespace, "ECN negotiation (0, 1, 2)"},
-    {"net.ipv4.tcp_no_metrics_save", Shape::boolean, Scope::per_namespace, "forget cwnd/ssthresh of closed connections"},
+    {"net.ipv4.tcp_no_metrics_save", Shape::boolean, Scope::per_namespace,
+     "forget cwnd/ssthresh of closed connections"},
     {"net.ipv4.tcp_slow_start_after_idle", Shape::boolean, Scope::per_namespace, "restart slow start after idle"},
     {"net.ipv4.tcp_mtu_probing", Shape::integer, Scope::per_namespace, "packetization-layer PMTU discovery"},
     {"net.ipv4.tcp_notsent_lowat", Shape::bytes, Scope::per_namespace, "unsent bytes before poll says writable"},
-    {"net.ipv4.tcp_autocorking", Shape::boolean, Scope::per_namespace, "coalesce small writes while packets are queued"},
+    {"net.ipv4.tcp_autocorking", Shape::boolean, Scope::per_namespace,
+     "coalesce small writes while packets are queued"},
     {"net.ipv4.tcp_adv_win_scale", Shape::integer, Scope::per_namespace, "share of the buffer given to the window"},
     {"net.ipv4.tcp_moderate_rcvbuf", Shape::boolean, Scope::per_namespace, "receive buffer autotuning"},
     {"net.ipv4.tcp_fastopen", Shape::integer, Scope::per_namespace, "TCP Fast Open flags"},
@@ -93,7 +97,8 @@ void flatten_into(const Node& table, const std::string& prefix, Node& out, Diagn
             continue;
         }
         if (const Node* earlier = out.find(name)) {
-            diag.error(value.key_at, fmt::format("sysctl `{}` is set twice (first at line {})", name, earlier->key_at.line));
+            diag.error(value.key_at,
+                       fmt::format("sysctl `{}` is set twice (first at line {})", name, earlier->key_at.line));
             continue;
         }
         out.members.emplace_back(name, value);
@@ -129,12 +134,11 @@ std::optional<std::string> triplet(const Node& n, const std::string& key, std::s
         }
         for (std::size_t i = 0; i < arr.size(); ++i) {
             Node el = config::element(n, i);
-            auto v = sizes ? byte_value(el, key, d)
-                           : [&]() -> std::optional<std::uint64_t> {
-                                 auto i64 = config::to_integer(el, key, 0, std::numeric_limits<std::int64_t>::max(), d);
-                                 if (i64) return static_cast<std::uint64_t>(*i64);
-                                 return std::nullopt;
-                             }();
+            auto v = sizes ? byte_value(el, key, d) : [&]() -> std::optional<std::uint64_t> {
+                auto i64 = config::to_integer(el, key, 0, std::numeric_limits<std::int64_t>::max(), d);
+                if (i64) return static_cast<std::uint64_t>(*i64);
+                return std::nullopt;
+            }();
             if (!v) return std::nullopt;
             values.push_back(*v);
         }
@@ -151,11 +155,12 @@ std::optional<std::string> triplet(const Node& n, const std::string& key, std::s
         }
         if (words.size() != count) {
             d.error(n.value_at, fmt::format("`{}` takes {} values, not {}: write [4096, 131072, \"16M\"]", key, count,
-                                             words.size()));
+                                            words.size()));
             return std::nullopt;
         }
         for (const auto& w : words) {
-            if (!sizes && !std::all_of(w.begin(), w.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+            if (!sizes &&
+                !std::all_of(w.begin(), w.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
                 d.error(n.value_at, fmt::format("`{}` takes whole numbers (pages, ports), not `{}`", key, w));
                 return std::nullopt;
             }
@@ -167,8 +172,8 @@ std::optional<std::string> triplet(const Node& n, const std::string& key, std::s
             values.push_back(std::get<std::uint64_t>(p));
         }
     } else {
-        d.error(n.value_at, fmt::format("`{}` takes {} values as an array such as [4096, 131072, \"16M\"], not {}",
-                                        key, count, config::describe(n)));
+        d.error(n.value_at, fmt::format("`{}` takes {} values as an array such as [4096, 131072, \"16M\"], not {}", key,
+                                        count, config::describe(n)));
         return std::nullopt;
     }
     if (count == 3 && (values[0] > values[1] || values[1] > values[2])) {
@@ -204,8 +209,8 @@ std::optional<std::string> scalar(const Node& n, const std::string& key, Diagnos
         }
         return out;
     }
-    d.error(n.value_at, fmt::format("sysctl `{}` must be an integer, a string or an array, not {}", key,
-                                    config::describe(n)));
+    d.error(n.value_at,
+            fmt::format("sysctl `{}` must be an integer, a string or an array, not {}", key, config::describe(n)));
     return std::nullopt;
 }
 
@@ -226,7 +231,8 @@ std::optional<std::string> value_for(const std::string& key, const Node& n, Diag
                 if (auto b = n.value->value_exact<bool>()) return *b ? "1" : "0";
                 if (auto i = n.value->value_exact<std::int64_t>(); i && (*i == 0 || *i == 1)) return std::to_string(*i);
             }
-            d.error(n.value_at, fmt::format("`{}` must be true or false (or 1 or 0), not {}", key, config::describe(n)));
+            d.error(n.value_at,
+                    fmt::format("`{}` must be true or false (or 1 or 0), not {}", key, config::describe(n)));
             return std::nullopt;
         case Shape::triplet_bytes: return triplet(n, key, 3, true, d);
         case Shape::triplet_pages: return triplet(n, key, 3, false, d);
@@ -297,7 +303,8 @@ void read_table(const Node& table, const std::string& host, const std::vector<st
             } else if (std::find(hosts.begin(), hosts.end(), key) == hosts.end()) {
                 std::string list;
                 for (const auto& h : hosts) list += (list.empty() ? "" : ", ") + fmt::format("[sysctl.{}]", h);
-                diag.error(value.key_at, fmt::format("[sysctl.{}] does not exist in this lab: its hosts take {}", key, list));
+                diag.error(value.key_at,
+                           fmt::format("[sysctl.{}] does not exist in this lab: its hosts take {}", key, list));
             } else {
                 read_table(value, key, hosts, out, diag);
             }

@@ -1,10 +1,10 @@
 #include "sysctl/validate.h"
 
+#include <sys/utsname.h>
 #include <algorithm>
 #include <charconv>
 #include <climits>
 #include <fstream>
-#include <sys/utsname.h>
 
 #include <fmt/format.h>
 
@@ -59,7 +59,8 @@ std::optional<std::string> check_numbers(const Change& c, Range r) {
     auto bad = [&](const std::string& why) {
         return fmt::format("{} = \"{}\" {}: {}", c.key, c.value, where(c.ns), why);
     };
-    if (ws.size() != r.count) return bad(fmt::format("expected {}, got {} value{}", r.what, ws.size(), ws.size() == 1 ? "" : "s"));
+    if (ws.size() != r.count)
+        return bad(fmt::format("expected {}, got {} value{}", r.what, ws.size(), ws.size() == 1 ? "" : "s"));
     std::vector<long long> vs;
     for (const auto& w : ws) {
         auto v = integer(w);
@@ -74,7 +75,8 @@ std::optional<std::string> check_numbers(const Change& c, Range r) {
 // A key wanlab has no table entry for: the new value must look like the current one.
 std::optional<std::string> check_like(const Change& c, const std::string& current) {
     auto now = words(current);
-    bool numeric = !now.empty() && std::all_of(now.begin(), now.end(), [](const auto& w) { return integer(w).has_value(); });
+    bool numeric =
+        !now.empty() && std::all_of(now.begin(), now.end(), [](const auto& w) { return integer(w).has_value(); });
     if (!numeric) return std::nullopt;
     return check_numbers(c, {now.size(), LLONG_MIN, LLONG_MAX, false,
                              now.size() == 1 ? "a whole number, like the current value"
@@ -89,10 +91,11 @@ std::optional<std::string> check_congestion(ProcSys& proc, const Change& c, cons
     if (c.ns.empty()) return std::nullopt;
     auto allowed = words(proc.read("", kAllowed).value_or(""));
     if (contains(allowed, c.value)) return std::nullopt;
-    return fmt::format("{} = \"{}\" {}: a namespace may only choose from {} ({}); the kernel refuses others with "
-                       "EPERM. Add it on the host first: sysctl -w {}=\"{}{}{}\"",
-                       c.key, c.value, where(c.ns), kAllowed, join(allowed), kAllowed, join(allowed),
-                       allowed.empty() ? "" : " ", c.value);
+    return fmt::format(
+        "{} = \"{}\" {}: a namespace may only choose from {} ({}); the kernel refuses others with "
+        "EPERM. Add it on the host first: sysctl -w {}=\"{}{}{}\"",
+        c.key, c.value, where(c.ns), kAllowed, join(allowed), kAllowed, join(allowed), allowed.empty() ? "" : " ",
+        c.value);
 }
 
 std::optional<std::string> check_one(ProcSys& proc, const Change& c, const ModuleProbe& loadable) {
@@ -105,7 +108,8 @@ std::optional<std::string> check_one(ProcSys& proc, const Change& c, const Modul
     // the same per-namespace keys.
     std::string probe = proc.namespace_exists(c.ns) ? c.ns : "";
     auto current = proc.read(probe, c.key);
-    if (!current) return fmt::format("{} does not exist {} (wrong name, or a module that is not loaded?)", c.key, where(probe));
+    if (!current)
+        return fmt::format("{} does not exist {} (wrong name, or a module that is not loaded?)", c.key, where(probe));
     if (c.key == kCongestion) return check_congestion(proc, c, loadable);
     if (c.value.empty() || c.value.find('\n') != std::string::npos)
         return fmt::format("{} {}: the value must be one non-empty line", c.key, where(c.ns));
@@ -154,8 +158,8 @@ std::vector<std::string> validate(ProcSys& proc, const std::vector<Change>& chan
     for (const auto& c : changes) {
         auto [it, fresh] = seen.emplace(std::pair{c.ns, c.key}, &c);
         if (!fresh && it->second->value != c.value) {
-            problems.push_back(fmt::format("{} is set twice {}: \"{}\" and \"{}\"", c.key, where(c.ns),
-                                           it->second->value, c.value));
+            problems.push_back(
+                fmt::format("{} is set twice {}: \"{}\" and \"{}\"", c.key, where(c.ns), it->second->value, c.value));
             continue;
         }
         if (auto p = check_one(proc, c, loadable)) problems.push_back(*p);

@@ -39,8 +39,7 @@ Accel parse_accel(std::string_view text, std::string_view source);
 bool kvm_device_usable();
 
 /// Where the KVM verdict for this host + QEMU + guest kernel is cached.
-std::filesystem::path kvm_verdict_file(const std::filesystem::path& cache_dir,
-                                       const std::filesystem::path& qemu,
+std::filesystem::path kvm_verdict_file(const std::filesystem::path& cache_dir, const std::filesystem::path& qemu,
                                        std::string_view kernel_version);
 std::optional<bool> read_kvm_verdict(const std::filesystem::path& file);
 void write_kvm_verdict(const std::filesystem::path& file, bool works);

@@ -12,27 +12,21 @@ namespace {
 constexpr std::size_t kHeaderBytes = 110;
 
 void pad4(std::string& out) {
-    while (out.size() % 4 != 0)
-        out.push_back('\0');
+    while (out.size() % 4 != 0) out.push_back('\0');
 }
 }  // namespace
 
 std::string CpioWriter::normalise(std::string_view path) {
-    while (!path.empty() && path.front() == '/')
-        path.remove_prefix(1);
-    while (!path.empty() && path.back() == '/')
-        path.remove_suffix(1);
-    if (path.empty())
-        throw Error("cpio: an entry needs a non-empty path");
+    while (!path.empty() && path.front() == '/') path.remove_prefix(1);
+    while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+    if (path.empty()) throw Error("cpio: an entry needs a non-empty path");
     return std::string(path);
 }
 
 void CpioWriter::add_parents(std::string_view name) {
-    for (auto slash = name.find('/'); slash != std::string_view::npos;
-         slash = name.find('/', slash + 1)) {
+    for (auto slash = name.find('/'); slash != std::string_view::npos; slash = name.find('/', slash + 1)) {
         std::string_view parent = name.substr(0, slash);
-        if (dirs_.count(parent) != 0)
-            continue;
+        if (dirs_.count(parent) != 0) continue;
         dirs_.emplace(parent);
         append(Entry{std::string(parent), S_IFDIR | 0755, {}});
     }
@@ -40,8 +34,7 @@ void CpioWriter::add_parents(std::string_view name) {
 
 void CpioWriter::add_directory(std::string_view path, std::uint32_t mode) {
     std::string name = normalise(path);
-    if (dirs_.count(name) != 0)
-        return;
+    if (dirs_.count(name) != 0) return;
     add_parents(name);
     dirs_.insert(name);
     append(Entry{std::move(name), S_IFDIR | (mode & 07777), {}});
@@ -59,24 +52,21 @@ void CpioWriter::add_symlink(std::string_view path, std::string_view target) {
     append(Entry{std::move(name), S_IFLNK | 0777, target});
 }
 
-void CpioWriter::add_char_device(std::string_view path, std::uint32_t mode, std::uint32_t major,
-                                 std::uint32_t minor) {
+void CpioWriter::add_char_device(std::string_view path, std::uint32_t mode, std::uint32_t major, std::uint32_t minor) {
     std::string name = normalise(path);
     add_parents(name);
     append(Entry{std::move(name), S_IFCHR | (mode & 07777), {}, major, minor});
 }
 
 void CpioWriter::append(const Entry& e) {
-    if (finished_)
-        throw Error("cpio: entry added after finish()");
+    if (finished_) throw Error("cpio: entry added after finish()");
     const bool is_dir = (e.mode & S_IFMT) == S_IFDIR;
     const bool is_trailer = e.name == "TRAILER!!!";
     const std::uint32_t ino = is_trailer ? 0 : next_ino_++;
     out_ += fmt::format(
         "070701{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}{:08X}"
         "{:08X}{:08X}",
-        ino, e.mode, 0, 0, is_dir ? 2 : 1, 0, e.data.size(), 0, 0, e.rdev_major, e.rdev_minor,
-        e.name.size() + 1, 0);
+        ino, e.mode, 0, 0, is_dir ? 2 : 1, 0, e.data.size(), 0, 0, e.rdev_major, e.rdev_minor, e.name.size() + 1, 0);
     out_ += e.name;
     out_.push_back('\0');
     pad4(out_);

@@ -19,7 +19,7 @@
 namespace wanlab::vm {
 
 class CpioWriter {
-  public:
+public:
     /// A directory; `mode` holds permission bits only (e.g. 0755).
     void add_directory(std::string_view path, std::uint32_t mode = 0755);
     /// A regular file with the given contents and permission bits.
@@ -27,8 +27,7 @@ class CpioWriter {
     /// A symbolic link to `target` (stored as the entry's data).
     void add_symlink(std::string_view path, std::string_view target);
     /// A character device node (e.g. dev/console 5:1).
-    void add_char_device(std::string_view path, std::uint32_t mode, std::uint32_t major,
-                         std::uint32_t minor);
+    void add_char_device(std::string_view path, std::uint32_t mode, std::uint32_t major, std::uint32_t minor);
 
     /// Appends the trailer and returns the whole archive.
     std::string finish();
@@ -36,7 +35,7 @@ class CpioWriter {
     /// Size of the archive so far, in bytes.
     std::size_t size_bytes() const noexcept { return out_.size(); }
 
-  private:
+private:
     struct Entry {
         std::string name;
         std::uint32_t mode;  // file type and permission bits

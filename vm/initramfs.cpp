@@ -20,10 +20,9 @@ constexpr std::string_view kFormatVersion = "wanlab-initramfs-1";
 
 // Busybox applets /init uses, linked in /bin (modprobe in /sbin, where the kernel's
 // request_module() looks for it).
-constexpr std::string_view kApplets[] = {"sh",   "mount",    "umount",   "mkdir", "insmod", "cat",
-                                         "echo", "chroot",   "poweroff", "dmesg", "grep",   "sleep",
-                                         "sync", "ifconfig", "hostname", "ls",    "uname",  "tail",
-                                         "chmod"};
+constexpr std::string_view kApplets[] = {"sh",       "mount",    "umount", "mkdir", "insmod", "cat",  "echo",
+                                         "chroot",   "poweroff", "dmesg",  "grep",  "sleep",  "sync", "ifconfig",
+                                         "hostname", "ls",       "uname",  "tail",  "chmod"};
 
 constexpr std::string_view kInit = R"INIT(#!/bin/sh
 # wanlab micro-VM /init: load modules, mount the host's files, run one command, report its
@@ -101,32 +100,27 @@ sleep 10
 
 void add_busybox(CpioWriter& cpio, const std::string& busybox) {
     cpio.add_file("bin/busybox", busybox, 0755);
-    for (auto applet : kApplets)
-        cpio.add_symlink(fmt::format("bin/{}", applet), "busybox");
+    for (auto applet : kApplets) cpio.add_symlink(fmt::format("bin/{}", applet), "busybox");
     cpio.add_symlink("sbin/modprobe", "../bin/busybox");
 }
 
 void add_skeleton(CpioWriter& cpio) {
-    for (auto dir : {"dev", "proc", "sys", "tmp", "etc/wanlab", "lib/modules"})
-        cpio.add_directory(dir);
+    for (auto dir : {"dev", "proc", "sys", "tmp", "etc/wanlab", "lib/modules"}) cpio.add_directory(dir);
     cpio.add_char_device("dev/console", 0600, 5, 1);
     cpio.add_char_device("dev/null", 0666, 1, 3);
     cpio.add_file("init", kInit, 0755);
 }
 
 std::string plain_path(std::string_view path) {
-    if (path.size() > 3 && path.substr(path.size() - 3) == ".xz")
-        return std::string(path.substr(0, path.size() - 3));
+    if (path.size() > 3 && path.substr(path.size() - 3) == ".xz") return std::string(path.substr(0, path.size() - 3));
     return std::string(path);
 }
 
 std::string load_module(const fs::path& file) {
     std::string data = read_file(file);
     std::string name = file.filename().string();
-    if (name.ends_with(".ko.xz"))
-        return xz_decompress(data, file.string());
-    if (name.ends_with(".ko"))
-        return data;
+    if (name.ends_with(".ko.xz")) return xz_decompress(data, file.string());
+    if (name.ends_with(".ko")) return data;
     throw Error(
         fmt::format("{}: compressed in a format wanlab cannot unpack (only .ko and "
                     ".ko.xz); pass a kernel with plain or xz modules",
@@ -140,8 +134,7 @@ std::string rewrite_modules_dep(const ModuleIndex& index, const std::vector<std:
         auto deps = index.resolve({module_name(path)}).load_order;
         out += plain_path(path) + ":";
         for (auto it = deps.rbegin(); it != deps.rend(); ++it)
-            if (*it != path)
-                out += " " + plain_path(*it);
+            if (*it != path) out += " " + plain_path(*it);
         out += "\n";
     }
     return out;
@@ -151,8 +144,7 @@ std::string cache_key(const InitramfsInputs& in, const std::vector<std::string>&
     std::uint64_t h = fnv1a64(kFormatVersion);
     h = fnv1a64(kInit, h);
     h = fnv1a64(in.kernel.version, h);
-    for (const auto& m : in.modules)
-        h = fnv1a64(m + "\n", h);
+    for (const auto& m : in.modules) h = fnv1a64(m + "\n", h);
     for (const auto& f : files) {
         struct stat st {};
         check_sys(::stat(f.c_str(), &st), fmt::format("stat {}", f));
@@ -164,18 +156,16 @@ std::string cache_key(const InitramfsInputs& in, const std::vector<std::string>&
 }  // namespace
 
 const std::vector<std::string>& default_modules() {
-    static const std::vector<std::string> modules = {
-        // reaching the host: PCI virtio, 9p, the output ports
-        "virtio_pci", "9pnet_virtio", "9p", "virtio_console",
-        // what the lab needs
-        "sch_netem", "sch_tbf", "sch_htb", "sch_fq", "sch_fq_codel", "sch_cake", "sch_ingress", "sch_prio",
-        "ifb", "veth", "act_mirred", "cls_u32", "cls_matchall", "tcp_bbr", "overlay"};
+    static const std::vector<std::string> modules = {// reaching the host: PCI virtio, 9p, the output ports
+                                                     "virtio_pci", "9pnet_virtio", "9p", "virtio_console",
+                                                     // what the lab needs
+                                                     "sch_netem", "sch_tbf", "sch_htb", "sch_fq", "sch_fq_codel",
+                                                     "sch_cake", "sch_ingress", "sch_prio", "ifb", "veth", "act_mirred",
+                                                     "cls_u32", "cls_matchall", "tcp_bbr", "overlay"};
     return modules;
 }
 
-std::string_view init_script() {
-    return kInit;
-}
+std::string_view init_script() { return kInit; }
 
 std::uint64_t fnv1a64(std::string_view data, std::uint64_t h) {
     for (unsigned char c : data) {
@@ -203,16 +193,14 @@ std::string xz_decompress(std::string_view data, std::string_view what) {
     }
     lzma_end(&strm);
     if (ret != LZMA_STREAM_END)
-        throw Error(
-            fmt::format("{}: corrupt xz data (liblzma error {})", what, static_cast<int>(ret)));
+        throw Error(fmt::format("{}: corrupt xz data (liblzma error {})", what, static_cast<int>(ret)));
     return out;
 }
 
 std::string build_initramfs(const InitramfsInputs& in, std::vector<std::string>& missing) {
     const fs::path& mods = in.kernel.modules_dir;
     std::string builtin_text;
-    if (fs::exists(mods / "modules.builtin"))
-        builtin_text = read_file(mods / "modules.builtin");
+    if (fs::exists(mods / "modules.builtin")) builtin_text = read_file(mods / "modules.builtin");
     ModuleIndex index = ModuleIndex::parse(read_file(mods / "modules.dep"), builtin_text);
     auto resolution = index.resolve(in.modules);
     missing = resolution.missing;
@@ -239,17 +227,15 @@ std::string build_initramfs(const InitramfsInputs& in, std::vector<std::string>&
 
 Initramfs ensure_initramfs(const InitramfsInputs& in, const fs::path& cache_dir) {
     const fs::path& mods = in.kernel.modules_dir;
-    ModuleIndex index = ModuleIndex::parse(
-        read_file(mods / "modules.dep"),
-        fs::exists(mods / "modules.builtin") ? read_file(mods / "modules.builtin") : "");
+    ModuleIndex index =
+        ModuleIndex::parse(read_file(mods / "modules.dep"),
+                           fs::exists(mods / "modules.builtin") ? read_file(mods / "modules.builtin") : "");
     auto resolution = index.resolve(in.modules);
     std::vector<std::string> files = {in.busybox.string(), (mods / "modules.dep").string()};
-    for (const auto& p : resolution.load_order)
-        files.push_back((mods / p).string());
+    for (const auto& p : resolution.load_order) files.push_back((mods / p).string());
 
     Initramfs result;
-    result.path =
-        cache_dir / fmt::format("initramfs-{}-{}.cpio", in.kernel.version, cache_key(in, files));
+    result.path = cache_dir / fmt::format("initramfs-{}-{}.cpio", in.kernel.version, cache_key(in, files));
     result.missing_modules = resolution.missing;
     if (fs::exists(result.path)) {
         result.from_cache = true;
@@ -257,8 +243,7 @@ Initramfs ensure_initramfs(const InitramfsInputs& in, const fs::path& cache_dir)
     }
     std::error_code ec;
     fs::create_directories(cache_dir, ec);
-    if (ec)
-        throw Error(fmt::format("creating {}: {}", cache_dir.string(), ec.message()));
+    if (ec) throw Error(fmt::format("creating {}: {}", cache_dir.string(), ec.message()));
     std::vector<std::string> missing;
     write_file_atomic(result.path, build_initramfs(in, missing));
     prune_cache(cache_dir, fmt::format("initramfs-{}-", in.kernel.version), result.path);

@@ -32,7 +32,6 @@ std::filesystem::path kernel_cache_dir();
 /// Picks the kernel: `image` and `modules` as given (modules guessed from the image's version
 /// when absent), else the newest complete version under `cache_dir`.
 Kernel find_kernel(const std::optional<std::filesystem::path>& image,
-                   const std::optional<std::filesystem::path>& modules,
-                   const std::filesystem::path& cache_dir);
+                   const std::optional<std::filesystem::path>& modules, const std::filesystem::path& cache_dir);
 
 }  // namespace wanlab::vm

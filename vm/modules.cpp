@@ -11,10 +11,8 @@ namespace wanlab::vm {
 namespace {
 
 std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
-        s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-        s.remove_suffix(1);
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
     return s;
 }
 
@@ -22,12 +20,10 @@ std::vector<std::string> split_words(std::string_view s) {
     std::vector<std::string> words;
     while (true) {
         s = trim(s);
-        if (s.empty())
-            break;
+        if (s.empty()) break;
         auto end = s.find_first_of(" \t");
         words.emplace_back(s.substr(0, end));
-        if (end == std::string_view::npos)
-            break;
+        if (end == std::string_view::npos) break;
         s.remove_prefix(end);
     }
     return words;
@@ -40,8 +36,7 @@ void for_each_line(std::string_view text, F&& f) {
         auto nl = text.find('\n');
         ++line_no;
         f(text.substr(0, nl), line_no);
-        if (nl == std::string_view::npos)
-            break;
+        if (nl == std::string_view::npos) break;
         text.remove_prefix(nl + 1);
     }
 }
@@ -49,8 +44,7 @@ void for_each_line(std::string_view text, F&& f) {
 }  // namespace
 
 std::string module_name(std::string_view path) {
-    if (auto slash = path.rfind('/'); slash != std::string_view::npos)
-        path.remove_prefix(slash + 1);
+    if (auto slash = path.rfind('/'); slash != std::string_view::npos) path.remove_prefix(slash + 1);
     for (std::string_view ext : {".ko.xz", ".ko.zst", ".ko.gz", ".ko"}) {
         if (path.size() > ext.size() && path.substr(path.size() - ext.size()) == ext) {
             path.remove_suffix(ext.size());
@@ -66,20 +60,17 @@ ModuleIndex ModuleIndex::parse(std::string_view modules_dep, std::string_view mo
     ModuleIndex index;
     for_each_line(modules_dep, [&](std::string_view line, std::size_t line_no) {
         line = trim(line);
-        if (line.empty() || line.front() == '#')
-            return;
+        if (line.empty() || line.front() == '#') return;
         auto colon = line.find(':');
         if (colon == std::string_view::npos || colon == 0)
-            throw Error(fmt::format("modules.dep:{}: expected 'path: dependencies', got '{}'",
-                                    line_no, line));
+            throw Error(fmt::format("modules.dep:{}: expected 'path: dependencies', got '{}'", line_no, line));
         std::string path(trim(line.substr(0, colon)));
         index.path_by_name_[module_name(path)] = path;
         index.deps_by_path_[path] = split_words(line.substr(colon + 1));
     });
     for_each_line(modules_builtin, [&](std::string_view line, std::size_t) {
         line = trim(line);
-        if (!line.empty())
-            index.builtin_.insert(module_name(line));
+        if (!line.empty()) index.builtin_.insert(module_name(line));
     });
     return index;
 }
@@ -89,19 +80,14 @@ std::string ModuleIndex::path_of(std::string_view name) const {
     return it == path_by_name_.end() ? std::string() : it->second;
 }
 
-bool ModuleIndex::is_builtin(std::string_view name) const {
-    return builtin_.count(module_name(name)) != 0;
-}
+bool ModuleIndex::is_builtin(std::string_view name) const { return builtin_.count(module_name(name)) != 0; }
 
-void ModuleIndex::visit(const std::string& path, std::set<std::string>& seen,
-                        std::set<std::string>& active, std::vector<std::string>& order) const {
-    if (seen.count(path) != 0)
-        return;
-    if (!active.insert(path).second)
-        throw Error(fmt::format("modules.dep: dependency cycle through {}", path));
+void ModuleIndex::visit(const std::string& path, std::set<std::string>& seen, std::set<std::string>& active,
+                        std::vector<std::string>& order) const {
+    if (seen.count(path) != 0) return;
+    if (!active.insert(path).second) throw Error(fmt::format("modules.dep: dependency cycle through {}", path));
     if (auto it = deps_by_path_.find(path); it != deps_by_path_.end())
-        for (const auto& dep : it->second)
-            visit(dep, seen, active, order);
+        for (const auto& dep : it->second) visit(dep, seen, active, order);
     active.erase(path);
     seen.insert(path);
     order.push_back(path);

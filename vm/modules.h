@@ -20,7 +20,7 @@ namespace wanlab::vm {
 std::string module_name(std::string_view path_or_name);
 
 class ModuleIndex {
-  public:
+public:
     /// Parses modules.dep ("path: dep-path dep-path ...") and modules.builtin (one path a
     /// line). Throws wanlab::Error naming the line for a malformed modules.dep line.
     static ModuleIndex parse(std::string_view modules_dep, std::string_view modules_builtin);
@@ -36,7 +36,7 @@ class ModuleIndex {
     std::string path_of(std::string_view name) const;
     bool is_builtin(std::string_view name) const;
 
-  private:
+private:
     void visit(const std::string& path, std::set<std::string>& seen, std::set<std::string>& active,
                std::vector<std::string>& order) const;
 

@@ -19,7 +19,7 @@
 namespace wanlab::vm {
 
 class QemuProcess {
-  public:
+public:
     /// fds: (descriptor in this process, number it gets in the child).
     QemuProcess(const std::vector<std::string>& argv, const std::vector<std::pair<int, int>>& fds);
     QemuProcess(const QemuProcess&) = delete;
@@ -34,7 +34,7 @@ class QemuProcess {
     /// SIGKILL to the process group, then a blocking reap. Returns the wait status.
     int kill_and_reap() noexcept;
 
-  private:
+private:
     pid_t pid_ = -1;
     Fd pidfd_;
     std::optional<int> status_;

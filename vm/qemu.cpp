@@ -10,16 +10,13 @@ namespace wanlab::vm {
 
 namespace fs = std::filesystem;
 
-const char* accel_name(Accel accel) noexcept {
-    return accel == Accel::kvm ? "kvm" : "tcg";
-}
+const char* accel_name(Accel accel) noexcept { return accel == Accel::kvm ? "kvm" : "tcg"; }
 
 std::string qemu_escape(const std::string& value) {
     std::string out;
     for (char c : value) {
         out.push_back(c);
-        if (c == ',')
-            out.push_back(',');
+        if (c == ',') out.push_back(',');
     }
     return out;
 }
@@ -36,12 +33,9 @@ std::string kernel_append(bool verbose) {
 namespace {
 
 void add_port(std::vector<std::string>& argv, int fd, const char* id, const char* name) {
-    if (fd < 0)
-        return;
-    argv.insert(
-        argv.end(),
-        {"-chardev", fmt::format("file,id={},path=/proc/self/fd/{},append=on", id, fd), "-device",
-         fmt::format("virtserialport,bus=wanlabser.0,chardev={},name={}", id, name)});
+    if (fd < 0) return;
+    argv.insert(argv.end(), {"-chardev", fmt::format("file,id={},path=/proc/self/fd/{},append=on", id, fd), "-device",
+                             fmt::format("virtserialport,bus=wanlabser.0,chardev={},name={}", id, name)});
 }
 
 }  // namespace
@@ -53,20 +47,16 @@ std::vector<std::string> qemu_argv(const QemuSpec& spec) {
         argv.insert(argv.end(), {"-accel", "kvm", "-cpu", "max"});
     else
         argv.insert(argv.end(), {"-accel", "tcg,thread=multi"});
-    argv.insert(argv.end(), {"-m", std::to_string(spec.memory_mib), "-smp",
-                             std::to_string(spec.cpus), "-kernel", spec.kernel.string(), "-initrd",
-                             spec.initrd.string(), "-append", spec.append});
-    argv.insert(argv.end(),
-                {"-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console"});
+    argv.insert(argv.end(), {"-m", std::to_string(spec.memory_mib), "-smp", std::to_string(spec.cpus), "-kernel",
+                             spec.kernel.string(), "-initrd", spec.initrd.string(), "-append", spec.append});
+    argv.insert(argv.end(), {"-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console"});
     int n = 0;
     for (const auto& share : spec.shares) {
         std::string id = fmt::format("fs{}", n++);
-        argv.insert(
-            argv.end(),
-            {"-fsdev",
-             fmt::format("local,id={},path={},security_model=none{},multidevs=remap", id,
-                         qemu_escape(share.path.string()), share.read_only ? ",readonly=on" : ""),
-             "-device", fmt::format("virtio-9p-pci,fsdev={},mount_tag={}", id, share.tag)});
+        argv.insert(argv.end(), {"-fsdev",
+                                 fmt::format("local,id={},path={},security_model=none{},multidevs=remap", id,
+                                             qemu_escape(share.path.string()), share.read_only ? ",readonly=on" : ""),
+                                 "-device", fmt::format("virtio-9p-pci,fsdev={},mount_tag={}", id, share.tag)});
     }
     if (spec.stdout_fd >= 0 || spec.stderr_fd >= 0) {
         argv.insert(argv.end(), {"-device", "virtio-serial-pci,id=wanlabser"});
@@ -78,8 +68,7 @@ std::vector<std::string> qemu_argv(const QemuSpec& spec) {
 
 std::optional<fs::path> find_qemu() {
     if (const char* env = std::getenv("WANLAB_QEMU"); env != nullptr && *env != '\0') {
-        if (::access(env, X_OK) == 0)
-            return fs::path(env);
+        if (::access(env, X_OK) == 0) return fs::path(env);
         return std::nullopt;
     }
     const char* path = std::getenv("PATH");
@@ -87,10 +76,8 @@ std::optional<fs::path> find_qemu() {
     while (true) {
         auto colon = dirs.find(':');
         fs::path candidate = fs::path(dirs.substr(0, colon)) / "qemu-system-x86_64";
-        if (!candidate.parent_path().empty() && ::access(candidate.c_str(), X_OK) == 0)
-            return candidate;
-        if (colon == std::string_view::npos)
-            break;
+        if (!candidate.parent_path().empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+        if (colon == std::string_view::npos) break;
         dirs.remove_prefix(colon + 1);
     }
     return std::nullopt;

@@ -29,29 +29,23 @@ TempDir::TempDir(const fs::path& parent, std::string_view prefix) {
     std::string pattern = (parent / (std::string(prefix) + "XXXXXX")).string();
     std::vector<char> buf(pattern.begin(), pattern.end());
     buf.push_back('\0');
-    if (::mkdtemp(buf.data()) == nullptr)
-        sys::fail_errno("creating a temporary directory " + pattern);
+    if (::mkdtemp(buf.data()) == nullptr) sys::fail_errno("creating a temporary directory " + pattern);
     path_ = buf.data();
 }
 
 TempDir::~TempDir() {
-    if (path_.empty())
-        return;
+    if (path_.empty()) return;
     std::error_code ec;
     fs::remove_all(path_, ec);
-    if (ec)
-        std::fprintf(stderr, "wanlab: warning: removing %s: %s\n", path_.c_str(),
-                     ec.message().c_str());
+    if (ec) std::fprintf(stderr, "wanlab: warning: removing %s: %s\n", path_.c_str(), ec.message().c_str());
 }
 
 std::string read_file(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
-    if (!in)
-        sys::fail_errno("reading " + path.string());
+    if (!in) sys::fail_errno("reading " + path.string());
     std::ostringstream ss;
     ss << in.rdbuf();
-    if (in.bad())
-        throw Error(fmt::format("reading {}: I/O error", path.string()));
+    if (in.bad()) throw Error(fmt::format("reading {}: I/O error", path.string()));
     return std::move(ss).str();
 }
 
@@ -60,8 +54,7 @@ void write_file_atomic(const fs::path& path, std::string_view data) {
     tmp += fmt::format(".tmp{}", ::getpid());
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out)
-            sys::fail_errno("creating " + tmp.string());
+        if (!out) sys::fail_errno("creating " + tmp.string());
         out.write(data.data(), static_cast<std::streamsize>(data.size()));
         out.close();
         if (!out) {
@@ -74,8 +67,7 @@ void write_file_atomic(const fs::path& path, std::string_view data) {
     fs::rename(tmp, path, ec);
     if (ec) {
         fs::remove(tmp, ec);
-        throw Error(
-            fmt::format("renaming {} to {}: {}", tmp.string(), path.string(), ec.message()));
+        throw Error(fmt::format("renaming {} to {}: {}", tmp.string(), path.string(), ec.message()));
     }
 }
 
@@ -83,14 +75,12 @@ void prune_cache(const fs::path& dir, std::string_view prefix, const fs::path& k
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
         const std::string name = it->path().filename().string();
-        if (name.starts_with(prefix) && it->path() != keep)
-            fs::remove(it->path(), ec);
+        if (name.starts_with(prefix) && it->path() != keep) fs::remove(it->path(), ec);
     }
 }
 
 fs::path cache_root() {
-    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/')
-        return fs::path(xdg) / "wanlab";
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') return fs::path(xdg) / "wanlab";
     const char* home = std::getenv("HOME");
     if (home == nullptr || *home == '\0')
         throw Error(

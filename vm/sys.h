@@ -30,7 +30,7 @@ Pipe make_pipe();
 /// A private temporary directory (mode 0700). Creates it in the constructor, removes it
 /// recursively in the destructor.
 class TempDir {
-  public:
+public:
     /// Creates `<parent>/<prefix>XXXXXX`.
     TempDir(const std::filesystem::path& parent, std::string_view prefix);
     TempDir(TempDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
@@ -41,7 +41,7 @@ class TempDir {
 
     const std::filesystem::path& path() const noexcept { return path_; }
 
-  private:
+private:
     std::filesystem::path path_;
 };
 
@@ -53,8 +53,7 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view data)
 
 /// Removes the files in `dir` whose names start with `prefix`, except `keep` (stale cache
 /// entries of an older build of the same thing). Best effort: errors are ignored.
-void prune_cache(const std::filesystem::path& dir, std::string_view prefix,
-                 const std::filesystem::path& keep) noexcept;
+void prune_cache(const std::filesystem::path& dir, std::string_view prefix, const std::filesystem::path& keep) noexcept;
 
 /// ${XDG_CACHE_HOME:-$HOME/.cache}/wanlab (not created).
 std::filesystem::path cache_root();

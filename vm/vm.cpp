@@ -36,10 +36,8 @@ constexpr auto kProbeBootTimeout = std::chrono::seconds(20);
 void write_all(int fd, std::string_view data) {
     while (fd >= 0 && !data.empty()) {
         ssize_t n = ::write(fd, data.data(), data.size());
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;  // EPIPE etc.: the reader is gone; keep draining the VM
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;  // EPIPE etc.: the reader is gone; keep draining the VM
         data.remove_prefix(static_cast<std::size_t>(n));
     }
 }
@@ -52,16 +50,14 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 /// markers, copied to stderr with --verbose, and, when the guest has no virtio ports, the
 /// command's output between the markers goes to out_fd.
 class Console {
-  public:
+public:
     Console(bool verbose, int out_fd) : verbose_(verbose), out_fd_(out_fd) {}
 
     void feed(std::string_view data) {
         for (char c : data) {
-            if (c == '\r')
-                continue;
+            if (c == '\r') continue;
             if (c != '\n') {
-                if (partial_.size() < 4096)
-                    partial_.push_back(c);
+                if (partial_.size() < 4096) partial_.push_back(c);
                 continue;
             }
             line(partial_);
@@ -69,8 +65,7 @@ class Console {
         }
     }
     void flush() {
-        if (!partial_.empty())
-            line(partial_);
+        if (!partial_.empty()) line(partial_);
         partial_.clear();
     }
 
@@ -82,28 +77,24 @@ class Console {
 
     std::string last_lines() const {
         std::string out;
-        for (const auto& l : lines_)
-            out += "  | " + l + "\n";
+        for (const auto& l : lines_) out += "  | " + l + "\n";
         return out.empty() ? "  (nothing: the kernel prints errors only; run with -v to see "
                              "the whole boot)\n"
                            : out;
     }
     bool mentions(std::string_view text) const {
-        return std::any_of(lines_.begin(), lines_.end(),
-                           [&](const std::string& l) { return l.find(text) != l.npos; });
+        return std::any_of(lines_.begin(), lines_.end(), [&](const std::string& l) { return l.find(text) != l.npos; });
     }
 
-  private:
+private:
     void line(const std::string& l) {
-        if (verbose_)
-            write_all(2, "[vm] " + l + "\n");
+        if (verbose_) write_all(2, "[vm] " + l + "\n");
         if (started_ && !done_ && console_mode_ && l.find(kMarkerDone) == l.npos) {
             write_all(out_fd_, l + "\n");
             return;
         }
         lines_.push_back(l);
-        if (lines_.size() > kConsoleLinesKept)
-            lines_.pop_front();
+        if (lines_.size() > kConsoleLinesKept) lines_.pop_front();
         if (auto at = l.find(kMarkerStart); at != l.npos && !started_) {
             started_ = true;
             start_time_ = Clock::now();
@@ -134,8 +125,7 @@ bool read_some(int fd, std::string& into) {
             into.assign(buf, static_cast<std::size_t>(n));
             return true;
         }
-        if (n < 0 && errno == EINTR)
-            continue;
+        if (n < 0 && errno == EINTR) continue;
         into.clear();
         return n < 0 && errno == EAGAIN;
     }
@@ -147,12 +137,10 @@ void set_nonblocking(int fd) {
 }
 
 std::string qemu_failure(int status, const std::string& stderr_text) {
-    std::string how = WIFEXITED(status)
-                          ? fmt::format("exit status {}", WEXITSTATUS(status))
-                          : fmt::format("signal {}", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    std::string how = WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
+                                        : fmt::format("signal {}", WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     std::string text = stderr_text.empty() ? std::string("(nothing on stderr)") : stderr_text;
-    while (!text.empty() && text.back() == '\n')
-        text.pop_back();
+    while (!text.empty() && text.back() == '\n') text.pop_back();
     return fmt::format("QEMU ended ({}): {}", how, text);
 }
 
@@ -175,17 +163,13 @@ std::string guest_script(const std::vector<std::string>& argv, const std::string
         "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
         "export HOME=/root USER=root LOGNAME=root\n";
     for (const char* name : {"TERM", "LANG", "LC_ALL", "TZ"})
-        if (const char* v = std::getenv(name); v != nullptr)
-            s += fmt::format("export {}={}\n", name, shell_quote(v));
+        if (const char* v = std::getenv(name); v != nullptr) s += fmt::format("export {}={}\n", name, shell_quote(v));
     s += fmt::format("cd {} 2>/dev/null || cd /\nexec", shell_quote(cwd));
-    for (const auto& a : argv)
-        s += " " + shell_quote(a);
+    for (const auto& a : argv) s += " " + shell_quote(a);
     return s + "\n";
 }
 
-fs::path vm_cache_dir() {
-    return cache_root() / "vm";
-}
+fs::path vm_cache_dir() { return cache_root() / "vm"; }
 
 Vm::Vm(VmOptions options) : options_(std::move(options)) {
     auto qemu = find_qemu();
@@ -195,8 +179,7 @@ Vm::Vm(VmOptions options) : options_(std::move(options)) {
             "(apt-get install qemu-system-x86), or set WANLAB_QEMU to its path");
     qemu_ = *qemu;
     kernel_ = find_kernel(options_.kernel, options_.modules, kernel_cache_dir());
-    if (!fs::exists("/bin/busybox"))
-        throw Error("/bin/busybox not found; install the Debian package busybox-static");
+    if (!fs::exists("/bin/busybox")) throw Error("/bin/busybox not found; install the Debian package busybox-static");
     InitramfsInputs in{kernel_};
     initramfs_ = ensure_initramfs(in, vm_cache_dir());
     boot_image_ = vm::boot_image(kernel_, vm_cache_dir());
@@ -204,16 +187,13 @@ Vm::Vm(VmOptions options) : options_(std::move(options)) {
         if (const char* env = std::getenv("WANLAB_VM_ACCEL"); env != nullptr && *env != '\0')
             options_.accel = parse_accel(env, "WANLAB_VM_ACCEL");
     const fs::path verdict = kvm_verdict_file(vm_cache_dir(), qemu_, kernel_.version);
-    AccelInputs ai{options_.accel, options_.accel ? false : kvm_device_usable(),
-                   read_kvm_verdict(verdict)};
+    AccelInputs ai{options_.accel, options_.accel ? false : kvm_device_usable(), read_kvm_verdict(verdict)};
     accel_ = choose_accel(
-        ai, [this] { return probe_kvm(); },
-        [&verdict](bool works) { write_kvm_verdict(verdict, works); });
+        ai, [this] { return probe_kvm(); }, [&verdict](bool works) { write_kvm_verdict(verdict, works); });
 }
 
 unsigned Vm::cpus() const noexcept {
-    if (options_.cpus != 0)
-        return options_.cpus;
+    if (options_.cpus != 0) return options_.cpus;
     unsigned host = std::thread::hardware_concurrency();
     return std::clamp(host, 1u, 4u);
 }
@@ -230,8 +210,7 @@ bool Vm::probe_kvm() {
     try {
         works = run({"true"}, -1, -1).exit_status == 0;
     } catch (const Error& e) {
-        std::fprintf(stderr, "wanlab: KVM probe failed; using TCG. %s\n",
-                     std::string(e.what()).substr(0, 300).c_str());
+        std::fprintf(stderr, "wanlab: KVM probe failed; using TCG. %s\n", std::string(e.what()).substr(0, 300).c_str());
     }
     options_ = saved;
     accel_ = saved_accel;
@@ -239,8 +218,7 @@ bool Vm::probe_kvm() {
 }
 
 RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) {
-    if (argv.empty())
-        throw InputError("vm run: no command given");
+    if (argv.empty()) throw InputError("vm run: no command given");
     RunResult result;
     TempDir ctl(fs::temp_directory_path(), "wanlab-vm-");
     std::string out_dir;
@@ -249,10 +227,8 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
         fs::create_directories(*options_.out_dir, ec);
         fs::path abs = fs::weakly_canonical(fs::absolute(*options_.out_dir), ec);
         if (ec || !fs::is_directory(abs))
-            throw InputError(
-                fmt::format("--out {}: not a usable directory", options_.out_dir->string()));
-        if (abs == "/")
-            throw InputError("--out /: refusing to share the whole file system");
+            throw InputError(fmt::format("--out {}: not a usable directory", options_.out_dir->string()));
+        if (abs == "/") throw InputError("--out /: refusing to share the whole file system");
         out_dir = abs.string();
     }
     std::error_code ec;
@@ -271,14 +247,12 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
     spec.memory_mib = options_.memory_mib;
     spec.cpus = cpus();
     spec.shares = {{"wanlabctl", ctl.path(), false}, {"hostroot", "/", true}};
-    if (!out_dir.empty())
-        spec.shares.push_back({"wanlabout", out_dir, false});
+    if (!out_dir.empty()) spec.shares.push_back({"wanlabout", out_dir, false});
     spec.stdout_fd = 3;
     spec.stderr_fd = 4;
 
     Pipe console = make_pipe(), qerr = make_pipe(), out = make_pipe(), err = make_pipe();
-    Fd devnull(static_cast<int>(
-        check_sys(::open("/dev/null", O_RDONLY | O_CLOEXEC), "opening /dev/null")));
+    Fd devnull(static_cast<int>(check_sys(::open("/dev/null", O_RDONLY | O_CLOEXEC), "opening /dev/null")));
     sys::SignalEvents signals;  // SIGPIPE is ignored process-wide (cli/main.cpp)
     const auto t0 = Clock::now();
     QemuProcess qemu(qemu_argv(spec), {{devnull.get(), 0},
@@ -304,16 +278,11 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
                 open[i] = false;
                 break;
             }
-            if (chunk.empty())
-                break;
-            if (i == 0)
-                con.feed(chunk);
-            if (i == 1 && qemu_stderr.size() < 65536)
-                qemu_stderr += chunk;
-            if (i == 2)
-                write_all(out_fd, chunk);
-            if (i == 3)
-                write_all(err_fd, chunk);
+            if (chunk.empty()) break;
+            if (i == 0) con.feed(chunk);
+            if (i == 1 && qemu_stderr.size() < 65536) qemu_stderr += chunk;
+            if (i == 2) write_all(out_fd, chunk);
+            if (i == 3) write_all(err_fd, chunk);
         }
     };
 
@@ -349,38 +318,31 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
         const int sig_at = n;
         pfd[n++] = {signals.fd(), POLLIN, 0};
         const int exit_at = qemu.exit_fd() >= 0 ? n : -1;
-        if (exit_at >= 0)
-            pfd[n++] = {qemu.exit_fd(), POLLIN, 0};
+        if (exit_at >= 0) pfd[n++] = {qemu.exit_fd(), POLLIN, 0};
         if (::poll(pfd, static_cast<nfds_t>(n), timeout_ms) < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             check_sys(-1, "waiting for the VM (poll)");
         }
         for (int k = 0; k < sig_at; ++k)
-            if (pfd[k].revents != 0)
-                drain(index_of[k]);
+            if (pfd[k].revents != 0) drain(index_of[k]);
         if (pfd[sig_at].revents != 0) {
             // Consume it: left pending, it would kill us once the mask is restored.
             auto signo = signals.wait(std::chrono::milliseconds(0));
-            if (!signo)
-                continue;
+            if (!signo) continue;
             result.interrupted = true;
             signal_number = *signo;
             status = qemu.kill_and_reap();
             break;
         }
-        if (exit_at < 0 || pfd[exit_at].revents != 0)
-            status = qemu.try_reap();
+        if (exit_at < 0 || pfd[exit_at].revents != 0) status = qemu.try_reap();
     }
-    for (int i = 0; i < 4; ++i)
-        drain(i);
+    for (int i = 0; i < 4; ++i) drain(i);
     con.flush();
     const auto t_end = Clock::now();
     result.total_seconds = seconds_between(t0, t_end);
     if (con.started()) {
         result.boot_seconds = seconds_between(t0, con.start_time());
-        result.command_seconds =
-            seconds_between(con.start_time(), con.done() ? con.done_time() : t_end);
+        result.command_seconds = seconds_between(con.start_time(), con.done() ? con.done_time() : t_end);
     }
 
     if (result.interrupted) {
@@ -388,39 +350,37 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
         return result;
     }
     if (boot_timed_out)
-        throw Error(fmt::format(
-            "the VM did not finish booting within {} s (accelerator {}){}.\n"
-            "Last console lines:\n{}",
-            options_.boot_timeout.count(), accel_name(accel_.accel),
-            accel_.accel == Accel::kvm ? "; KVM guests hang on some hosts: try WANLAB_VM_ACCEL=tcg"
-                                       : "; the machine may be overloaded: raise --boot-timeout",
-            con.last_lines()));
+        throw Error(
+            fmt::format("the VM did not finish booting within {} s (accelerator {}){}.\n"
+                        "Last console lines:\n{}",
+                        options_.boot_timeout.count(), accel_name(accel_.accel),
+                        accel_.accel == Accel::kvm ? "; KVM guests hang on some hosts: try WANLAB_VM_ACCEL=tcg"
+                                                   : "; the machine may be overloaded: raise --boot-timeout",
+                        con.last_lines()));
     if (result.timed_out) {
         result.exit_status = 124;
         return result;
     }
     if (!con.started()) {
         if (!con.failure().empty())
-            throw Error(fmt::format("the VM's init stopped: {}.\nLast console lines:\n{}",
-                                    con.failure(), con.last_lines()));
+            throw Error(
+                fmt::format("the VM's init stopped: {}.\nLast console lines:\n{}", con.failure(), con.last_lines()));
         throw Error(fmt::format("the VM stopped during boot. {}\nLast console lines:\n{}",
                                 qemu_failure(*status, qemu_stderr), con.last_lines()));
     }
     const fs::path exit_file = ctl.path() / "exit";
     if (!fs::exists(exit_file)) {
         bool oom = con.mentions("Out of memory");
-        throw Error(fmt::format(
-            "the VM stopped before the command finished{}.\n{}\nLast console lines:\n{}",
-            oom ? fmt::format(": the guest ran out of memory; give it more with --memory "
-                              "(now {} MiB)",
-                              options_.memory_mib)
-                : "",
-            qemu_failure(*status, qemu_stderr), con.last_lines()));
+        throw Error(fmt::format("the VM stopped before the command finished{}.\n{}\nLast console lines:\n{}",
+                                oom ? fmt::format(": the guest ran out of memory; give it more with --memory "
+                                                  "(now {} MiB)",
+                                                  options_.memory_mib)
+                                    : "",
+                                qemu_failure(*status, qemu_stderr), con.last_lines()));
     }
     std::string text = read_file(exit_file);
     result.exit_status = std::atoi(text.c_str());
-    if (fs::exists(ctl.path() / "oom"))
-        result.oom_report = read_file(ctl.path() / "oom");
+    if (fs::exists(ctl.path() / "oom")) result.oom_report = read_file(ctl.path() / "oom");
     result.out_of_memory = !result.oom_report.empty();
     return result;
 }

@@ -49,7 +49,7 @@ struct RunResult {
 };
 
 class Vm {
-  public:
+public:
     explicit Vm(VmOptions options);
 
     /// Runs argv (argv[0] looked up in the guest's PATH). out_fd/err_fd < 0 discard.
@@ -63,7 +63,7 @@ class Vm {
     const AccelChoice& accel() const noexcept { return accel_; }
     unsigned cpus() const noexcept;
 
-  private:
+private:
     bool probe_kvm();
 
     VmOptions options_;

@@ -16,7 +16,8 @@ TEST_CASE("addresses and prefixes parse with their family and length, and bad on
     CHECK_FALSE(parse_prefix("198.18.0.0/15")->single());
     CHECK(parse_prefix("2001:db8::/32")->family == AF_INET6);
     CHECK(parse_prefix("2001:db8::5")->single());
-    for (const char* bad : {"", "eth0", "203.0.113.7/33", "2001:db8::/129", "203.0.113.0/", "203.0.113.0/x", "1.2.3.4/0032"})
+    for (const char* bad :
+         {"", "eth0", "203.0.113.7/33", "2001:db8::/129", "203.0.113.0/", "203.0.113.0/x", "1.2.3.4/0032"})
         CHECK_FALSE(parse_prefix(bad));
 }
 

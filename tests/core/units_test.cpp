@@ -39,7 +39,8 @@ TEST_CASE("durations accept us ms s and tc's long spellings", "[units]") {
 
 TEST_CASE("durations reject a missing unit, unknown units, negatives and overflow", "[units]") {
     CHECK(error(parse_duration("20")) == "`20` needs a unit: write \"20ms\", \"20us\" or \"20s\"");
-    CHECK(error(parse_duration("20 parsecs")) == "`20 parsecs` has an unknown duration unit `parsecs`: use us, ms or s");
+    CHECK(error(parse_duration("20 parsecs")) ==
+          "`20 parsecs` has an unknown duration unit `parsecs`: use us, ms or s");
     CHECK(error(parse_duration("-5ms")) == "`-5ms` is negative: a duration cannot be below zero");
     CHECK(error(parse_duration("ms")) == "`ms` is not a duration: it must start with a number");
     CHECK(error(parse_duration("")) == "empty duration");
@@ -70,7 +71,8 @@ TEST_CASE("rates reject the ambiguous bps spellings and say what to write", "[un
     CHECK(error(parse_rate("5kbps")).find("Write \"5kbit\"") != std::string::npos);
     CHECK(error(parse_rate("5gb/s")).find("Write \"5gbit\"") != std::string::npos);
     CHECK(error(parse_rate("100")) == "`100` needs a unit: write \"100mbit\" (bits per second) or \"100kbit\"");
-    CHECK(error(parse_rate("3 furlongs")) == "`3 furlongs` has an unknown rate unit `furlongs`: use bit, kbit, mbit or gbit");
+    CHECK(error(parse_rate("3 furlongs")) ==
+          "`3 furlongs` has an unknown rate unit `furlongs`: use bit, kbit, mbit or gbit");
     CHECK(error(parse_rate("-1mbit")) == "`-1mbit` is negative: a rate cannot be below zero");
     CHECK(error(parse_rate("99999999999tbit")) == "`99999999999tbit` is too large for a rate");
 }
@@ -89,8 +91,9 @@ TEST_CASE("sizes are bytes with 1024-based K M G and KiB MiB GiB", "[units]") {
 }
 
 TEST_CASE("sizes reject ambiguous MB, fractions of a byte, unknown units and overflow", "[units]") {
-    CHECK(error(parse_size("16MB")) == "`16MB` is ambiguous (1000 or 1024? bytes or bits?): write \"16M\" or \"16MiB\" "
-                                       "(both 1024-based)");
+    CHECK(error(parse_size("16MB")) ==
+          "`16MB` is ambiguous (1000 or 1024? bytes or bits?): write \"16M\" or \"16MiB\" "
+          "(both 1024-based)");
     CHECK(error(parse_size("1.5")) == "`1.5` is not a whole number of bytes");
     CHECK(error(parse_size("3 pages")) ==
           "`3 pages` has an unknown size unit `pages`: use bytes, K, M, G (1024-based) or KiB, MiB, GiB");
@@ -106,7 +109,8 @@ TEST_CASE("percentages become fractions and stay within 0-100%", "[units]") {
     CHECK(error(parse_percent("5")) == "`5` needs a `%`: write \"5%\"");
     CHECK(error(parse_percent("101%")) == "`101%` is above 100%");
     CHECK(error(parse_percent("-1%")) == "`-1%` is negative: a percentage cannot be below zero");
-    CHECK(error(parse_percent("5 percent")) == "`5 percent` is not a percentage: write a number and `%`, such as \"1%\"");
+    CHECK(error(parse_percent("5 percent")) ==
+          "`5 percent` is not a percentage: write a number and `%`, such as \"1%\"");
 }
 
 TEST_CASE("formatters print the shortest form tc accepts", "[units]") {
@@ -127,8 +131,10 @@ TEST_CASE("formatters print the shortest form tc accepts", "[units]") {
 }
 
 TEST_CASE("formatted values parse back to the same value", "[units]") {
-    for (std::chrono::nanoseconds d : {1ns, 999ns, 1000ns, 1500000ns, 20000000ns, 2000000000ns, 123456789ns}) CHECK(value(parse_duration(format_duration(d))) == d);
+    for (std::chrono::nanoseconds d : {1ns, 999ns, 1000ns, 1500000ns, 20000000ns, 2000000000ns, 123456789ns})
+        CHECK(value(parse_duration(format_duration(d))) == d);
     for (std::uint64_t r : {1ull, 999ull, 64'000ull, 100'000'000ull, 1'500'000'000ull, 40'000'000'000ull})
         CHECK(value(parse_rate(format_rate(r))) == r);
-    for (std::uint64_t s : {0ull, 1ull, 1500ull, 4096ull, 16ull << 20, 3ull << 30}) CHECK(value(parse_size(format_size(s))) == s);
+    for (std::uint64_t s : {0ull, 1ull, 1500ull, 4096ull, 16ull << 20, 3ull << 30})
+        CHECK(value(parse_size(format_size(s))) == s);
 }

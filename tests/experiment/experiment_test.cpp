@@ -195,7 +195,8 @@ TEST_CASE("more than 10,000 trials is refused, and so is an empty sweep", "[expe
     CHECK(big.messages.find("the sweep makes more than 10000 trials (over 10000 sweep points x 1 variants)") !=
           std::string::npos);
     auto empty = load("[sweep]\n\"link.rtt\" = []\n");
-    CHECK(empty.messages.find("[sweep] `link.rtt` is an empty list: the sweep would have no trials") != std::string::npos);
+    CHECK(empty.messages.find("[sweep] `link.rtt` is an empty list: the sweep would have no trials") !=
+          std::string::npos);
 }
 
 TEST_CASE("exactly 10,000 trials is accepted", "[experiment][sweep]") {
@@ -220,7 +221,8 @@ TEST_CASE("trial ids depend only on variant and sweep values", "[experiment][swe
     CHECK(a.exp->trials[0].id.size() == 8);
 }
 
-TEST_CASE("variants need unique names and may only override link, sysctl and probe", "[experiment][variant][messages]") {
+TEST_CASE("variants need unique names and may only override link, sysctl and probe",
+          "[experiment][variant][messages]") {
     auto dup = load("[[variant]]\nname = \"x\"\n[[variant]]\nname = \"x\"\n");
     CHECK(dup.messages ==
           "exp.toml:4:8: error: two variants are named \"x\": names must be unique\n"
@@ -310,12 +312,14 @@ TEST_CASE("a tuning profile fills [sysctl]", "[experiment][profile]") {
     CHECK(s.global[0].key == "net.core.rmem_max");
     CHECK(s.global[0].value == "268435456");
     const auto& client = s.per_host.at("client");
-    auto cc = std::find_if(client.begin(), client.end(), [](const auto& x) { return x.key == "net.ipv4.tcp_congestion_control"; });
+    auto cc = std::find_if(client.begin(), client.end(),
+                           [](const auto& x) { return x.key == "net.ipv4.tcp_congestion_control"; });
     REQUIRE(cc != client.end());
     CHECK(cc->value == "bbr");
 }
 
-TEST_CASE("sysctls apply to the endpoints, host tables override, and global keys are one value", "[experiment][sysctl]") {
+TEST_CASE("sysctls apply to the endpoints, host tables override, and global keys are one value",
+          "[experiment][sysctl]") {
     auto l = load(R"(
 [sysctl]
 "net.ipv4.tcp_congestion_control" = "cubic"
@@ -338,7 +342,8 @@ net.core.wmem_max = "8M"
                               "lab): it cannot be 2000 here and 1000 at line 2") != std::string::npos);
 }
 
-TEST_CASE("limit auto holds rate x (delay + jitter) with headroom, and a small explicit limit warns", "[experiment][limit]") {
+TEST_CASE("limit auto holds rate x (delay + jitter) with headroom, and a small explicit limit warns",
+          "[experiment][limit]") {
     auto l = load("[link]\ndelay = \"100ms\"\nrate = \"1gbit\"\n");
     REQUIRE(l.exp);
     // 1 Gbit/s x 100 ms = 12.5 MB = 8334 packets of 1500 bytes; x1.5 = 12500.
@@ -355,8 +360,10 @@ TEST_CASE("limit auto holds rate x (delay + jitter) with headroom, and a small e
 }
 
 TEST_CASE("asserts must name a known metric, probe and variant", "[experiment][assert][messages]") {
-    std::string base = "[[probe]]\nname = \"bulk\"\nkind = \"throughput\"\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n";
-    auto ok = load(base + "[[assert]]\nmetric = \"throughput\"\nvariant = \"b\"\nmin_gain = \"20%\"\nat_least = \"100mbit\"\n");
+    std::string base =
+        "[[probe]]\nname = \"bulk\"\nkind = \"throughput\"\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n";
+    auto ok = load(
+        base + "[[assert]]\nmetric = \"throughput\"\nvariant = \"b\"\nmin_gain = \"20%\"\nat_least = \"100mbit\"\n");
     REQUIRE(ok.exp);
     REQUIRE(ok.exp->asserts.size() == 1);
     CHECK(ok.exp->asserts[0].probe == "bulk");
@@ -403,16 +410,19 @@ TEST_CASE("host mode needs dev and target and refuses router sysctls", "[experim
     CHECK(cmds[0] == "tc qdisc replace dev eth0 root handle 1: htb default 1");
     CHECK(cmds[3] == "tc filter replace dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 203.0.113.7 flowid 1:2");
     CHECK(cmds[4] == "tc qdisc replace dev eth0 parent 1:2 handle 10: netem limit 12500 delay 10ms");
-    auto router = load("[lab]\nmode = \"host\"\ndev = \"eth0\"\ntarget = \"203.0.113.7\"\n[sysctl.router]\n\"net.ipv4.ip_forward\" = 1\n");
+    auto router = load(
+        "[lab]\nmode = \"host\"\ndev = \"eth0\"\ntarget = \"203.0.113.7\"\n[sysctl.router]\n\"net.ipv4.ip_forward\" = "
+        "1\n");
     CHECK(router.messages.find("[sysctl.router] does not exist in this lab: its hosts take [sysctl.host]") !=
           std::string::npos);
 }
 
 TEST_CASE("host mode takes only probes that measure a remote target through the filter", "[experiment][lab][host]") {
     const std::string lab = "[lab]\nmode = \"host\"\ndev = \"eth0\"\n";
-    auto ok = load(lab + "target = \"203.0.113.7\"\n[[probe]]\nkind = \"rtt\"\nmethod = \"icmp\"\n"
-                         "[[probe]]\nname = \"b\"\nkind = \"throughput\"\ntool = \"iperf3\"\n"
-                         "[[probe]]\nname = \"w\"\nkind = \"http\"\nurl = \"http://203.0.113.7:8080/\"\n");
+    auto ok = load(lab +
+                   "target = \"203.0.113.7\"\n[[probe]]\nkind = \"rtt\"\nmethod = \"icmp\"\n"
+                   "[[probe]]\nname = \"b\"\nkind = \"throughput\"\ntool = \"iperf3\"\n"
+                   "[[probe]]\nname = \"w\"\nkind = \"http\"\nurl = \"http://203.0.113.7:8080/\"\n");
     INFO(ok.messages);
     CHECK(ok.exp);
     auto builtin = load(lab + "target = \"203.0.113.7\"\n[[probe]]\nkind = \"throughput\"\n");
@@ -421,20 +431,25 @@ TEST_CASE("host mode takes only probes that measure a remote target through the 
     auto icmp_port = load(lab + "target = \"203.0.113.7\"\nport = 80\n[[probe]]\nkind = \"rtt\"\nmethod = \"icmp\"\n");
     CHECK(icmp_port.messages.find("ICMP carries no port") != std::string::npos);
     auto outside = load(lab + "target = \"203.0.113.7\"\n[[probe]]\nkind = \"http\"\nurl = \"http://198.51.100.1/\"\n");
-    CHECK(outside.messages.find("is outside [lab] target = \"203.0.113.7\": the probe would measure an unimpaired path") !=
+    CHECK(outside.messages.find(
+              "is outside [lab] target = \"203.0.113.7\": the probe would measure an unimpaired path") !=
           std::string::npos);
-    auto other_port = load(lab + "target = \"203.0.113.7\"\nport = 443\n[[probe]]\nkind = \"http\"\nurl = \"http://203.0.113.7/\"\n");
+    auto other_port =
+        load(lab + "target = \"203.0.113.7\"\nport = 443\n[[probe]]\nkind = \"http\"\nurl = \"http://203.0.113.7/\"\n");
     CHECK(other_port.messages.find("is outside") != std::string::npos);
     auto prefix = load(lab + "target = \"203.0.113.0/24\"\n[[probe]]\nkind = \"rtt\"\nmethod = \"icmp\"\n");
     CHECK(prefix.messages.find("must be one address, not the prefix \"203.0.113.0/24\"") != std::string::npos);
-    auto in_prefix = load(lab + "target = \"203.0.113.0/24\"\n[[probe]]\nkind = \"http\"\nurl = \"http://203.0.113.9/\"\n");
+    auto in_prefix =
+        load(lab + "target = \"203.0.113.0/24\"\n[[probe]]\nkind = \"http\"\nurl = \"http://203.0.113.9/\"\n");
     INFO(in_prefix.messages);
     CHECK(in_prefix.exp);
 }
 
-TEST_CASE("a run happens in one place: host mode's interface and target do not vary between trials", "[experiment][lab][host]") {
-    auto swept = load("[lab]\nmode = \"host\"\ndev = \"eth0\"\ntarget = \"203.0.113.7\"\n[link]\ndelay = \"10ms\"\n"
-                      "[sweep]\n\"lab.target\" = [\"203.0.113.7\", \"203.0.113.8\"]\n");
+TEST_CASE("a run happens in one place: host mode's interface and target do not vary between trials",
+          "[experiment][lab][host]") {
+    auto swept = load(
+        "[lab]\nmode = \"host\"\ndev = \"eth0\"\ntarget = \"203.0.113.7\"\n[link]\ndelay = \"10ms\"\n"
+        "[sweep]\n\"lab.target\" = [\"203.0.113.7\", \"203.0.113.8\"]\n");
     CHECK(swept.messages.find("[lab] target differs between trials (trial 2, variant default, against trial 1)") !=
           std::string::npos);
     CHECK(swept.messages.find(":8:1:") != std::string::npos);  // at the sweep key

@@ -2,10 +2,10 @@
 // and the capability check. No root needed.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-#include <fstream>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cstdlib>
+#include <fstream>
 
 #include "lab/capabilities.h"
 #include "lab/journal.h"
@@ -98,10 +98,14 @@ TEST_CASE("replay undoes entries newest first and ignores a torn last line") {
     TempDir dir;
     {
         std::ofstream out(dir.path / "r4.journal");
-        out << R"({"op":"begin","run":"r4","pid":1,"start_time":1,"version":1})" << "\n"
-            << R"({"op":"netns","name":"wanlab-r4-client"})" << "\n"
-            << R"({"op":"link","ns":"wanlab-r4-router","name":"wl-rc"})" << "\n"
-            << R"({"op":"sysctl","ns":"","key":"net.core.rmem_max","old":"212992"})" << "\n"
+        out << R"({"op":"begin","run":"r4","pid":1,"start_time":1,"version":1})"
+            << "\n"
+            << R"({"op":"netns","name":"wanlab-r4-client"})"
+            << "\n"
+            << R"({"op":"link","ns":"wanlab-r4-router","name":"wl-rc"})"
+            << "\n"
+            << R"({"op":"sysctl","ns":"","key":"net.core.rmem_max","old":"212992"})"
+            << "\n"
             << R"({"op":"sysctl","ns":"","key":"net.core.wm)";
     }
     auto j = read_journal(dir.path / "r4.journal");
@@ -116,9 +120,12 @@ TEST_CASE("replay reports entries it cannot undo and still undoes the rest") {
     TempDir dir;
     {
         std::ofstream out(dir.path / "r5.journal");
-        out << R"({"op":"begin","run":"r5","pid":1,"start_time":1})" << "\n"
-            << R"({"op":"netns","name":"a"})" << "\n"
-            << R"({"op":"qdisc","dev":"wl-rs"})" << "\n";
+        out << R"({"op":"begin","run":"r5","pid":1,"start_time":1})"
+            << "\n"
+            << R"({"op":"netns","name":"a"})"
+            << "\n"
+            << R"({"op":"qdisc","dev":"wl-rs"})"
+            << "\n";
     }
     std::vector<std::string> log;
     auto failures = replay(read_journal(dir.path / "r5.journal"), recording(log));
@@ -185,8 +192,10 @@ TEST_CASE("a host entry carries everything undoing host mode takes", "[journal][
 TEST_CASE("find_journals lists only journal files") {
     TempDir dir;
     std::ofstream(dir.path / "lock");
-    std::ofstream(dir.path / "b.journal") << R"({"op":"begin","run":"b","pid":1,"start_time":1})" << "\n";
-    std::ofstream(dir.path / "a.journal") << R"({"op":"begin","run":"a","pid":1,"start_time":1})" << "\n";
+    std::ofstream(dir.path / "b.journal") << R"({"op":"begin","run":"b","pid":1,"start_time":1})"
+                                          << "\n";
+    std::ofstream(dir.path / "a.journal") << R"({"op":"begin","run":"a","pid":1,"start_time":1})"
+                                          << "\n";
     auto js = find_journals(dir.path);
     REQUIRE(js.size() == 2);
     CHECK(js[0].run == "a");

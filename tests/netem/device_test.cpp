@@ -8,9 +8,9 @@
 
 #include "core/error.h"
 #include "netem/device.h"
-#include "tests/support/recording_kernel.h"
 #include "netem/readback.h"
 #include "tests/support/load_helper.h"
+#include "tests/support/recording_kernel.h"
 
 using namespace wanlab::netem;
 using wanlab::testing::up_of;
@@ -35,8 +35,8 @@ TEST_CASE("applying a direction replaces the tree and reads it back", "[netem][d
     {
         DeviceQdiscs dev(k, "wl-rs");
         CHECK(dev.default_root());
-        dev.apply(up_of("delay = \"20ms\"\nloss = \"1%\"\nrate = \"100mbit\"\nshaper = \"htb\"\nqdisc = \"bfifo\"\n"), 1500,
-                  Psched{});
+        dev.apply(up_of("delay = \"20ms\"\nloss = \"1%\"\nrate = \"100mbit\"\nshaper = \"htb\"\nqdisc = \"bfifo\"\n"),
+                  1500, Psched{});
         REQUIRE(k.sent.size() == 4);
         CHECK(k.sent[0].what == "replace netem 1: on wl-rs");
         CHECK(k.sent[1].what == "replace htb 2: on wl-rs");
@@ -62,12 +62,11 @@ TEST_CASE("moving to the next trial replaces in place, with every netem field st
     REQUIRE(k.sent.size() == 2);
     auto n = decode_netem(find(k.qdiscs[7], kNetemHandle)->options, Psched{});
     CHECK(n.delay == std::chrono::milliseconds(40));
-    CHECK(n.corrupt == 0);       // cleared, not kept from the first trial
+    CHECK(n.corrupt == 0);  // cleared, not kept from the first trial
     CHECK_FALSE(n.slot.has_value());
 }
 
-TEST_CASE("a read-back that differs from the request is an error naming the field and both values",
-          "[netem][device]") {
+TEST_CASE("a read-back that differs from the request is an error naming the field and both values", "[netem][device]") {
     RecordingKernel k;
     auto d = up_of("delay = \"20ms\"\nlimit = 5000\n");
     int ifindex = k.ifindex("wl-rs");
@@ -147,8 +146,7 @@ TEST_CASE("an unknown device is a clear error", "[netem][device]") {
     CHECK_THROWS_WITH(DeviceQdiscs(k, "eth9"), "no network device `eth9` here");
 }
 
-TEST_CASE("an htb already in place is kept and only its class replaced, as the kernel requires",
-          "[netem][device]") {
+TEST_CASE("an htb already in place is kept and only its class replaced, as the kernel requires", "[netem][device]") {
     RecordingKernel k;
     DeviceQdiscs dev(k, "wl-rs");
     dev.apply(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"htb\"\n"), 1500, Psched{});
@@ -179,8 +177,7 @@ TEST_CASE("a shaper of another kind is grafted at the other handle, and a droppe
     CHECK(k.sent[1].what == "remove htb below netem on wl-rs");
 }
 
-TEST_CASE("a queue of another kind is grafted at the other handle, and none brings a fresh shaper",
-          "[netem][device]") {
+TEST_CASE("a queue of another kind is grafted at the other handle, and none brings a fresh shaper", "[netem][device]") {
     RecordingKernel k;
     DeviceQdiscs dev(k, "wl-rs");
     const std::string base = "delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"htb\"\n";
@@ -217,7 +214,8 @@ TEST_CASE("the recording kernel refuses a kind change in place, as the kernel do
     RecordingKernel k;
     DeviceQdiscs dev(k, "wl-rs");
     dev.apply(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"pfifo\"\n"), 1500, Psched{});
-    auto requests = tree_requests(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"fq_codel\"\n"),
-                                  7, "wl-rs", 1500, Psched{});
+    auto requests =
+        tree_requests(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"fq_codel\"\n"), 7,
+                      "wl-rs", 1500, Psched{});
     CHECK_THROWS_WITH(dev.apply_requests(requests), Catch::Contains("Invalid qdisc name"));
 }

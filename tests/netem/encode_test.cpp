@@ -74,19 +74,22 @@ const Case kCases[] = {
     {"delay 10ms", "delay = \"10ms\"\nlimit = 1000"},
     {"delay 20ms 2ms", "delay = \"20ms\"\njitter = \"2ms\"\nlimit = 1000"},
     {"delay 20ms 2ms 25%", "delay = \"20ms\"\njitter = \"2ms\"\ncorrelation = \"25%\"\nlimit = 1000"},
-    {"delay 20ms 2ms distribution normal", "delay = \"20ms\"\njitter = \"2ms\"\ndistribution = \"normal\"\nlimit = 1000"},
+    {"delay 20ms 2ms distribution normal",
+     "delay = \"20ms\"\njitter = \"2ms\"\ndistribution = \"normal\"\nlimit = 1000"},
     {"delay 20ms 2ms 25% distribution pareto",
      "delay = \"20ms\"\njitter = \"2ms\"\ncorrelation = \"25%\"\ndistribution = \"pareto\"\nlimit = 1000"},
     {"loss random 1%", "loss = \"1%\""},
     {"loss random 1% 25%", "loss = \"1%\"\nloss_correlation = \"25%\""},
-    {"loss gemodel 1% 10% 70% 0.1%", "loss = { model = \"gemodel\", p = \"1%\", r = \"10%\", 1-h = \"70%\", 1-k = \"0.1%\" }"},
+    {"loss gemodel 1% 10% 70% 0.1%",
+     "loss = { model = \"gemodel\", p = \"1%\", r = \"10%\", 1-h = \"70%\", 1-k = \"0.1%\" }"},
     {"loss state 1% 90% 5% 8% 0.1%",
      "loss = { model = \"state\", p13 = \"1%\", p31 = \"90%\", p32 = \"5%\", p23 = \"8%\", p14 = \"0.1%\" }"},
     {"loss random 1% ecn", "loss = \"1%\"\necn = true"},
     {"duplicate 1%", "duplicate = \"1%\""},
     {"corrupt 0.1%", "corrupt = \"0.1%\""},
     {"corrupt 0.1% 5%", "corrupt = \"0.1%\"\ncorrupt_correlation = \"5%\""},
-    {"delay 10ms reorder 25% 50% gap 5", "delay = \"10ms\"\nreorder = \"25%\"\nreorder_correlation = \"50%\"\ngap = 5\nlimit = 1000"},
+    {"delay 10ms reorder 25% 50% gap 5",
+     "delay = \"10ms\"\nreorder = \"25%\"\nreorder_correlation = \"50%\"\ngap = 5\nlimit = 1000"},
     {"delay 10ms reorder 25%", "delay = \"10ms\"\nreorder = \"25%\"\nlimit = 1000"},
     {"rate 100mbit", "rate = \"100mbit\""},
     {"rate 10mbit 14 53 5", "rate = \"10mbit\"\npacket_overhead = 14\ncell_size = 53\ncell_overhead = 5"},
@@ -154,13 +157,15 @@ TEST_CASE("a missing distribution table names the places searched", "[netem][enc
         FAIL("expected an error");
     } catch (const wanlab::InputError& e) {
         std::string what = e.what();
-        CHECK(what.starts_with("no delay distribution table \"lognormal\"; looked for:\n  /usr/lib/x86_64-linux-gnu/tc/lognormal.dist"));
+        CHECK(what.starts_with(
+            "no delay distribution table \"lognormal\"; looked for:\n  /usr/lib/x86_64-linux-gnu/tc/lognormal.dist"));
         CHECK(what.find("apt-get install iproute2") != std::string::npos);
     }
 }
 
 TEST_CASE("a tree with a tbf shaper and a pfifo queue is three create-or-replace requests", "[netem][encode]") {
-    auto l = wanlab::testing::load("[link]\ndelay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"pfifo\"\nqdisc_limit = 500\n");
+    auto l = wanlab::testing::load(
+        "[link]\ndelay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"pfifo\"\nqdisc_limit = 500\n");
     REQUIRE(l.exp);
     auto requests = tree_requests(l.exp->trials[0].link.up, 7, "wl-rs", 1500, Psched{});
     REQUIRE(requests.size() == 3);
@@ -191,8 +196,8 @@ TEST_CASE("a tree with a tbf shaper and a pfifo queue is three create-or-replace
 
 TEST_CASE("a cake queue carries its memlimit as iproute2 sends it, fq_codel its limit", "[netem][encode]") {
     auto requests = tree_requests(
-        wanlab::testing::up_of("rate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"cake\"\nqdisc_limit = 100\n"), 7, "wl-rs",
-        1500, Psched{});
+        wanlab::testing::up_of("rate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"cake\"\nqdisc_limit = 100\n"), 7,
+        "wl-rs", 1500, Psched{});
     REQUIRE(requests.size() == 3);
     TcObject cake = parse_tc_message(requests[2].bytes);
     CHECK(cake.kind == "cake");
@@ -214,7 +219,8 @@ TEST_CASE("a cake queue carries its memlimit as iproute2 sends it, fq_codel its 
 }
 
 TEST_CASE("a cake queue limit whose memlimit would not fit 32 bits is refused at its key", "[netem][encode]") {
-    auto l = wanlab::testing::load("[link]\nrate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"cake\"\nqdisc_limit = 3000000\n");
+    auto l = wanlab::testing::load(
+        "[link]\nrate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"cake\"\nqdisc_limit = 3000000\n");
     CHECK_FALSE(l.exp);
     CHECK_THAT(l.messages, Catch::Contains("too large for cake") && Catch::Contains("at most 2836834 packets") &&
                                Catch::Contains(":5:"));

@@ -2,8 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include "netem/host.h"
-#include "tests/support/recording_kernel.h"
 #include "tests/support/load_helper.h"
+#include "tests/support/recording_kernel.h"
 
 using namespace wanlab::netem;
 
@@ -75,8 +75,9 @@ TEST_CASE("the ifb name fits the kernel's 15 characters", "[netem][host]") {
     CHECK(ifb_name("a-very-long-interface-name") != ifb_name("a-very-long-interface-nam2"));
 }
 
-TEST_CASE("a user's ingress qdisc and filters are kept: wanlab adds its filter at a free priority and removes only that",
-          "[netem][host]") {
+TEST_CASE(
+    "a user's ingress qdisc and filters are kept: wanlab adds its filter at a free priority and removes only that",
+    "[netem][host]") {
     RecordingKernel k;
     add_users_ingress(k);
     auto link = link_of("[link.down]\ndelay = \"20ms\"\n");
@@ -85,7 +86,8 @@ TEST_CASE("a user's ingress qdisc and filters are kept: wanlab adds its filter a
         h.apply(link.up, link.down, 1500, Psched{});
         std::vector<std::string> what;
         for (const auto& r : k.sent) what.push_back(r.what);
-        CHECK(what == std::vector<std::string>{"add ingress redirect filter on eth0", "replace netem 1: on wlifb-eth0"});
+        CHECK(what ==
+              std::vector<std::string>{"add ingress redirect filter on eth0", "replace netem 1: on wlifb-eth0"});
         REQUIRE(k.filters[2].size() == 2);
         CHECK((k.filters[2][1].info >> 16) == 2);  // the next free priority
     }

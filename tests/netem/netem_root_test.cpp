@@ -3,14 +3,14 @@
 // has it): each test asserts what the kernel it runs on must do.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <cstdio>
 #include <memory>
 #include <string>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -44,11 +44,14 @@ struct ScratchNetns {
     std::string name = fmt::format("wanlab-test-{}", ::getpid());
     ScratchNetns() {
         run("ip netns add " + name);
-        run(fmt::format("ip -n {} link add a0 type veth peer name b0 && ip -n {} link set a0 up && ip -n {} link set b0 up",
-                        name, name, name));
+        run(fmt::format(
+            "ip -n {} link add a0 type veth peer name b0 && ip -n {} link set a0 up && ip -n {} link set b0 up", name,
+            name, name));
     }
     ~ScratchNetns() { run("ip netns del " + name); }
-    std::string qdiscs(const std::string& dev) const { return run(fmt::format("tc -n {} -j qdisc show dev {}", name, dev)); }
+    std::string qdiscs(const std::string& dev) const {
+        return run(fmt::format("tc -n {} -j qdisc show dev {}", name, dev));
+    }
 };
 
 bool root() { return ::geteuid() == 0; }
@@ -58,7 +61,6 @@ bool kernel_has(const std::string& feature) {
         if (f.name == feature) return f.available;
     return false;
 }
-
 
 }  // namespace
 
@@ -130,7 +132,8 @@ TEST_CASE("tbf and htb shapers are read back at the configured rate", "[root][ne
     int ifindex = k.ifindex("a0");
     for (const char* shaper : {"tbf", "htb"}) {
         INFO(shaper);
-        auto d = up_of(fmt::format("rate = \"50mbit\"\nshaper = \"{}\"\nqdisc = \"pfifo\"\nqdisc_limit = 100\n", shaper));
+        auto d =
+            up_of(fmt::format("rate = \"50mbit\"\nshaper = \"{}\"\nqdisc = \"pfifo\"\nqdisc_limit = 100\n", shaper));
         // The shaper and queue on their own (netem, their parent, may be missing here): the
         // requests after the first, moved to the root.
         auto requests = tree_requests(d, ifindex, "a0", 1500, Psched::from_proc());
@@ -219,7 +222,8 @@ struct PingResult {
 };
 
 PingResult ping(const Pair& p, int count, const char* interval) {
-    std::string out = run(fmt::format("ip netns exec {} ping -q -n -c {} -i {} -W 2 198.18.0.2", p.left, count, interval));
+    std::string out =
+        run(fmt::format("ip netns exec {} ping -q -n -c {} -i {} -W 2 198.18.0.2", p.left, count, interval));
     PingResult r;
     if (auto at = out.find("min/avg/max"); at != std::string::npos) {
         auto eq = out.find("= ", at);
@@ -247,7 +251,8 @@ TEST_CASE("20 ms of netem each way gives a ping RTT of 40 to 43 ms above the pat
     a.apply(d, 1500, Psched::from_proc());
     b.apply(d, 1500, Psched::from_proc());
     auto r = ping(p, 20, "0.05");
-    INFO("ping with netem: min " << r.min_ms << " ms, avg " << r.avg_ms << " ms; bare path avg " << bare.avg_ms << " ms");
+    INFO("ping with netem: min " << r.min_ms << " ms, avg " << r.avg_ms << " ms; bare path avg " << bare.avg_ms
+                                 << " ms");
     CHECK(r.received == 20);
     CHECK(r.min_ms >= 40.0);  // netem never delivers early
     CHECK(r.avg_ms - bare.avg_ms >= 39.5);
@@ -282,7 +287,8 @@ TEST_CASE("a 50 mbit rate gives TCP goodput of 90 to 100% of it", "[root][netem]
     NetlinkKernel left(p.left);
     DeviceQdiscs a(left, "a0");
     a.apply(up_of("rate = \"50mbit\"\ndelay = \"1ms\"\n"), 1500, Psched::from_proc());
-    run(fmt::format("ip netns exec {} iperf3 -s -D -1 -B 198.18.0.2 --pidfile /tmp/wanlab-iperf3-{}.pid", p.right, ::getpid()));
+    run(fmt::format("ip netns exec {} iperf3 -s -D -1 -B 198.18.0.2 --pidfile /tmp/wanlab-iperf3-{}.pid", p.right,
+                    ::getpid()));
     ::usleep(300'000);
     std::string out = run(fmt::format("ip netns exec {} iperf3 -J -c 198.18.0.2 -t 4 -O 1", p.left));
     auto j = nlohmann::json::parse(out.substr(out.find('{')));
@@ -299,9 +305,10 @@ TEST_CASE("apply then restore leaves tc qdisc show as it was", "[root][netem][ph
     {
         NetlinkKernel left(p.left);
         DeviceQdiscs a(left, "a0");
-        a.apply(up_of("delay = \"10ms\"\njitter = \"2ms\"\ndistribution = \"normal\"\nloss = \"1%\"\nrate = \"20mbit\"\n"
-                      "shaper = \"htb\"\nqdisc = \"pfifo\"\n"),
-                1500, Psched::from_proc());
+        a.apply(
+            up_of("delay = \"10ms\"\njitter = \"2ms\"\ndistribution = \"normal\"\nloss = \"1%\"\nrate = \"20mbit\"\n"
+                  "shaper = \"htb\"\nqdisc = \"pfifo\"\n"),
+            1500, Psched::from_proc());
         CHECK(run(fmt::format("tc -n {} -j qdisc show", p.left)) != before);
     }
     CHECK(run(fmt::format("tc -n {} -j qdisc show", p.left)) == before);
@@ -312,9 +319,10 @@ TEST_CASE("moving between trials with an htb shaper replaces in place", "[root][
     Pair p;
     NetlinkKernel left(p.left);
     DeviceQdiscs a(left, "a0");
-    a.apply(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\n"), 1500, Psched::from_proc());
-    a.apply(up_of("delay = \"40ms\"\nrate = \"50mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\nqdisc_limit = 300\n"), 1500,
+    a.apply(up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\n"), 1500,
             Psched::from_proc());
+    a.apply(up_of("delay = \"40ms\"\nrate = \"50mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\nqdisc_limit = 300\n"),
+            1500, Psched::from_proc());
     a.apply(up_of("delay = \"10ms\"\nrate = \"10mbit\"\nshaper = \"tbf\"\n"), 1500, Psched::from_proc());
     auto shown = nlohmann::json::parse(run(fmt::format("tc -n {} -j qdisc show dev a0", p.left)));
     bool tbf = false;
@@ -326,7 +334,8 @@ TEST_CASE("host mode delays only the target's traffic and leaves the interface a
     if (!netem_or_skip()) return;
     Pair p;
     // A second address on the far side that must not be impaired.
-    run(fmt::format("ip -n {} addr add 198.18.0.9/32 dev b0 && ip -n {} route add 198.18.0.9/32 dev a0", p.right, p.left));
+    run(fmt::format("ip -n {} addr add 198.18.0.9/32 dev b0 && ip -n {} route add 198.18.0.9/32 dev a0", p.right,
+                    p.left));
     auto before = run(fmt::format("tc -n {} -j qdisc show", p.left));
     auto links_before = run(fmt::format("ip -n {} -br link", p.left));
     auto plain = ping(p, 10, "0.05");
@@ -339,7 +348,8 @@ TEST_CASE("host mode delays only the target's traffic and leaves the interface a
         auto target = ping(p, 10, "0.05");
         auto other = run(fmt::format("ip netns exec {} ping -q -n -c 10 -i 0.05 198.18.0.9", p.left));
         INFO("target avg " << target.avg_ms << " ms, bare " << plain.avg_ms << " ms; other: " << other);
-        INFO(run(fmt::format("tc -n {} -s filter show dev a0 ingress; tc -n {} -s qdisc show; ip -n {} -br link", p.left, p.left, p.left)));
+        INFO(run(fmt::format("tc -n {} -s filter show dev a0 ingress; tc -n {} -s qdisc show; ip -n {} -br link",
+                             p.left, p.left, p.left)));
         CHECK(target.received == 10);
         CHECK(target.min_ms >= 50.0);
         CHECK(target.avg_ms - plain.avg_ms <= 53.0);
@@ -352,11 +362,13 @@ TEST_CASE("host mode delays only the target's traffic and leaves the interface a
     CHECK(run(fmt::format("ip -n {} -br link", p.left)) == links_before);
 }
 
-TEST_CASE("host mode keeps a user's own ingress qdisc and filters and gives them back exactly", "[root][netem][physical]") {
+TEST_CASE("host mode keeps a user's own ingress qdisc and filters and gives them back exactly",
+          "[root][netem][physical]") {
     if (!netem_or_skip()) return;
     Pair p;
     // The user's: an ingress qdisc with a u32 filter at priority 1 (classifies, drops nothing).
-    run(fmt::format("tc -n {} qdisc add dev a0 ingress && tc -n {} filter add dev a0 parent ffff: prio 1 protocol ip "
+    run(
+        fmt::format("tc -n {} qdisc add dev a0 ingress && tc -n {} filter add dev a0 parent ffff: prio 1 protocol ip "
                     "u32 match ip src 198.18.0.77/32 flowid 1:1",
                     p.left, p.left));
     auto before = run(fmt::format("tc -n {} -j qdisc show", p.left));
@@ -412,8 +424,8 @@ TEST_CASE("the rtt probe measures the configured netem RTT within 5%", "[root][n
                      probe_of("rtt", fmt::format("method = \"{}\"\ncount = 20\ninterval = \"20ms\"\n", method)))
                      ->run(endpoints(p), {});
         double p50 = r.metrics.at("rtt_p50") - bare.metrics.at("rtt_p50");
-        INFO(method << ": p50 " << r.metrics.at("rtt_p50") * 1e3 << " ms, bare path " << bare.metrics.at("rtt_p50") * 1e3
-                    << " ms");
+        INFO(method << ": p50 " << r.metrics.at("rtt_p50") * 1e3 << " ms, bare path "
+                    << bare.metrics.at("rtt_p50") * 1e3 << " ms");
         CHECK(r.metrics.at("loss") == 0);
         CHECK(p50 >= 0.040 * 0.95);
         CHECK(p50 <= 0.040 * 1.05);
@@ -433,7 +445,8 @@ TEST_CASE("with 20 ms of netem, Nagle against a client without quick-ack stalls 
     a.apply(up_of("delay = \"10ms\"\n"), 1500, Psched::from_proc());
     b.apply(up_of("delay = \"10ms\"\n"), 1500, Psched::from_proc());
     auto rr = [&](const std::string& opts) {
-        auto r = wanlab::probes::make_probe(probe_of("rr", "server_split_write = true\n" + opts))->run(endpoints(p), {});
+        auto r =
+            wanlab::probes::make_probe(probe_of("rr", "server_split_write = true\n" + opts))->run(endpoints(p), {});
         return r.metrics.at("latency_p50");
     };
     double stalled = rr("server_nodelay = false\nclient_quickack = false\n");
@@ -445,8 +458,8 @@ TEST_CASE("with 20 ms of netem, Nagle against a client without quick-ack stalls 
     // the bare path, and how much varies from run to run (server TCP_NODELAY measured 22 to
     // 32 ms over five runs of one quiet boot, all three cases moving together). So the
     // cures are asserted against the stall measured in the same run, not against bare + RTT.
-    CHECK(stalled >= 0.020 + 0.035);  // the RTT plus the ~40 ms delayed ACK
-    CHECK(nodelay >= 0.020);          // one round trip at least
+    CHECK(stalled >= 0.020 + 0.035);    // the RTT plus the ~40 ms delayed ACK
+    CHECK(nodelay >= 0.020);            // one round trip at least
     CHECK(nodelay <= stalled - 0.035);  // the cure: the delayed-ACK timer is gone
     // Quick-ack removes the 40 ms timer, but Nagle still holds the body until the header's
     // ACK is back: two round trips (44-49 ms measured). On a WAN this is why the server's
@@ -455,7 +468,8 @@ TEST_CASE("with 20 ms of netem, Nagle against a client without quick-ack stalls 
     CHECK(quickack > nodelay);
 }
 
-TEST_CASE("a small receive buffer on a 20 ms path makes the sender receive-window limited", "[root][netem][physical][probes]") {
+TEST_CASE("a small receive buffer on a 20 ms path makes the sender receive-window limited",
+          "[root][netem][physical][probes]") {
     if (!netem_or_skip()) return;
     Pair p;
     NetlinkKernel left(p.left), right(p.right);
@@ -465,7 +479,7 @@ TEST_CASE("a small receive buffer on a 20 ms path makes the sender receive-windo
     auto r = wanlab::probes::make_probe(probe_of("throughput", "rcvbuf = \"32KiB\"\n"))->run(endpoints(p), {});
     double bps = r.metrics.at("throughput");
     INFO("throughput " << bps / 1e6 << " Mbit/s, rwnd_limited " << r.metrics.at("rwnd_limited") << ", sndbuf_limited "
-                         << r.metrics.at("sndbuf_limited"));
+                       << r.metrics.at("sndbuf_limited"));
     CHECK(r.metrics.at("rcvbuf_granted") == 64 * 1024);
     // The window can never exceed the granted buffer: at most 64 KiB per 20 ms round trip
     // (26 Mbit/s); with tcp_adv_win_scale 1 it is half that, 13 Mbit/s (measured 10.9-11.1).
@@ -494,47 +508,75 @@ struct FeatureCase {
 // tables are not printed by tc; netem/readback.cpp checks them (the table's presence).
 const std::vector<FeatureCase>& feature_cases() {
     static const std::vector<FeatureCase> cases = {
-        {"delay = \"20ms\"\njitter = \"2ms\"\ncorrelation = \"25%\"\ndistribution = \"pareto\"\nlimit = 5000\n", "netem",
-         {{"/options/limit", 5000}, {"/options/delay/delay", 0.020}, {"/options/delay/jitter", 0.002},
+        {"delay = \"20ms\"\njitter = \"2ms\"\ncorrelation = \"25%\"\ndistribution = \"pareto\"\nlimit = 5000\n",
+         "netem",
+         {{"/options/limit", 5000},
+          {"/options/delay/delay", 0.020},
+          {"/options/delay/jitter", 0.002},
           {"/options/delay/correlation", 0.25}}},
-        {"delay = \"20ms\"\njitter = \"3ms\"\ndistribution = \"normal\"\n", "netem",
+        {"delay = \"20ms\"\njitter = \"3ms\"\ndistribution = \"normal\"\n",
+         "netem",
          {{"/options/delay/delay", 0.020}, {"/options/delay/jitter", 0.003}, {"/options/delay/correlation", 0}}},
-        {"delay = \"20ms\"\njitter = \"3ms\"\ndistribution = \"paretonormal\"\n", "netem",
+        {"delay = \"20ms\"\njitter = \"3ms\"\ndistribution = \"paretonormal\"\n",
+         "netem",
          {{"/options/delay/jitter", 0.003}}},
         {"delay = \"10s\"\n", "netem", {{"/options/delay/delay", 10}}},
-        {"loss = \"1%\"\nloss_correlation = \"10%\"\n", "netem",
+        {"loss = \"1%\"\nloss_correlation = \"10%\"\n",
+         "netem",
          {{"/options/loss-random/loss", 0.01}, {"/options/loss-random/correlation", 0.10}, {"/options/ecn", 0}}},
-        {"loss = { model = \"gemodel\", p = \"1%\", r = \"10%\", 1-h = \"70%\", 1-k = \"0.1%\" }\n", "netem",
-         {{"/options/loss-gemodel/p", 0.01}, {"/options/loss-gemodel/r", 0.10}, {"/options/loss-gemodel/1-h", 0.70},
+        {"loss = { model = \"gemodel\", p = \"1%\", r = \"10%\", 1-h = \"70%\", 1-k = \"0.1%\" }\n",
+         "netem",
+         {{"/options/loss-gemodel/p", 0.01},
+          {"/options/loss-gemodel/r", 0.10},
+          {"/options/loss-gemodel/1-h", 0.70},
           {"/options/loss-gemodel/1-k", 0.001}}},
-        {"loss = { model = \"state\", p13 = \"1%\", p31 = \"90%\", p32 = \"5%\", p23 = \"8%\", p14 = \"0.1%\" }\n", "netem",
-         {{"/options/loss-state/p13", 0.01}, {"/options/loss-state/p31", 0.90}, {"/options/loss-state/p32", 0.05},
-          {"/options/loss-state/p23", 0.08}, {"/options/loss-state/p14", 0.001}}},
+        {"loss = { model = \"state\", p13 = \"1%\", p31 = \"90%\", p32 = \"5%\", p23 = \"8%\", p14 = \"0.1%\" }\n",
+         "netem",
+         {{"/options/loss-state/p13", 0.01},
+          {"/options/loss-state/p31", 0.90},
+          {"/options/loss-state/p32", 0.05},
+          {"/options/loss-state/p23", 0.08},
+          {"/options/loss-state/p14", 0.001}}},
         {"loss = \"2%\"\necn = true\n", "netem", {{"/options/loss-random/loss", 0.02}, {"/options/ecn", 1}}},
-        {"duplicate = \"2%\"\nduplicate_correlation = \"5%\"\n", "netem",
+        {"duplicate = \"2%\"\nduplicate_correlation = \"5%\"\n",
+         "netem",
          {{"/options/duplicate/duplicate", 0.02}, {"/options/duplicate/correlation", 0.05}}},
-        {"delay = \"10ms\"\nreorder = \"10%\"\nreorder_correlation = \"20%\"\ngap = 3\n", "netem",
+        {"delay = \"10ms\"\nreorder = \"10%\"\nreorder_correlation = \"20%\"\ngap = 3\n",
+         "netem",
          {{"/options/reorder/reorder", 0.10}, {"/options/reorder/correlation", 0.20}, {"/options/gap", 3}}},
-        {"corrupt = \"0.5%\"\ncorrupt_correlation = \"3%\"\n", "netem",
+        {"corrupt = \"0.5%\"\ncorrupt_correlation = \"3%\"\n",
+         "netem",
          {{"/options/corrupt/corrupt", 0.005}, {"/options/corrupt/correlation", 0.03}}},
-        {"rate = \"10mbit\"\npacket_overhead = 20\ncell_size = 64\ncell_overhead = -4\n", "netem",
-         {{"/options/rate/rate", 1'250'000}, {"/options/rate/packetoverhead", 20}, {"/options/rate/cellsize", 64},
+        {"rate = \"10mbit\"\npacket_overhead = 20\ncell_size = 64\ncell_overhead = -4\n",
+         "netem",
+         {{"/options/rate/rate", 1'250'000},
+          {"/options/rate/packetoverhead", 20},
+          {"/options/rate/cellsize", 64},
           {"/options/rate/celloverhead", -4}}},
-        {"slot = { min_delay = \"1ms\", max_delay = \"5ms\", packets = 10, bytes = 6000 }\n", "netem",
-         {{"/options/slot/min-delay", 0.001}, {"/options/slot/max-delay", 0.005}, {"/options/slot/packets", 10},
+        {"slot = { min_delay = \"1ms\", max_delay = \"5ms\", packets = 10, bytes = 6000 }\n",
+         "netem",
+         {{"/options/slot/min-delay", 0.001},
+          {"/options/slot/max-delay", 0.005},
+          {"/options/slot/packets", 10},
           {"/options/slot/bytes", 6000}}},
         // tc prints a distributed slot's delay under the key "distribution".
-        {"slot = { distribution = \"normal\", delay = \"2ms\", jitter = \"1ms\" }\n", "netem",
+        {"slot = { distribution = \"normal\", delay = \"2ms\", jitter = \"1ms\" }\n",
+         "netem",
          {{"/options/slot/distribution", 0.002}, {"/options/slot/jitter", 0.001}}},
-        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"tbf\"\nqdisc = \"pfifo\"\nqdisc_limit = 100\n", "tbf",
+        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"tbf\"\nqdisc = \"pfifo\"\nqdisc_limit = 100\n",
+         "tbf",
          {{"/options/rate", 1'250'000}}},
-        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"tbf\"\nqdisc = \"pfifo\"\nqdisc_limit = 100\n", "pfifo",
+        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"tbf\"\nqdisc = \"pfifo\"\nqdisc_limit = 100\n",
+         "pfifo",
          {{"/options/limit", 100}}},
-        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"tbf\"\nqdisc = \"bfifo\"\nqdisc_limit = 30000\n", "bfifo",
+        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"tbf\"\nqdisc = \"bfifo\"\nqdisc_limit = 30000\n",
+         "bfifo",
          {{"/options/limit", 30000}}},
-        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"htb\"\nqdisc = \"fq_codel\"\nqdisc_limit = 2048\n", "fq_codel",
+        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"htb\"\nqdisc = \"fq_codel\"\nqdisc_limit = 2048\n",
+         "fq_codel",
          {{"/options/limit", 2048}}},
-        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"htb\"\nqdisc = \"cake\"\nqdisc_limit = 100\n", "cake",
+        {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"htb\"\nqdisc = \"cake\"\nqdisc_limit = 100\n",
+         "cake",
          {{"/options/memlimit", 151'400}}},
     };
     return cases;

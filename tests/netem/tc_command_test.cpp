@@ -7,27 +7,36 @@ using namespace wanlab::netem;
 using wanlab::testing::up_of;
 using namespace std::chrono_literals;
 
-
 TEST_CASE("netem arguments use tc's words and order", "[netem][tc]") {
-    CHECK(netem_arguments(up_of("delay = \"20ms\"\njitter = \"2ms\"\ncorrelation = \"25%\"\ndistribution = \"normal\"\n").netem) ==
+    CHECK(netem_arguments(
+              up_of("delay = \"20ms\"\njitter = \"2ms\"\ncorrelation = \"25%\"\ndistribution = \"normal\"\n").netem) ==
           "limit 27500 delay 20ms 2ms 25% distribution normal");
-    CHECK(netem_arguments(up_of("loss = \"1%\"\nloss_correlation = \"10%\"\n").netem) == "limit 1000 loss random 1% 10%");
-    CHECK(netem_arguments(up_of("loss = { model = \"gemodel\", p = \"1%\", r = \"10%\", 1-h = \"70%\", 1-k = \"0.1%\" }\necn = true\n").netem) ==
-          "limit 1000 loss gemodel 1% 10% 70% 0.1% ecn");
+    CHECK(netem_arguments(up_of("loss = \"1%\"\nloss_correlation = \"10%\"\n").netem) ==
+          "limit 1000 loss random 1% 10%");
+    CHECK(
+        netem_arguments(
+            up_of(
+                "loss = { model = \"gemodel\", p = \"1%\", r = \"10%\", 1-h = \"70%\", 1-k = \"0.1%\" }\necn = true\n")
+                .netem) == "limit 1000 loss gemodel 1% 10% 70% 0.1% ecn");
     CHECK(netem_arguments(up_of("loss = { model = \"gemodel\", p = \"1%\" }\n").netem) ==
           "limit 1000 loss gemodel 1% 99% 100% 0%");
-    CHECK(netem_arguments(up_of("loss = { model = \"state\", p13 = \"1%\", p31 = \"90%\", p32 = \"5%\", p23 = \"8%\", p14 = \"0.1%\" }\n").netem) ==
-          "limit 1000 loss state 1% 90% 5% 8% 0.1%");
-    CHECK(netem_arguments(up_of("delay = \"10ms\"\nreorder = \"25%\"\nreorder_correlation = \"50%\"\ngap = 5\n").netem) ==
-          "limit 12500 delay 10ms reorder 25% 50% gap 5");
+    CHECK(netem_arguments(up_of("loss = { model = \"state\", p13 = \"1%\", p31 = \"90%\", p32 = \"5%\", p23 = \"8%\", "
+                                "p14 = \"0.1%\" }\n")
+                              .netem) == "limit 1000 loss state 1% 90% 5% 8% 0.1%");
+    CHECK(
+        netem_arguments(up_of("delay = \"10ms\"\nreorder = \"25%\"\nreorder_correlation = \"50%\"\ngap = 5\n").netem) ==
+        "limit 12500 delay 10ms reorder 25% 50% gap 5");
     CHECK(netem_arguments(up_of("duplicate = \"1%\"\ncorrupt = \"0.1%\"\n").netem) ==
           "limit 1000 corrupt 0.1% duplicate 1%");
-    CHECK(netem_arguments(up_of("rate = \"10mbit\"\npacket_overhead = 14\ncell_size = 53\ncell_overhead = 5\n").netem) ==
-          "limit 1000 rate 10mbit 14 53 5");
+    CHECK(
+        netem_arguments(up_of("rate = \"10mbit\"\npacket_overhead = 14\ncell_size = 53\ncell_overhead = 5\n").netem) ==
+        "limit 1000 rate 10mbit 14 53 5");
     CHECK(netem_arguments(up_of("slot = { min_delay = \"1ms\", max_delay = \"4ms\", packets = 32 }\n").netem) ==
           "limit 1000 slot 1ms 4ms packets 32");
-    CHECK(netem_arguments(up_of("slot = { distribution = \"pareto\", delay = \"2ms\", jitter = \"1ms\", bytes = 65536 }\n").netem) ==
-          "limit 1000 slot distribution pareto 2ms 1ms bytes 65536");
+    CHECK(
+        netem_arguments(
+            up_of("slot = { distribution = \"pareto\", delay = \"2ms\", jitter = \"1ms\", bytes = 65536 }\n").netem) ==
+        "limit 1000 slot distribution pareto 2ms 1ms bytes 65536");
     CHECK(netem_arguments(up_of("delay = \"1ms\"\nlimit = 50000\n").netem) == "limit 50000 delay 1ms");
 }
 

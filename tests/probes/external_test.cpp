@@ -167,11 +167,12 @@ TEST_CASE("hping3 parser reports total loss without its 0.0/0.0/0.0 figures", "[
 }
 
 TEST_CASE("hping3 parser skips duplicates, notes RST answers and rejects other output", "[probes][external][hping3]") {
-    auto r = parse_hping3("len=40 ip=198.18.0.2 ttl=64 DF id=0 sport=9 flags=RA seq=0 win=0 rtt=0.3 ms\n"
-                          "DUP! len=40 ip=198.18.0.2 ttl=64 DF id=0 sport=9 flags=RA seq=0 win=0 rtt=5.1 ms\n"
-                          "\n--- 198.18.0.2 hping statistic ---\n"
-                          "1 packets transmitted, 1 packets received, 0% packet loss\n"
-                          "round-trip min/avg/max = 0.3/0.3/0.3 ms\n");
+    auto r = parse_hping3(
+        "len=40 ip=198.18.0.2 ttl=64 DF id=0 sport=9 flags=RA seq=0 win=0 rtt=0.3 ms\n"
+        "DUP! len=40 ip=198.18.0.2 ttl=64 DF id=0 sport=9 flags=RA seq=0 win=0 rtt=5.1 ms\n"
+        "\n--- 198.18.0.2 hping statistic ---\n"
+        "1 packets transmitted, 1 packets received, 0% packet loss\n"
+        "round-trip min/avg/max = 0.3/0.3/0.3 ms\n");
     CHECK(r.samples.at("rtt").size() == 1);
     CHECK(r.notes.at(1) == "hping3: 1 answers were RST (nothing listening on that port)");
     REQUIRE_THROWS_WITH(parse_hping3("[open_sockraw] socket(): Operation not permitted\n"),
@@ -263,7 +264,8 @@ TEST_CASE("wrk probes refuse options wrk cannot honour", "[probes][external][wrk
         INFO(options);
         REQUIRE_THROWS_WITH(make_probe(spec_of("http", "tool = \"wrk\"\n" + options))->run({}, {}), message);
     };
-    refuse("rate = 500\n", "http probe: tool \"wrk\" has no fixed rate (that is wrk2); set rate = 0 or use tool \"builtin\"");
+    refuse("rate = 500\n",
+           "http probe: tool \"wrk\" has no fixed rate (that is wrk2); set rate = 0 or use tool \"builtin\"");
     refuse("client_nodelay = false\n",
            "http probe: wrk always sets TCP_NODELAY; `client_nodelay = false` needs tool \"builtin\"");
     refuse("client_quickack = true\n",
@@ -321,7 +323,8 @@ TEST_CASE("a tool process stops on SIGTERM even when wanlab blocks SIGTERM", "[p
     CHECK(describe_status(o.status) == "killed by signal 15 (SIGTERM)");
 }
 
-TEST_CASE("a tool process is killed and reaped by its destructor, also when tick throws", "[probes][external][process]") {
+TEST_CASE("a tool process is killed and reaped by its destructor, also when tick throws",
+          "[probes][external][process]") {
     pid_t pid = -1;
     {
         auto p = sh("exec sleep 30");

@@ -249,7 +249,8 @@ TEST_CASE("http url says why it cannot be loaded", "[http][probes]") {
     CHECK_THROWS_WITH(http::parse_url("http://example.com/"),
                       "url \"http://example.com/\": the host must be an IPv4 address such as 198.18.0.6 (names are "
                       "not resolved)");
-    CHECK_THROWS_WITH(http::parse_url("http://198.18.0.6:0/"), "url \"http://198.18.0.6:0/\": the port must be 1-65535");
+    CHECK_THROWS_WITH(http::parse_url("http://198.18.0.6:0/"),
+                      "url \"http://198.18.0.6:0/\": the port must be 1-65535");
     CHECK_THROWS_WITH(http::parse_url("http://198.18.0.6:99999/"),
                       "url \"http://198.18.0.6:99999/\": the port must be 1-65535");
     CHECK_THROWS_AS(http::parse_url("http://[::1]:80/"), InputError);
@@ -387,7 +388,8 @@ TEST_CASE("http counts non-2xx answers and timeouts as errors", "[http][probes][
     SECTION("no answer") {
         FakeServer fake("", 100);  // the load generator reconnects after each timeout
         auto url = "http://127.0.0.1:" + std::to_string(fake.port) + "/";
-        auto r = make_probe(spec_from("connections = 2\ntimeout = \"100ms\"\nurl = \"" + url + "\"\n"))->run(kLoopback, {});
+        auto r =
+            make_probe(spec_from("connections = 2\ntimeout = \"100ms\"\nurl = \"" + url + "\"\n"))->run(kLoopback, {});
         CHECK(r.metrics.at("requests") == 0);
         CHECK(r.metrics.at("timeouts") >= 4);  // 2 connections x 500 ms / 100 ms, minus the last
         CHECK(r.metrics.at("errors") == r.metrics.at("timeouts"));

@@ -39,7 +39,8 @@ void check_names(const ProbeResult& r) {
 }  // namespace
 
 TEST_CASE("throughput on loopback moves data both ways and reports every connection", "[probes][loopback]") {
-    auto r = make_probe(loopback_spec("throughput", "direction = \"both\"\ninterval = \"100ms\"\n"))->run(kLoopback, {});
+    auto r =
+        make_probe(loopback_spec("throughput", "direction = \"both\"\ninterval = \"100ms\"\n"))->run(kLoopback, {});
     CHECK(r.metrics.at("throughput_upload") > 0);
     CHECK(r.metrics.at("throughput_download") > 0);
     CHECK(r.connections.size() == 2);
@@ -50,7 +51,8 @@ TEST_CASE("throughput on loopback moves data both ways and reports every connect
 TEST_CASE("rtt on loopback answers every tcp and udp probe", "[probes][loopback]") {
     for (const char* method : {"tcp", "udp"}) {
         INFO(method);
-        auto r = make_probe(loopback_spec("rtt", std::string("method = \"") + method + "\"\ncount = 5\ninterval = \"1ms\"\n"))
+        auto r = make_probe(
+                     loopback_spec("rtt", std::string("method = \"") + method + "\"\ncount = 5\ninterval = \"1ms\"\n"))
                      ->run(kLoopback, {});
         CHECK(r.metrics.at("loss") == 0);
         CHECK(r.samples.at("rtt").size() == 5);
@@ -134,8 +136,7 @@ TEST_CASE("remote_unsupported accepts iperf3 and an http probe with a url, with 
     }
 }
 
-TEST_CASE("a probe against a remote target refuses at run time with remote_unsupported's reason",
-          "[probes][remote]") {
+TEST_CASE("a probe against a remote target refuses at run time with remote_unsupported's reason", "[probes][remote]") {
     // Nothing may be started: the server's namespace does not exist, so entering it would throw
     // a different error.
     Endpoints remote{{"wanlab-absent", "127.0.0.1", 0, true}, {"", "", 0}};

@@ -48,7 +48,8 @@ struct BareLab {
     Endpoints where;
 
     BareLab()
-        : a(fmt::format("wanlab-ptest-{}-a", ::getpid()), nullptr), b(fmt::format("wanlab-ptest-{}-b", ::getpid()), nullptr) {
+        : a(fmt::format("wanlab-ptest-{}-a", ::getpid()), nullptr),
+          b(fmt::format("wanlab-ptest-{}-b", ::getpid()), nullptr) {
         veth.emplace(a.name(), "wlt-a", b.name(), "wlt-b", lab::LinkOptions{1500, 1000, true}, nullptr);
         lab::RouteSocket sa(a.name()), sb(b.name());
         lab::set_up(sa, "lo");
@@ -129,7 +130,8 @@ TEST_CASE("throughput over a bare veth exceeds 1 Gbit/s with one and with four s
     if (skip_unless_root()) return;
     BareLab lab;
     for (const char* streams : {"1", "4"}) {
-        auto r = measure(lab, spec_of("throughput", {{"streams", streams}, {"duration", "\"2s\""}, {"interval", "\"500ms\""}}));
+        auto r = measure(
+            lab, spec_of("throughput", {{"streams", streams}, {"duration", "\"2s\""}, {"interval", "\"500ms\""}}));
         INFO("streams " << streams);
         CHECK(r.metrics.at("throughput") > 1e9);
         CHECK(r.connections.size() == static_cast<std::size_t>(std::stoi(streams)));
@@ -233,15 +235,19 @@ TEST_CASE("rr split writes with Nagle on stall for the delayed ACK unless the cl
     if (skip_unless_root()) return;
     double unstalled = software_cpu() ? 0.020 : 0.005;
     BareLab lab;
-    auto stalled = measure(lab, spec_of("rr", {{"duration", "\"2s\""}, {"server_split_write", "true"},
-                                               {"server_nodelay", "false"}, {"client_quickack", "false"}}));
+    auto stalled = measure(lab, spec_of("rr", {{"duration", "\"2s\""},
+                                               {"server_split_write", "true"},
+                                               {"server_nodelay", "false"},
+                                               {"client_quickack", "false"}}));
     CHECK(stalled.metrics.at("latency_p50") >= 0.035);
     CHECK(stalled.metrics.at("latency_p50") < 0.25);
-    auto nodelay = measure(lab, spec_of("rr", {{"duration", "\"1s\""}, {"server_split_write", "true"},
-                                               {"server_nodelay", "true"}}));
+    auto nodelay = measure(
+        lab, spec_of("rr", {{"duration", "\"1s\""}, {"server_split_write", "true"}, {"server_nodelay", "true"}}));
     CHECK(nodelay.metrics.at("latency_p50") < unstalled);
-    auto quickack = measure(lab, spec_of("rr", {{"duration", "\"1s\""}, {"server_split_write", "true"},
-                                                {"server_nodelay", "false"}, {"client_quickack", "true"}}));
+    auto quickack = measure(lab, spec_of("rr", {{"duration", "\"1s\""},
+                                                {"server_split_write", "true"},
+                                                {"server_nodelay", "false"},
+                                                {"client_quickack", "true"}}));
     CHECK(quickack.metrics.at("latency_p50") < unstalled);
 }
 
@@ -267,21 +273,27 @@ TEST_CASE("http split writes with Nagle on stall for the delayed ACK, and TCP_NO
     if (skip_unless_root()) return;
     double unstalled = software_cpu() ? 0.020 : 0.010;
     BareLab lab;
-    auto stalled = measure(lab, spec_of("http", {{"duration", "\"3s\""}, {"connections", "10"},
-                                                 {"server_split_write", "true"}, {"server_nodelay", "false"},
+    auto stalled = measure(lab, spec_of("http", {{"duration", "\"3s\""},
+                                                 {"connections", "10"},
+                                                 {"server_split_write", "true"},
+                                                 {"server_nodelay", "false"},
                                                  {"client_quickack", "false"}}));
     CHECK(stalled.metrics.at("latency_p50") >= 0.030);
     CHECK(stalled.metrics.at("latency_p50") < 0.25);
     CHECK(stalled.metrics.at("errors") == 0);
     // 10 connections, one request each per ~44 ms
     CHECK(stalled.metrics.at("requests_per_second") < 10 / 0.030);
-    auto nodelay = measure(lab, spec_of("http", {{"duration", "\"3s\""}, {"connections", "10"},
-                                                 {"server_split_write", "true"}, {"server_nodelay", "true"},
+    auto nodelay = measure(lab, spec_of("http", {{"duration", "\"3s\""},
+                                                 {"connections", "10"},
+                                                 {"server_split_write", "true"},
+                                                 {"server_nodelay", "true"},
                                                  {"client_quickack", "false"}}));
     CHECK(nodelay.metrics.at("latency_p50") < unstalled);
     CHECK(nodelay.metrics.at("errors") == 0);
-    auto quickack = measure(lab, spec_of("http", {{"duration", "\"1s\""}, {"connections", "10"},
-                                                  {"server_split_write", "true"}, {"server_nodelay", "false"},
+    auto quickack = measure(lab, spec_of("http", {{"duration", "\"1s\""},
+                                                  {"connections", "10"},
+                                                  {"server_split_write", "true"},
+                                                  {"server_nodelay", "false"},
                                                   {"client_quickack", "true"}}));
     CHECK(quickack.metrics.at("latency_p50") < unstalled);
 }
@@ -311,7 +323,8 @@ TEST_CASE("iperf3 and ping run inside the namespaces and report sane numbers", "
     BareLab lab;
     auto iperf = measure(lab, spec_of("throughput", {{"tool", "\"iperf3\""}, {"duration", "\"2s\""}}));
     CHECK(iperf.metrics.at("throughput") > 1e9);
-    auto ping = measure(lab, spec_of("rtt", {{"tool", "\"ping\""}, {"method", "\"icmp\""}, {"count", "20"}, {"interval", "\"5ms\""}}));
+    auto ping = measure(
+        lab, spec_of("rtt", {{"tool", "\"ping\""}, {"method", "\"icmp\""}, {"count", "20"}, {"interval", "\"5ms\""}}));
     CHECK(ping.metrics.at("loss") == 0);
     CHECK(ping.metrics.at("rtt_p50") < 1e-3);
 }
@@ -486,8 +499,8 @@ TEST_CASE("tcp rtt against a remote target times the handshake with the target's
     if (skip_unless_root()) return;
     BareLab lab;
     Fd target = listen_tcp(lab.where.server.netns, lab.where.server.address, 0);
-    auto r = measure(remote_at(lab, local_port(target.get())),
-                     spec_of("rtt", {{"count", "50"}, {"interval", "\"2ms\""}}));
+    auto r =
+        measure(remote_at(lab, local_port(target.get())), spec_of("rtt", {{"count", "50"}, {"interval", "\"2ms\""}}));
     CHECK(r.metrics.at("sent") == 50);
     CHECK(r.metrics.at("loss") == 0);
     CHECK(r.samples.at("rtt").size() == 50);
@@ -510,8 +523,9 @@ TEST_CASE("icmp rtt, built in and with ping, measures a remote target without st
     BareLab lab;
     for (const auto& tool : builtin_and("ping", "iputils-ping")) {
         INFO("tool " << tool);
-        auto r = measure(remote_at(lab, 0), spec_of("rtt", {{"tool", tool}, {"method", "\"icmp\""},
-                                                             {"count", "20"}, {"interval", "\"5ms\""}}));
+        auto r =
+            measure(remote_at(lab, 0),
+                    spec_of("rtt", {{"tool", tool}, {"method", "\"icmp\""}, {"count", "20"}, {"interval", "\"5ms\""}}));
         CHECK(r.metrics.at("sent") == 20);
         CHECK(r.metrics.at("loss") == 0);
         CHECK(r.metrics.at("rtt_p50") < 1e-3);

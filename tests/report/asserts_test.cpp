@@ -60,8 +60,8 @@ TEST_CASE("report min_gain of a lower-is-better metric counts a fall as a gain",
     REQUIRE(out.size() == 2);
     CHECK(out[0].measured == Approx((0.80 - 0.05) / 0.80));  // 20 ms: 80% -> 5% limited
     CHECK(out[0].passed);
-    CHECK_THAT(out[0].message,
-               StartsWith("PASS bulk.rwnd_limited large-buffers @ link.rtt=20ms: gain +93.") && Contains("(>= +50.0%)"));
+    CHECK_THAT(out[0].message, StartsWith("PASS bulk.rwnd_limited large-buffers @ link.rtt=20ms: gain +93.") &&
+                                   Contains("(>= +50.0%)"));
 }
 
 TEST_CASE("report bounds apply to every variant at every sweep point, in human units", "[report]") {
@@ -71,10 +71,12 @@ TEST_CASE("report bounds apply to every variant at every sweep point, in human u
     a.at_most = 1e9;
     auto out = evaluate(testing::buffer_sweep(), {a});
     REQUIRE(out.size() == 8);  // 2 variants x 2 points x 2 bounds
-    CHECK(out[0].message == "PASS bulk.throughput default-buffers @ link.rtt=20ms: median 170.00 Mbit/s (>= 100.00 Mbit/s)");
+    CHECK(out[0].message ==
+          "PASS bulk.throughput default-buffers @ link.rtt=20ms: median 170.00 Mbit/s (>= 100.00 Mbit/s)");
     CHECK(check_name(out[0]) == "at_least");
     CHECK(check_name(out[1]) == "at_most");
-    CHECK(out[1].message == "PASS bulk.throughput default-buffers @ link.rtt=20ms: median 170.00 Mbit/s (<= 1.00 Gbit/s)");
+    CHECK(out[1].message ==
+          "PASS bulk.throughput default-buffers @ link.rtt=20ms: median 170.00 Mbit/s (<= 1.00 Gbit/s)");
     CHECK_FALSE(out[2].passed);
     CHECK(out[2].message ==
           "FAIL bulk.throughput default-buffers @ link.rtt=40ms: median 85.00 Mbit/s (required >= 100.00 Mbit/s) "
@@ -93,8 +95,9 @@ TEST_CASE("report assert on a metric nobody measured fails as not measured", "[r
     auto out = evaluate(d, {a});
     REQUIRE(out.size() == 4);
     CHECK_FALSE(out[0].passed);
-    CHECK(out[0].message == "FAIL ping.rtt_avg default-buffers @ link.rtt=20ms: not measured (probe ping has no "
-                            "measurement in this run)");
+    CHECK(out[0].message ==
+          "FAIL ping.rtt_avg default-buffers @ link.rtt=20ms: not measured (probe ping has no "
+          "measurement in this run)");
 }
 
 TEST_CASE("report assert on an interrupted trial fails as not measured at that point only", "[report]") {
@@ -105,7 +108,8 @@ TEST_CASE("report assert on an interrupted trial fails as not measured at that p
     REQUIRE(out.size() == 2);
     CHECK(out[0].passed);
     CHECK_FALSE(out[1].passed);
-    CHECK(out[1].message == "FAIL bulk.throughput large-buffers @ link.rtt=40ms: not measured (trial 4 is interrupted)");
+    CHECK(out[1].message ==
+          "FAIL bulk.throughput large-buffers @ link.rtt=40ms: not measured (trial 4 is interrupted)");
 }
 
 TEST_CASE("report junit has one testcase per outcome and escapes what it quotes", "[report]") {
@@ -122,10 +126,12 @@ TEST_CASE("report junit has one testcase per outcome and escapes what it quotes"
     auto xml = junit_xml(d, {pass, fail});
     CHECK_THAT(xml, StartsWith("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"));
     CHECK_THAT(xml, Contains("<testsuite name=\"a&lt;b &amp; &quot;c&quot;\" tests=\"2\" failures=\"1\" errors=\"0\""));
-    CHECK_THAT(xml, Contains("<testcase classname=\"a&lt;b &amp; &quot;c&quot;\" name=\"bulk.throughput (at_least)\">"));
+    CHECK_THAT(xml,
+               Contains("<testcase classname=\"a&lt;b &amp; &quot;c&quot;\" name=\"bulk.throughput (at_least)\">"));
     CHECK_THAT(xml, Contains("name=\"bulk.throughput v&lt;1&gt; (at_least)\""));
-    CHECK_THAT(xml, Contains("<failure message=\"FAIL bulk.throughput v&lt;1&gt;: median 5 &amp; &quot;low&quot;\" "
-                             "type=\"at_least\">FAIL bulk.throughput v&lt;1&gt;: median 5 &amp; &quot;low&quot;</failure>"));
+    CHECK_THAT(xml,
+               Contains("<failure message=\"FAIL bulk.throughput v&lt;1&gt;: median 5 &amp; &quot;low&quot;\" "
+                        "type=\"at_least\">FAIL bulk.throughput v&lt;1&gt;: median 5 &amp; &quot;low&quot;</failure>"));
     CHECK_THAT(xml, !Contains("v<1>"));
     CHECK_THAT(xml, Contains("<property name=\"run\" value=\"20261130T041209-ab12\"/>"));
     CHECK_THAT(xml, Contains("</testsuite>\n</testsuites>\n"));

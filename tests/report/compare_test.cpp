@@ -55,16 +55,19 @@ TEST_CASE("report comparison matches trials by id, not by position", "[report]")
     CHECK(row("aaaa0002", "throughput")["presence"] == "only in A");
     CHECK(row("aaaa0002", "throughput")["b"].is_null());
     CHECK(row("bbbb0001", "throughput")["presence"] == "only in B");
-    CHECK(j["differences"] == nlohmann::json({"kernel 6.1.0-18-amd64 -> 6.8.0-1-amd64", "net.core.rmem_max ? -> 4194304"}));
+    CHECK(j["differences"] ==
+          nlohmann::json({"kernel 6.1.0-18-amd64 -> 6.8.0-1-amd64", "net.core.rmem_max ? -> 4194304"}));
 }
 
 TEST_CASE("report comparison table lists rows present in one run only", "[report]") {
     auto text = render_comparison(testing::buffer_sweep(), rerun(), Format::table);
     INFO(text);
-    CHECK_THAT(text, Contains("A: run 20261130T041209-ab12 of buffer-sweep, complete, host, kernel 6.1.0-18-amd64 on lab1"));
+    CHECK_THAT(text,
+               Contains("A: run 20261130T041209-ab12 of buffer-sweep, complete, host, kernel 6.1.0-18-amd64 on lab1"));
     CHECK_THAT(text, Contains("differs: kernel 6.1.0-18-amd64 -> 6.8.0-1-amd64"));
-    CHECK_THAT(text, Contains("aaaa0003  default-buffers  link.rtt=40ms  bulk.throughput     85.00 Mbit/s [84.00, 86.00] !"
-                              "   93.50 Mbit/s [92.40, 94.60] !  +10.0% *  better"));
+    CHECK_THAT(text,
+               Contains("aaaa0003  default-buffers  link.rtt=40ms  bulk.throughput     85.00 Mbit/s [84.00, 86.00] !"
+                        "   93.50 Mbit/s [92.40, 94.60] !  +10.0% *  better"));
     CHECK_THAT(text, Contains("only in A"));
     CHECK_THAT(text, Contains("only in B"));
 }
@@ -73,5 +76,6 @@ TEST_CASE("report comparison csv has one row per matched cell", "[report]") {
     auto text = render_comparison(testing::buffer_sweep(), rerun(), Format::csv);
     CHECK_THAT(text, Contains("trial_id,variant,point,probe,metric,unit,presence,a_n,"));
     CHECK_THAT(text, Contains("aaaa0002,large-buffers,link.rtt=20ms,bulk,throughput,bit/s,only in A,3,300000000,"));
-    CHECK_THAT(text, Contains("bbbb0001,default-buffers,link.rtt=10ms,bulk,throughput,bit/s,only in B,,,,,,3,400000000,"));
+    CHECK_THAT(text,
+               Contains("bbbb0001,default-buffers,link.rtt=10ms,bulk,throughput,bit/s,only in B,,,,,,3,400000000,"));
 }

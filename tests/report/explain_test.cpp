@@ -40,7 +40,8 @@ TEST_CASE("report gives bandwidth-delay advice for 500 Mbit/s x 40 ms with rmem_
     const auto& a = advice[0];
     // BDP = 500e6 x 0.04 / 8 = 2.5 MB; 2 x BDP = 5 MB; the next power of two is 8 MiB.
     CHECK_THAT(a, Contains("500.00 Mbit/s x 40.00 ms = 2.4 MiB (2500000 bytes)"));
-    CHECK_THAT(a, Contains("below the BDP: net.core.rmem_max = 212992 (208 KiB), net.core.wmem_max = 212992 (208 KiB)"));
+    CHECK_THAT(a,
+               Contains("below the BDP: net.core.rmem_max = 212992 (208 KiB), net.core.wmem_max = 212992 (208 KiB)"));
     CHECK_THAT(a, Contains("below 2 x BDP (the kernel keeps about half of a buffer for overhead): "
                            "net.ipv4.tcp_wmem max = 4194304 (4 MiB)"));
     CHECK_THAT(a, Contains("set net.core.rmem_max=8388608, net.core.wmem_max=8388608, "

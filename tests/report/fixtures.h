@@ -12,7 +12,8 @@
 
 namespace wanlab::report::testing {
 
-inline results::Trial trial(std::size_t index, const std::string& id, const std::string& variant, const std::string& rtt) {
+inline results::Trial trial(std::size_t index, const std::string& id, const std::string& variant,
+                            const std::string& rtt) {
     results::Trial t;
     t.index = index;
     t.id = id;
@@ -33,9 +34,12 @@ inline results::Measurement bulk(std::size_t trial, unsigned repeat, double thro
     m.kind = "throughput";
     m.tool = "builtin";
     m.repeat = repeat;
-    m.metrics = {{"throughput", throughput},       {"retransmits", retransmits},
-                 {"rwnd_limited", rwnd_limited},   {"sndbuf_limited", 0.01},
-                 {"rcvbuf_granted", rcvbuf_granted}, {"sndbuf_granted", 2626560},
+    m.metrics = {{"throughput", throughput},
+                 {"retransmits", retransmits},
+                 {"rwnd_limited", rwnd_limited},
+                 {"sndbuf_limited", 0.01},
+                 {"rcvbuf_granted", rcvbuf_granted},
+                 {"sndbuf_granted", 2626560},
                  {"rtt", 0.0405}};
     m.connections = nlohmann::json::array();
     m.connections.push_back({{"direction", "upload"},
@@ -90,10 +94,12 @@ inline results::RunData buffer_sweep() {
     const double M = 1e6;
     const double small = 425984, large = 33554432;  // 2 x rmem_max, as the kernel grants
     std::vector<results::Measurement> ms{
-        bulk(1, 1, 170 * M, 0.80, small, 12), bulk(1, 2, 172 * M, 0.81, small, 10), bulk(1, 3, 168 * M, 0.79, small, 11),
-        bulk(2, 1, 300 * M, 0.05, large, 40), bulk(2, 2, 305 * M, 0.04, large, 42), bulk(2, 3, 298 * M, 0.06, large, 38),
-        bulk(3, 1, 85 * M, 0.92, small, 5),   bulk(3, 2, 84 * M, 0.93, small, 6),   bulk(3, 3, 86 * M, 0.91, small, 4),
-        bulk(4, 1, 250 * M, 0.05, large, 30), bulk(4, 2, 255 * M, 0.05, large, 31), bulk(4, 3, 245 * M, 0.05, large, 29),
+        bulk(1, 1, 170 * M, 0.80, small, 12), bulk(1, 2, 172 * M, 0.81, small, 10),
+        bulk(1, 3, 168 * M, 0.79, small, 11), bulk(2, 1, 300 * M, 0.05, large, 40),
+        bulk(2, 2, 305 * M, 0.04, large, 42), bulk(2, 3, 298 * M, 0.06, large, 38),
+        bulk(3, 1, 85 * M, 0.92, small, 5),   bulk(3, 2, 84 * M, 0.93, small, 6),
+        bulk(3, 3, 86 * M, 0.91, small, 4),   bulk(4, 1, 250 * M, 0.05, large, 30),
+        bulk(4, 2, 255 * M, 0.05, large, 31), bulk(4, 3, 245 * M, 0.05, large, 29),
     };
     d.measurements = ms;
     return d;

@@ -61,16 +61,20 @@ TEST_CASE("report table has the header, the flagged trial, before/after rows, pi
     CHECK(has_line(text, "  status: complete"));
     CHECK(has_line(text, "  where: host, kernel 6.1.0-18-amd64 x86_64 on lab1, wanlab 0.1.0"));
     CHECK(has_line(text, "  trials: 4 of 4 done"));
-    CHECK(has_line(text, "  ! trial 3 (aaaa0003) default-buffers @ link.rtt=40ms: emulation did not hold: "
-                         "rtt 52.1 ms for 40 ms configured"));
+    CHECK(has_line(text,
+                   "  ! trial 3 (aaaa0003) default-buffers @ link.rtt=40ms: emulation did not hold: "
+                   "rtt 52.1 ms for 40 ms configured"));
     CHECK_THAT(text, Contains("coverage 75.0% at 3 repeats"));
     // The before/after rows: baseline, variant, delta with its significance mark, verdict.
-    CHECK(has_line(text, "  link.rtt=20ms  bulk.throughput    170.00 Mbit/s [168.00, 172.00]  large-buffers  "
-                         "300.00 Mbit/s [298.00, 305.00]   +76.5% *  better"));
-    CHECK(has_line(text, "                 bulk.retransmits                      11 [10, 12]  large-buffers  "
-                         "                   40 [38, 42]  +263.6% *  worse"));
-    CHECK(has_line(text, "  link.rtt=40ms  bulk.throughput     85.00 Mbit/s [84.00, 86.00] !  large-buffers  "
-                         "250.00 Mbit/s [245.00, 255.00]  +194.1% *  better"));
+    CHECK(has_line(text,
+                   "  link.rtt=20ms  bulk.throughput    170.00 Mbit/s [168.00, 172.00]  large-buffers  "
+                   "300.00 Mbit/s [298.00, 305.00]   +76.5% *  better"));
+    CHECK(has_line(text,
+                   "                 bulk.retransmits                      11 [10, 12]  large-buffers  "
+                   "                   40 [38, 42]  +263.6% *  worse"));
+    CHECK(has_line(text,
+                   "  link.rtt=40ms  bulk.throughput     85.00 Mbit/s [84.00, 86.00] !  large-buffers  "
+                   "250.00 Mbit/s [245.00, 255.00]  +194.1% *  better"));
     CHECK_THAT(text, Contains("bulk.retransmits"));
     CHECK_THAT(text, Contains("bulk.rwnd_limited"));
     CHECK_THAT(text, !Contains("bulk.cwnd"));  // not a headline metric
@@ -107,8 +111,9 @@ TEST_CASE("report markdown is pipe tables under headings", "[report]") {
     INFO(text);
     CHECK_THAT(text, Contains("# buffer-sweep\n"));
     CHECK_THAT(text, Contains("## Before/after\n"));
-    CHECK_THAT(text, Contains("| point | metric | default-buffers (baseline) | variant | median [CI] | delta | verdict |\n"
-                              "| --- | --- | ---: | --- | ---: | ---: | --- |\n"));
+    CHECK_THAT(text,
+               Contains("| point | metric | default-buffers (baseline) | variant | median [CI] | delta | verdict |\n"
+                        "| --- | --- | ---: | --- | ---: | ---: | --- |\n"));
     CHECK_THAT(text, Contains("| link.rtt=20ms | bulk.throughput | 170.00 Mbit/s [168.00, 172.00] | large-buffers | "
                               "300.00 Mbit/s [298.00, 305.00] | +76.5% \\* | better |"));
 }

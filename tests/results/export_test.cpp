@@ -46,12 +46,11 @@ TEST_CASE("json writes NaN as null and keeps the sweep in plan order", "[results
 TEST_CASE("json missing a field is refused naming the field", "[results]") {
     json j = to_json(sample_run());
     j["trials"][1].erase("variant");
-    CHECK_THROWS_WITH(from_json(j), Catch::StartsWith("reading a run's results from JSON: ") &&
-                                        Catch::Contains("'variant'"));
+    CHECK_THROWS_WITH(from_json(j),
+                      Catch::StartsWith("reading a run's results from JSON: ") && Catch::Contains("'variant'"));
 }
 
-TEST_CASE("csv has one row per metric with sweep columns and quotes names with commas and quotes",
-          "[results]") {
+TEST_CASE("csv has one row per metric with sweep columns and quotes names with commas and quotes", "[results]") {
     RunData d = sample_run();
     d.measurements.resize(1);
     d.measurements.push_back(sample_measurement(2, 1));
@@ -59,13 +58,16 @@ TEST_CASE("csv has one row per metric with sweep columns and quotes names with c
     auto lines = lines_of(to_csv(d));
     REQUIRE(lines.size() == 8);
     CHECK(lines[0] == "run,trial,trial_id,variant,link.delay,link.rate,probe,kind,tool,repeat,metric,value,unit");
-    CHECK(lines[1] == "20261130-041209-bulk,1,t1-default,default,20ms,100mbit,bulk,throughput,builtin,1,"
-                      "retransmits,12,count");
+    CHECK(lines[1] ==
+          "20261130-041209-bulk,1,t1-default,default,20ms,100mbit,bulk,throughput,builtin,1,"
+          "retransmits,12,count");
     CHECK(lines[2] == "20261130-041209-bulk,1,t1-default,default,20ms,100mbit,bulk,throughput,builtin,1,rtt,,s");
-    CHECK(lines[3] == "20261130-041209-bulk,1,t1-default,default,20ms,100mbit,bulk,throughput,builtin,1,"
-                      "throughput,94371840.33333333,bit/s");
-    CHECK(lines[4] == "20261130-041209-bulk,2,\"t2-big, \"\"buffers\"\"\",\"big, \"\"buffers\"\"\",40ms,100mbit,"
-                      "bulk,throughput,builtin,1,mystery,1.5,");
+    CHECK(lines[3] ==
+          "20261130-041209-bulk,1,t1-default,default,20ms,100mbit,bulk,throughput,builtin,1,"
+          "throughput,94371840.33333333,bit/s");
+    CHECK(lines[4] ==
+          "20261130-041209-bulk,2,\"t2-big, \"\"buffers\"\"\",\"big, \"\"buffers\"\"\",40ms,100mbit,"
+          "bulk,throughput,builtin,1,mystery,1.5,");
 }
 
 TEST_CASE("csv values read back as the same doubles", "[results]") {
@@ -91,8 +93,10 @@ TEST_CASE("csv fills sweep columns a trial lacks with empty fields", "[results]"
     d.measurements[0].metrics = {{"throughput", 1e7}};
     auto lines = lines_of(to_csv(d));
     REQUIRE(lines.size() == 2);
-    CHECK(lines[0] == "run,trial,trial_id,variant,link.delay,link.rate,probe.bulk.streams,probe,kind,tool,repeat,"
-                      "metric,value,unit");
-    CHECK(lines[1] == "20261130-041209-bulk,2,\"t2-big, \"\"buffers\"\"\",\"big, \"\"buffers\"\"\",,10mbit,4,"
-                      "bulk,throughput,builtin,1,throughput,10000000,bit/s");
+    CHECK(lines[0] ==
+          "run,trial,trial_id,variant,link.delay,link.rate,probe.bulk.streams,probe,kind,tool,repeat,"
+          "metric,value,unit");
+    CHECK(lines[1] ==
+          "20261130-041209-bulk,2,\"t2-big, \"\"buffers\"\"\",\"big, \"\"buffers\"\"\",,10mbit,4,"
+          "bulk,throughput,builtin,1,throughput,10000000,bit/s");
 }

@@ -5,11 +5,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
 #include "results/model.h"
 
@@ -97,9 +97,7 @@ inline RunData sample_run() {
     return d;
 }
 
-inline bool same_number(double a, double b) {
-    return (std::isnan(a) && std::isnan(b)) || a == b;
-}
+inline bool same_number(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
 inline bool same_numbers(const std::vector<double>& a, const std::vector<double>& b) {
     if (a.size() != b.size()) return false;

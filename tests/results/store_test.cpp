@@ -8,10 +8,10 @@
 #include "tests/results/sample_run.h"
 
 using namespace wanlab::results;
-using wanlab::results::testing::TempDir;
 using wanlab::results::testing::require_same;
 using wanlab::results::testing::sample_run;
 using wanlab::results::testing::sample_run_header;
+using wanlab::results::testing::TempDir;
 
 namespace {
 
@@ -71,8 +71,7 @@ TEST_CASE("a complete run round-trips through the results database field by fiel
     require_same(store.load_run(d.run.id), d);
 }
 
-TEST_CASE("the results database can be queried with plain sql, one row per metric and NaN as null",
-          "[results]") {
+TEST_CASE("the results database can be queried with plain sql, one row per metric and NaN as null", "[results]") {
     TempDir dir;
     const auto db = dir.path / "results.db";
     {
@@ -84,8 +83,9 @@ TEST_CASE("the results database can be queried with plain sql, one row per metri
     CHECK(query(db, "SELECT count(*) FROM metrics") == "9");
     CHECK(query(db, "SELECT count(*) FROM metrics WHERE value IS NULL AND name = 'rtt'") == "3");
     CHECK(query(db, "SELECT value FROM metrics WHERE name = 'retransmits' LIMIT 1") == "12.0");
-    CHECK(query(db, "SELECT group_concat(value, ' ') FROM (SELECT value FROM samples WHERE name = 'cwnd' "
-                    "AND measurement_id = 1 ORDER BY seq)") == "10.0 20.0 40.0");
+    CHECK(query(db,
+                "SELECT group_concat(value, ' ') FROM (SELECT value FROM samples WHERE name = 'cwnd' "
+                "AND measurement_id = 1 ORDER BY seq)") == "10.0 20.0 40.0");
     CHECK(query(db, "SELECT count(*) FROM metric_values WHERE variant = 'big, \"buffers\"'") == "3");
     CHECK(query(db, "SELECT json_extract(env, '$.where') FROM runs") == "vm (tcg, 2 cpus)");
 }
@@ -190,8 +190,8 @@ TEST_CASE("a missing run names the newest runs, or says the database holds none"
           "no run `latest` in results database " + db.string() + " (it holds no runs); see `wanlab results list`");
     store.begin_run(sample_run_header("a", "2026-11-30T04:00:00Z"));
     store.begin_run(sample_run_header("b", "2026-11-30T05:00:00Z"));
-    CHECK(message_of(store, "zzz") == "no run `zzz` in results database " + db.string() +
-                                          "; newest runs: b, a; see `wanlab results list`");
+    CHECK(message_of(store, "zzz") ==
+          "no run `zzz` in results database " + db.string() + "; newest runs: b, a; see `wanlab results list`");
     CHECK_THROWS_AS(store.load_run("zzz"), wanlab::InputError);
 }
 

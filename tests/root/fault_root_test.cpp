@@ -30,7 +30,8 @@ TEST_CASE("after kill -9 at any stage, wanlab restore gives the machine back exa
     if (stage == "sysctls") CHECK(read_sysctl("net.core.rmem_max") == file.rmem_max);
 
     int status = 0;
-    std::string refused = sh(fmt::format("{} lab up {} --run {}-2 2>&1", WANLAB_BINARY, file.path.string(), run), &status);
+    std::string refused =
+        sh(fmt::format("{} lab up {} --run {}-2 2>&1", WANLAB_BINARY, file.path.string(), run), &status);
     CHECK(status == 1);
     CHECK_THAT(refused, Catch::Contains("ended without giving the machine back; nothing was changed"));
 
@@ -79,7 +80,8 @@ TEST_CASE("SIGINT or SIGTERM at any stage unwinds the run and gives everything b
     Wanlab up(args);
     INFO(up.seen());
     REQUIRE(up.wait_for_line(stage == "up" ? stage_line("sysctls") : stage_line(stage)));
-    if (stage == "up") REQUIRE(up.wait_for_line(fmt::format("  Ctrl-C, or `wanlab lab down {}`, gives everything back.", run)));
+    if (stage == "up")
+        REQUIRE(up.wait_for_line(fmt::format("  Ctrl-C, or `wanlab lab down {}`, gives everything back.", run)));
     up.signal(sig);
     // Holding after a stage is an interrupted run (130); a lab that is up ends normally (0).
     CHECK(up.wait() == (stage == "up" ? 0 : 130));

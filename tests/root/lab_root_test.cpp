@@ -10,9 +10,9 @@
 #include "core/error.h"
 #include "lab/link.h"
 #include "lab/restore.h"
+#include "lab/session.h"
 #include "netem/device.h"
 #include "netem/kernel.h"
-#include "lab/session.h"
 #include "sysctl/proc_sys.h"
 #include "tests/support/load_helper.h"
 
@@ -80,7 +80,8 @@ TEST_CASE("a lab routes pings from client to server across the router and gives 
         CHECK(std::filesystem::exists(journal));
 
         std::string netns = sh("ip netns list");
-        for (const char* h : {"client", "router", "server"}) CHECK(netns.find("wanlab-rt1-" + std::string(h)) != std::string::npos);
+        for (const char* h : {"client", "router", "server"})
+            CHECK(netns.find("wanlab-rt1-" + std::string(h)) != std::string::npos);
 
         auto r = ping("wanlab-rt1-client", "198.18.0.6");
         CHECK(r.loss_percent == 0);
@@ -165,7 +166,8 @@ TEST_CASE("a sysctl the kernel refuses stops the run before anything is changed"
     options.run = "rt3";
     options.dir = dir.path;
     auto trial = trial_of(file);
-    CHECK_THROWS_WITH(lab::LabSession(trial, options, proc), Catch::Contains("nosuchcc") && Catch::Contains("nothing was changed"));
+    CHECK_THROWS_WITH(lab::LabSession(trial, options, proc),
+                      Catch::Contains("nosuchcc") && Catch::Contains("nothing was changed"));
     CHECK(capture() == before);
     CHECK(std::filesystem::is_empty(dir.path));
 }
@@ -229,7 +231,8 @@ TEST_CASE("a refused netlink request names the errno and the kernel's own messag
     if (skip_unless_root()) return;
     Cleanup cleanup("rq2");
     const std::string ns = "wanlab-rq2-router";
-    sh(fmt::format("ip netns add {} && ip -n {} link add wl-x type veth peer name wl-y && ip -n {} link set wl-x up", ns, ns, ns));
+    sh(fmt::format("ip netns add {} && ip -n {} link add wl-x type veth peer name wl-y && ip -n {} link set wl-x up",
+                   ns, ns, ns));
     lab::RouteSocket sock(ns);
     lab::add_address(sock, "wl-x", "198.18.7.1/30");
     // The same address again: the kernel answers EEXIST (libnl would say "Object exists").

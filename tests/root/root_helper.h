@@ -4,18 +4,18 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
-#include <poll.h>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <vector>
 
 #include <fmt/format.h>
@@ -154,8 +154,7 @@ public:
     /// Waits for the child; returns the exit status, or 128 + signal.
     int wait() {
         int st = 0;
-        while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-        }
+        while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {}
         pid_ = -1;
         return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     }
@@ -176,7 +175,8 @@ struct Cleanup {
         std::ofstream("/proc/sys/net/core/rmem_max") << rmem_max;
         std::ofstream("/proc/sys/net/core/wmem_max") << wmem_max;
         sh(fmt::format("{} restore {} >/dev/null 2>&1", WANLAB_BINARY, run));
-        for (const char* h : {"client", "router", "server"}) sh(fmt::format("ip netns del wanlab-{}-{} 2>/dev/null", run, h));
+        for (const char* h : {"client", "router", "server"})
+            sh(fmt::format("ip netns del wanlab-{}-{} 2>/dev/null", run, h));
     }
 };
 

@@ -40,7 +40,8 @@ std::string written(const std::function<void(run::Progress&)>& fn, run::Progress
 }  // namespace
 
 TEST_CASE("the expected RTT is both directions' delays and each direction keeps its rate", "[run]") {
-    auto t = first_trial("[link]\nrtt = \"40ms\"\njitter = \"2ms\"\nrate = \"100mbit\"\n[link.down]\nrate = \"20mbit\"\n");
+    auto t =
+        first_trial("[link]\nrtt = \"40ms\"\njitter = \"2ms\"\nrate = \"100mbit\"\n[link.down]\nrate = \"20mbit\"\n");
     auto e = run::expected_of(t);
     CHECK(e.rtt == Approx(0.040));
     CHECK(e.jitter == Approx(0.004));

@@ -49,12 +49,12 @@ void RecordingKernel::send(const Request& r) {
         return;
     }
     if (h.nlmsg_type == RTM_DELTFILTER) {  // by parent and priority, as the kernel deletes a whole priority
-        std::erase_if(filters[o.ifindex], [&](const TcObject& f) {
-            return f.parent == o.parent && (f.info >> 16) == (o.info >> 16);
-        });
+        std::erase_if(filters[o.ifindex],
+                      [&](const TcObject& f) { return f.parent == o.parent && (f.info >> 16) == (o.info >> 16); });
         return;
     }
-    auto& list = h.nlmsg_type == RTM_NEWTCLASS || h.nlmsg_type == RTM_DELTCLASS ? classes[o.ifindex] : qdiscs[o.ifindex];
+    auto& list =
+        h.nlmsg_type == RTM_NEWTCLASS || h.nlmsg_type == RTM_DELTCLASS ? classes[o.ifindex] : qdiscs[o.ifindex];
     // Filters go with the qdisc they hang on: the ingress hook's (ffff:) or the root tree's.
     auto on_ingress = [](const TcObject& f) { return TC_H_MAJ(f.parent) == TC_H_MAJ(TC_H_INGRESS); };
     if (h.nlmsg_type == RTM_DELQDISC && o.parent == TC_H_INGRESS) {
@@ -91,7 +91,8 @@ void RecordingKernel::send(const Request& r) {
                 auto major = gone[i];
                 std::erase_if(classes[o.ifindex], [&](const TcObject& c) { return (c.handle & 0xffff0000u) == major; });
                 for (const auto& q : list)
-                    if ((q.parent & 0xffff0000u) == major && q.parent != TC_H_ROOT) gone.push_back(q.handle & 0xffff0000u);
+                    if ((q.parent & 0xffff0000u) == major && q.parent != TC_H_ROOT)
+                        gone.push_back(q.handle & 0xffff0000u);
             }
             std::erase_if(list, [&](const TcObject& q) {
                 return &q != &*it && std::find(gone.begin(), gone.end(), q.handle & 0xffff0000u) != gone.end();
@@ -117,7 +118,8 @@ std::vector<TcObject> RecordingKernel::dump_filters(int ifindex, std::uint32_t p
 std::vector<TcObject> RecordingKernel::dump(int ifindex, bool want_classes) {
     if (want_classes) return classes[ifindex];
     auto list = qdiscs[ifindex];
-    if (list.empty() || std::none_of(list.begin(), list.end(), [](const TcObject& o) { return o.parent == TC_H_ROOT; })) {
+    if (list.empty() ||
+        std::none_of(list.begin(), list.end(), [](const TcObject& o) { return o.parent == TC_H_ROOT; })) {
         TcObject def;
         def.kind = "noqueue";
         def.ifindex = ifindex;

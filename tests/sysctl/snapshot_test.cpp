@@ -5,8 +5,8 @@
 
 #include "core/error.h"
 #include "sysctl/proc_sys.h"
-#include "tests/support/fake_proc_sys.h"
 #include "sysctl/snapshot.h"
+#include "tests/support/fake_proc_sys.h"
 
 using namespace wanlab::sysctl;
 using Write = FakeProcSys::Write;
@@ -54,9 +54,8 @@ TEST_CASE("the before-change hook sees the old value before the write happens") 
 
 TEST_CASE("a hook that throws stops the change before anything is written") {
     auto p = host();
-    SysctlSnapshot s(p, [](const std::string&, const std::string&, const std::string&) {
-        throw wanlab::Error("journal full");
-    });
+    SysctlSnapshot s(
+        p, [](const std::string&, const std::string&, const std::string&) { throw wanlab::Error("journal full"); });
     CHECK_THROWS_WITH(s.set("", "net.core.rmem_max", "1000"), "journal full");
     CHECK(p.writes.empty());
     CHECK(s.saved().empty());
@@ -101,8 +100,9 @@ TEST_CASE("restore throws one error naming every key it could not write back") {
     SysctlSnapshot s(p);
     s.set("", "net.core.rmem_max", "1000");
     p.refuse[{"", "net.core.rmem_max"}] = EACCES;
-    CHECK_THROWS_WITH(s.restore(), "restoring sysctls failed:\n  setting net.core.rmem_max = \"212992\" on the host: "
-                                   "Permission denied");
+    CHECK_THROWS_WITH(s.restore(),
+                      "restoring sysctls failed:\n  setting net.core.rmem_max = \"212992\" on the host: "
+                      "Permission denied");
 }
 
 TEST_CASE("a key that does not exist cannot be set and leaves nothing to restore") {

@@ -3,8 +3,8 @@
 
 #include "core/error.h"
 #include "sysctl/proc_sys.h"
-#include "tests/support/fake_proc_sys.h"
 #include "sysctl/validate.h"
+#include "tests/support/fake_proc_sys.h"
 
 using namespace wanlab::sysctl;
 
@@ -33,7 +33,8 @@ FakeProcSys debian_host() {
 bool nothing_loadable(const std::string&) { return false; }
 bool bbr_loadable(const std::string& m) { return m == "tcp_bbr"; }
 
-std::vector<std::string> check(FakeProcSys& p, std::vector<Change> changes, const ModuleProbe& probe = nothing_loadable) {
+std::vector<std::string> check(FakeProcSys& p, std::vector<Change> changes,
+                               const ModuleProbe& probe = nothing_loadable) {
     return validate(p, changes, probe);
 }
 
@@ -86,7 +87,8 @@ TEST_CASE("byte counts and booleans reject words and out-of-range numbers") {
     CHECK(check(p, {{"", "net.core.rmem_max", "64M", Scope::global}}) ==
           std::vector<std::string>{"net.core.rmem_max = \"64M\" on the host: `64M` is not a whole number"});
     CHECK(check(p, {{kNs, "net.ipv4.ip_forward", "2", Scope::per_namespace}}) ==
-          std::vector<std::string>{"net.ipv4.ip_forward = \"2\" in namespace wanlab-r1-client: 2 is out of range [0, 1]"});
+          std::vector<std::string>{
+              "net.ipv4.ip_forward = \"2\" in namespace wanlab-r1-client: 2 is out of range [0, 1]"});
 }
 
 TEST_CASE("an unknown key must look like its current value") {
@@ -120,15 +122,17 @@ TEST_CASE("a namespace may only choose an allowed congestion control") {
 
 TEST_CASE("the same key set twice to different values is reported once") {
     auto p = debian_host();
-    CHECK(check(p, {{"", "net.core.rmem_max", "1000", Scope::global}, {"", "net.core.rmem_max", "2000", Scope::global}}) ==
+    CHECK(check(p,
+                {{"", "net.core.rmem_max", "1000", Scope::global}, {"", "net.core.rmem_max", "2000", Scope::global}}) ==
           std::vector<std::string>{"net.core.rmem_max is set twice on the host: \"1000\" and \"2000\""});
 }
 
 TEST_CASE("validate_or_throw lists every problem and says nothing was changed") {
     auto p = debian_host();
     try {
-        validate_or_throw(p, {{kNs, "net.core.rmem_max", "1", Scope::global}, {kNs, "net.ipv4.ip_forward", "x", Scope::unknown}},
-                          nothing_loadable);
+        validate_or_throw(
+            p, {{kNs, "net.core.rmem_max", "1", Scope::global}, {kNs, "net.ipv4.ip_forward", "x", Scope::unknown}},
+            nothing_loadable);
         FAIL("no exception");
     } catch (const wanlab::InputError& e) {
         CHECK(std::string(e.what()) ==

@@ -49,8 +49,7 @@ std::vector<Parsed> parse(const std::string& a) {
         p.data = a.substr(at, filesize);
         at = (at + filesize + 3) / 4 * 4;
         out.push_back(p);
-        if (p.name == "TRAILER!!!")
-            break;
+        if (p.name == "TRAILER!!!") break;
     }
     REQUIRE(at == a.size());
     return out;
@@ -121,11 +120,10 @@ TEST_CASE("cpio writer adds each missing parent directory once", "[cpio]") {
     w.add_directory("lib/modules");  // already there: no second entry
     auto entries = parse(w.finish());
     std::vector<std::string> names;
-    for (const auto& e : entries)
-        names.push_back(e.name);
-    CHECK(names == std::vector<std::string>{"lib", "lib/modules", "lib/modules/6.1",
-                                            "lib/modules/6.1/kernel", "lib/modules/6.1/kernel/a.ko",
-                                            "lib/modules/6.1/kernel/b.ko", "TRAILER!!!"});
+    for (const auto& e : entries) names.push_back(e.name);
+    CHECK(names == std::vector<std::string>{"lib", "lib/modules", "lib/modules/6.1", "lib/modules/6.1/kernel",
+                                            "lib/modules/6.1/kernel/a.ko", "lib/modules/6.1/kernel/b.ko",
+                                            "TRAILER!!!"});
 }
 
 TEST_CASE("cpio writer refuses entries after finish and empty paths", "[cpio]") {

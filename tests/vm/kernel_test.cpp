@@ -53,14 +53,12 @@ TEST_CASE("the newest complete cached kernel is chosen", "[kernel]") {
 
 TEST_CASE("no cached kernel says how to get one", "[kernel]") {
     TempDir tmp(fs::temp_directory_path(), "wanlab-kernel-test-");
-    CHECK_THROWS_WITH(
-        find_kernel(std::nullopt, std::nullopt, tmp.path()),
-        Catch::Contains("no kernel for the micro-VM") && Catch::Contains("scripts/fetch-kernel") &&
-            Catch::Contains("--kernel /boot/vmlinuz-VERSION --modules /lib/modules/VERSION"));
+    CHECK_THROWS_WITH(find_kernel(std::nullopt, std::nullopt, tmp.path()),
+                      Catch::Contains("no kernel for the micro-VM") && Catch::Contains("scripts/fetch-kernel") &&
+                          Catch::Contains("--kernel /boot/vmlinuz-VERSION --modules /lib/modules/VERSION"));
 }
 
-TEST_CASE("a kernel given with --kernel finds its modules and rejects a version mismatch",
-          "[kernel]") {
+TEST_CASE("a kernel given with --kernel finds its modules and rejects a version mismatch", "[kernel]") {
     TempDir tmp(fs::temp_directory_path(), "wanlab-kernel-test-");
     make_cached_kernel(tmp.path(), "6.1.0-57-amd64");
     make_cached_kernel(tmp.path(), "6.1.0-9-amd64");
@@ -68,13 +66,10 @@ TEST_CASE("a kernel given with --kernel finds its modules and rejects a version 
     Kernel k = find_kernel(image, std::nullopt, "/nonexistent");
     CHECK(k.modules_dir == tmp.path() / "6.1.0-57-amd64/lib/modules/6.1.0-57-amd64");
     CHECK(k.origin == "--kernel");
-    CHECK_THROWS_WITH(
-        find_kernel(image, tmp.path() / "6.1.0-9-amd64/lib/modules/6.1.0-9-amd64", "/x"),
-        Catch::Contains("is version 6.1.0-57-amd64 but the modules in"));
-    CHECK_THROWS_AS(find_kernel(std::nullopt, fs::path("/lib/modules/x"), "/x"),
-                    wanlab::InputError);
-    CHECK_THROWS_WITH(find_kernel(tmp.path() / "nope", std::nullopt, "/x"),
-                      Catch::Contains("no such file"));
+    CHECK_THROWS_WITH(find_kernel(image, tmp.path() / "6.1.0-9-amd64/lib/modules/6.1.0-9-amd64", "/x"),
+                      Catch::Contains("is version 6.1.0-57-amd64 but the modules in"));
+    CHECK_THROWS_AS(find_kernel(std::nullopt, fs::path("/lib/modules/x"), "/x"), wanlab::InputError);
+    CHECK_THROWS_WITH(find_kernel(tmp.path() / "nope", std::nullopt, "/x"), Catch::Contains("no such file"));
 }
 
 TEST_CASE("a bzImage without an xz payload is booted as is", "[kernel][vmlinux]") {

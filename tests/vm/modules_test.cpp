@@ -49,8 +49,7 @@ TEST_CASE("modules.dep resolution puts dependencies first, each once", "[modules
     auto r = index.resolve({"virtio_pci", "9pnet_virtio", "9p"});
     const auto& o = r.load_order;
     CHECK(o.size() == 9);
-    CHECK(index_of(o, "kernel/drivers/virtio/virtio.ko") <
-          index_of(o, "kernel/drivers/virtio/virtio_pci.ko"));
+    CHECK(index_of(o, "kernel/drivers/virtio/virtio.ko") < index_of(o, "kernel/drivers/virtio/virtio_pci.ko"));
     CHECK(index_of(o, "kernel/net/9p/9pnet.ko") < index_of(o, "kernel/net/9p/9pnet_virtio.ko"));
     CHECK(index_of(o, "kernel/fs/netfs/netfs.ko") < index_of(o, "kernel/fs/fscache/fscache.ko"));
     CHECK(index_of(o, "kernel/fs/fscache/fscache.ko") < index_of(o, "kernel/fs/9p/9p.ko"));
@@ -63,8 +62,8 @@ TEST_CASE("modules.dep resolution tolerates built-in and absent modules", "[modu
     auto r = index.resolve({"sch_fq_codel", "sch_cake", "virtio-rng", "sch_netem"});
     CHECK(r.builtin == std::vector<std::string>{"sch_fq_codel"});
     CHECK(r.missing == std::vector<std::string>{"sch_cake"});
-    CHECK(r.load_order == std::vector<std::string>{"kernel/drivers/char/hw_random/virtio-rng.ko",
-                                                   "kernel/net/sched/sch_netem.ko.xz"});
+    CHECK(r.load_order ==
+          std::vector<std::string>{"kernel/drivers/char/hw_random/virtio-rng.ko", "kernel/net/sched/sch_netem.ko.xz"});
 }
 
 TEST_CASE("modules.dep parser names the malformed line", "[modules]") {
@@ -72,8 +71,7 @@ TEST_CASE("modules.dep parser names the malformed line", "[modules]") {
                       "modules.dep:2: expected 'path: dependencies', got 'not a dep line'");
 }
 
-TEST_CASE("initramfs from a fake modules tree holds busybox, init and the resolved modules",
-          "[modules][initramfs]") {
+TEST_CASE("initramfs from a fake modules tree holds busybox, init and the resolved modules", "[modules][initramfs]") {
     wanlab::vm::TempDir tmp(fs::temp_directory_path(), "wanlab-vm-test-");
     const fs::path mods = tmp.path() / "lib/modules/9.9.9-test";
     fs::create_directories(mods / "kernel/net/sched");

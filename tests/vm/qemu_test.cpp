@@ -28,47 +28,46 @@ QemuSpec example_spec() {
 
 TEST_CASE("qemu command line for TCG with shares and output ports", "[qemu]") {
     auto argv = qemu_argv(example_spec());
-    std::vector<std::string> expected = {
-        "/usr/bin/qemu-system-x86_64",
-        "-nodefaults",
-        "-no-user-config",
-        "-display",
-        "none",
-        "-no-reboot",
-        "-accel",
-        "tcg,thread=multi",
-        "-m",
-        "512",
-        "-smp",
-        "2",
-        "-kernel",
-        "/k/vmlinux",
-        "-initrd",
-        "/c/initramfs.cpio",
-        "-append",
-        "console=ttyS0 quiet",
-        "-chardev",
-        "stdio,id=console,signal=off",
-        "-serial",
-        "chardev:console",
-        "-fsdev",
-        "local,id=fs0,path=/,security_model=none,readonly=on,multidevs=remap",
-        "-device",
-        "virtio-9p-pci,fsdev=fs0,mount_tag=hostroot",
-        "-fsdev",
-        "local,id=fs1,path=/data/a,,b,security_model=none,multidevs=remap",
-        "-device",
-        "virtio-9p-pci,fsdev=fs1,mount_tag=wanlabout",
-        "-device",
-        "virtio-serial-pci,id=wanlabser",
-        "-chardev",
-        "file,id=wanlabout,path=/proc/self/fd/3,append=on",
-        "-device",
-        "virtserialport,bus=wanlabser.0,chardev=wanlabout,name=wanlab.stdout",
-        "-chardev",
-        "file,id=wanlaberr,path=/proc/self/fd/4,append=on",
-        "-device",
-        "virtserialport,bus=wanlabser.0,chardev=wanlaberr,name=wanlab.stderr"};
+    std::vector<std::string> expected = {"/usr/bin/qemu-system-x86_64",
+                                         "-nodefaults",
+                                         "-no-user-config",
+                                         "-display",
+                                         "none",
+                                         "-no-reboot",
+                                         "-accel",
+                                         "tcg,thread=multi",
+                                         "-m",
+                                         "512",
+                                         "-smp",
+                                         "2",
+                                         "-kernel",
+                                         "/k/vmlinux",
+                                         "-initrd",
+                                         "/c/initramfs.cpio",
+                                         "-append",
+                                         "console=ttyS0 quiet",
+                                         "-chardev",
+                                         "stdio,id=console,signal=off",
+                                         "-serial",
+                                         "chardev:console",
+                                         "-fsdev",
+                                         "local,id=fs0,path=/,security_model=none,readonly=on,multidevs=remap",
+                                         "-device",
+                                         "virtio-9p-pci,fsdev=fs0,mount_tag=hostroot",
+                                         "-fsdev",
+                                         "local,id=fs1,path=/data/a,,b,security_model=none,multidevs=remap",
+                                         "-device",
+                                         "virtio-9p-pci,fsdev=fs1,mount_tag=wanlabout",
+                                         "-device",
+                                         "virtio-serial-pci,id=wanlabser",
+                                         "-chardev",
+                                         "file,id=wanlabout,path=/proc/self/fd/3,append=on",
+                                         "-device",
+                                         "virtserialport,bus=wanlabser.0,chardev=wanlabout,name=wanlab.stdout",
+                                         "-chardev",
+                                         "file,id=wanlaberr,path=/proc/self/fd/4,append=on",
+                                         "-device",
+                                         "virtserialport,bus=wanlabser.0,chardev=wanlaberr,name=wanlab.stderr"};
     CHECK(argv == expected);
 }
 
@@ -107,8 +106,7 @@ TEST_CASE("accelerator: forced wins, no /dev/kvm means tcg, verdicts are cached"
     auto remember = [&](bool v) { remembered = v; };
 
     CHECK(choose_accel({Accel::tcg, true, true}, probe_ok, remember).accel == Accel::tcg);
-    CHECK(choose_accel({std::nullopt, false, std::nullopt}, probe_ok, remember).accel ==
-          Accel::tcg);
+    CHECK(choose_accel({std::nullopt, false, std::nullopt}, probe_ok, remember).accel == Accel::tcg);
     CHECK(probes == 0);
     CHECK(choose_accel({std::nullopt, true, false}, probe_ok, remember).accel == Accel::tcg);
     CHECK(choose_accel({std::nullopt, true, true}, probe_hang, remember).accel == Accel::kvm);
@@ -124,8 +122,7 @@ TEST_CASE("accelerator: forced wins, no /dev/kvm means tcg, verdicts are cached"
 TEST_CASE("accelerator names parse case-insensitively and reject others", "[accel]") {
     CHECK(parse_accel("KVM", "WANLAB_VM_ACCEL") == Accel::kvm);
     CHECK(parse_accel("tcg", "--accel") == Accel::tcg);
-    CHECK_THROWS_WITH(parse_accel("hvf", "WANLAB_VM_ACCEL"),
-                      "WANLAB_VM_ACCEL: expected kvm or tcg, got 'hvf'");
+    CHECK_THROWS_WITH(parse_accel("hvf", "WANLAB_VM_ACCEL"), "WANLAB_VM_ACCEL: expected kvm or tcg, got 'hvf'");
 }
 
 TEST_CASE("guest script quotes every argument and keeps the working directory", "[script]") {

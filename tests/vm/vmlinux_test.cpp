@@ -18,9 +18,8 @@ namespace {
 std::string xz(const std::string& data) {
     std::string out(data.size() + 1024, '\0');
     std::size_t pos = 0;
-    REQUIRE(lzma_easy_buffer_encode(6, LZMA_CHECK_CRC32, nullptr,
-                                    reinterpret_cast<const std::uint8_t*>(data.data()), data.size(),
-                                    reinterpret_cast<std::uint8_t*>(out.data()), &pos,
+    REQUIRE(lzma_easy_buffer_encode(6, LZMA_CHECK_CRC32, nullptr, reinterpret_cast<const std::uint8_t*>(data.data()),
+                                    data.size(), reinterpret_cast<std::uint8_t*>(out.data()), &pos,
                                     out.size()) == LZMA_OK);
     out.resize(pos);
     return out;
@@ -67,8 +66,7 @@ std::string bzimage_with_payload(const std::string& payload) {
 TEST_CASE("xz data round-trips and corrupt data names its source", "[xz]") {
     std::string data(100000, 'm');
     CHECK(xz_decompress(xz(data), "m.ko.xz") == data);
-    CHECK_THROWS_WITH(xz_decompress("not xz", "bad.ko.xz"),
-                      Catch::StartsWith("bad.ko.xz: corrupt xz data"));
+    CHECK_THROWS_WITH(xz_decompress("not xz", "bad.ko.xz"), Catch::StartsWith("bad.ko.xz: corrupt xz data"));
 }
 
 TEST_CASE("the PVH note is found in an ELF only under its own type", "[vmlinux]") {
