@@ -83,31 +83,13 @@ int lab_up(const UpOptions& o) {
         signals.check();
     };
     lab::LabSession session(trial, options, proc);
-    if (host) {
-        say(fmt::format(
-            "wanlab lab up: run {} is up (trial {} of {}, journal {})\n"
-            "  {}: toward {}{} only: up {}, down {}\n"
-            "  try: tc qdisc show dev {}; tc filter show dev {}\n"
-            "  Ctrl-C, or `wanlab lab down {}`, gives everything back.",
-            options.run, o.trial, exp.trials.size(), session.journal().path().string(), trial.lab.dev, trial.lab.target,
-            trial.lab.port ? fmt::format(" port {}", trial.lab.port) : "", lab::direction_summary(trial.link.up),
-            lab::direction_summary(trial.link.down), trial.lab.dev, trial.lab.dev, options.run));
-        int s = wait_for_signal(signals);
-        say(fmt::format("wanlab lab up: SIG{}: restoring {} (run {})", sigabbrev_np(s), trial.lab.dev, options.run));
-        return 0;
-    }
-    const auto& t = session.topology();
     say(
-        fmt::format("wanlab lab up: run {} is up (trial {} of {}, journal {})\n"
-                    "  {}  wl-c 198.18.0.1/30\n"
-                    "  {}  wl-rc 198.18.0.2/30, wl-rs 198.18.0.5/30, forwarding on\n"
-                    "  {}  wl-s 198.18.0.6/30\n"
-                    "  try: ip netns exec {} ping 198.18.0.6\n"
+        fmt::format("wanlab lab up: run {} is up (trial {} of {}, journal {})\n{}\n"
                     "  Ctrl-C, or `wanlab lab down {}`, gives everything back.",
-                    options.run, o.trial, exp.trials.size(), session.journal().path().string(), t.ns("client"),
-                    t.ns("router"), t.ns("server"), t.ns("client"), options.run));
+                    options.run, o.trial, exp.trials.size(), session.journal().path().string(),
+                    session.testbed().describe(trial), options.run));
     int s = wait_for_signal(signals);
-    say(fmt::format("wanlab lab up: SIG{}: tearing down run {}", sigabbrev_np(s), options.run));
+    say(fmt::format("wanlab lab up: SIG{}: {}", sigabbrev_np(s), session.testbed().undo_text()));
     return 0;
 }
 

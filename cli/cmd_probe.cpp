@@ -24,6 +24,7 @@
 #include "core/units.h"
 #include "lab/link.h"
 #include "lab/netns.h"
+#include "lab/topology.h"
 #include "probes/probe.h"
 #include "probes/probe_spec.h"
 
@@ -36,26 +37,6 @@ struct Options {
     std::string server_ns, client_ns, address, client_address;
     std::uint16_t port = 0;
     bool json = false, samples = false;
-};
-
-/// BareLab: two namespaces joined by one veth pair, nothing else.
-/// Creates: wanlab-probe-PID-a and -b (loopback up), veth wlp-a/wlp-b (kernel-default
-/// offloads on), 198.18.100.1/30 and .2/30. Undoes: deletes the pair and both namespaces
-/// (member order). The destructor never throws.
-struct BareLab {
-    static constexpr const char* kClientIp = "198.18.100.1";
-    static constexpr const char* kServerIp = "198.18.100.2";
-    lab::NetNamespace a, b;
-    std::optional<lab::VethPair> veth;
-
-    explicit BareLab(const std::string& prefix) : a(prefix + "-a", nullptr), b(prefix + "-b", nullptr) {
-        veth.emplace(a.name(), "wlp-a", b.name(), "wlp-b", lab::LinkOptions{1500, 1000, true}, nullptr);
-        lab::RouteSocket sa(a.name()), sb(b.name());
-        lab::set_up(sa, "lo");
-        lab::set_up(sb, "lo");
-        lab::add_address(sa, "wlp-a", std::string(kClientIp) + "/30");
-        lab::add_address(sb, "wlp-b", std::string(kServerIp) + "/30");
-    }
 };
 
 probes::ProbeSpec resolve(const Options& o) {
@@ -153,14 +134,13 @@ int run(const Options& o) {
     auto spec = resolve(o);
     const auto* kind = probes::find_kind(spec.kind);
     auto probe = probes::make_probe(spec);
-    std::optional<BareLab> bare;
+    std::optional<lab::PairTopology> bare;
     probes::Endpoints where;
     if (o.address.empty()) {
         if (!o.server_ns.empty() || !o.client_ns.empty())
             throw InputError("--server-ns and --client-ns need --address (the server's address in --server-ns)");
         bare.emplace(fmt::format("wanlab-probe-{}", ::getpid()));
-        where.server = {bare->b.name(), BareLab::kServerIp, o.port};
-        where.client = {bare->a.name(), BareLab::kClientIp, 0};
+        where = bare->endpoints(o.port);
     } else {
         where.server = {o.server_ns, o.address, o.port};
         where.client = {o.client_ns, o.client_address, 0};

@@ -6,8 +6,6 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "lab/ssh_guard.h"
-#include "netem/preflight.h"
 
 namespace wanlab::lab {
 
@@ -67,48 +65,22 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
     check_run_id(options.run);
     if (trials.empty()) throw InputError("the experiment has no trials");
     const auto& lab = trials.front().lab;
-    const bool host = lab.mode == LabSpec::Mode::host;
-    bool impairs_up = false, impairs_down = false;
     LabNames names{options.run};
     auto layers = change_layers(trials, names);
-    auto step = [&](const std::string& stage) {
-        if (options.progress) options.progress(stage);
-    };
     validate_layers(proc, layers);  // before anything changes
-    if (host) {
-        host_kernel_.emplace("");
-        try {
-            (void)host_kernel_->ifindex(lab.dev);
-        } catch (const Error& e) {
-            throw InputError(
-                fmt::format("[lab] dev = \"{}\": {}; `ip link` lists this machine's interfaces", lab.dev, e.what()));
-        }
-        refuse_if_ssh("", lab.dev, lab.target, lab.port, options.force);
-        impairs_up = std::any_of(trials.begin(), trials.end(), [](const Trial& t) { return t.link.up.impaired(); });
-        impairs_down = std::any_of(trials.begin(), trials.end(), [](const Trial& t) { return t.link.down.impaired(); });
-        if (impairs_down) {
-            if (auto why = netem::ifb_autoload_problem(); !why.empty())
-                throw InputError(
-                    fmt::format("[link.down] in host mode redirects the target's packets through an ifb "
-                                "device: {}",
-                                why));
-        }
-    }
+    check_testbed(trials, options.force);
     {
         FileLock start(options.dir / "lock", true, "the journal directory");
         settle_stale_journals(options.dir, options.restore_stale, proc, options.log);
         // Keys of wanlab's own namespace are the machine's: one run at a time changes each.
         for (const auto& c : layers.empty() ? std::vector<sysctl::Change>{} : layers.front())
             if (c.ns.empty()) locks_.emplace_back(options.dir / fmt::format("sysctl-{}.lock", c.key), false, c.key);
-        if (host) locks_.emplace_back(options.dir / fmt::format("dev-{}.lock", lab.dev), false, "device " + lab.dev);
+        for (const auto& l : testbed_locks(lab)) locks_.emplace_back(options.dir / l.file, false, l.what);
         journal_.emplace(options.dir, options.run);
     }
-    step("journal");
-    built_ = lab;
-    if (!host) {
-        topology_.emplace(lab, options.run, &*journal_, proc, options.progress);
-        validate_layers(proc, layers);  // now inside the real namespaces
-    }
+    if (options.progress) options.progress("journal");
+    testbed_ = make_testbed(trials, options.run, *journal_, proc, options.progress, options.log);
+    validate_layers(proc, layers);  // now inside the real namespaces, if any
     Journal* journal = &*journal_;
     sysctls_.emplace(
         proc,
@@ -116,30 +88,9 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
             journal->record(sysctl_entry(ns, key, old));
         },
         [journal] { journal->keep(); });
-    if (host) {
-        netem::Filter target{lab.target, lab.port, false, lab.line_rate_bps};
-        host_.emplace(*host_kernel_, lab.dev, target, lab.line_rate_bps);
-        host_->check(impairs_up, impairs_down);
-        journal_->record(host_entry("", host_->undo_plan()));  // before its first change
-    }
 }
 
-LabSession::~LabSession() {
-    if (!host_) return;
-    try {
-        host_->restore();
-    } catch (const std::exception& e) {
-        if (options_.log)
-            options_.log(
-                fmt::format("could not restore {}: {}; `wanlab restore` retries", host_->undo_plan().dev, e.what()));
-        journal_->keep();
-    }
-}
-
-const Topology& LabSession::topology() const {
-    if (!topology_) throw Error("host mode builds no namespace lab");
-    return *topology_;
-}
+LabSession::~LabSession() = default;
 
 LabSession::LabSession(const Trial& trial, const SessionOptions& options, sysctl::ProcSys& proc)
     : LabSession(std::vector<Trial>{trial}, options, proc) {
@@ -147,17 +98,7 @@ LabSession::LabSession(const Trial& trial, const SessionOptions& options, sysctl
 }
 
 void LabSession::apply_trial(const Trial& trial) {
-    if (topology_ && (trial.lab.mtu != built_.mtu || trial.lab.offloads != built_.offloads ||
-                      trial.lab.queue_length != built_.queue_length)) {
-        // A [lab] key the links are made with (a sweep of lab.mtu): the lab is built again,
-        // under the same names, with the trial's; its sysctls and qdiscs follow below.
-        up_.reset();
-        down_.reset();
-        router_.reset();
-        topology_.reset();
-        topology_.emplace(trial.lab, options_.run, &*journal_, *proc_, options_.progress);
-        built_ = trial.lab;
-    }
+    testbed_->prepare(trial.lab);
     auto changes = sysctl_changes(trial, LabNames{options_.run});
     // Keys an earlier trial changed that this one leaves alone go back to the run's start.
     for (const auto& saved : sysctls_->saved()) {
@@ -166,31 +107,7 @@ void LabSession::apply_trial(const Trial& trial) {
     }
     for (const auto& c : changes) sysctls_->set(c.ns, c.key, c.value);
     if (options_.progress) options_.progress("sysctls");
-
-    if (host_) {
-        host_->apply(trial.link.up, trial.link.down, trial.lab.mtu, netem::Psched::from_proc());
-        if (options_.progress) options_.progress("qdiscs");
-        return;
-    }
-    if (!router_) {
-        const std::string ns = topology_->ns("router");
-        router_.emplace(ns);
-        up_.emplace(*router_, "wl-rs");
-        down_.emplace(*router_, "wl-rc");
-        // Written before the first qdisc change, so `wanlab restore` can put the trees back
-        // even if the namespace outlives a killed run.
-        journal_->record(qdisc_entry(ns, "wl-rs", up_->serialize()));
-        journal_->record(qdisc_entry(ns, "wl-rc", down_->serialize()));
-    }
-    auto psched = netem::Psched::from_proc();
-    auto put = [&](netem::DeviceQdiscs& dev, const netem::Direction& d) {
-        if (d.impaired())
-            dev.apply(d, trial.lab.mtu, psched);
-        else
-            dev.restore();
-    };
-    put(*up_, trial.link.up);
-    put(*down_, trial.link.down);
+    testbed_->apply_link(trial);
     if (options_.progress) options_.progress("qdiscs");
 }
 

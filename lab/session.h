@@ -1,25 +1,19 @@
 // LabSession: one run of the lab on this machine, from the safety checks to the last undo.
 //
-// Creates, in order: (after checking every trial's sysctls against the kernel and, under the
-// lock <dir>/lock, that no stale journal is left) the run's journal, a lock per global
-// sysctl any trial will change (two runs never change the same global key at once; runs on
-// separate labs proceed together), the Topology; then, per apply_trial(), the trial's
-// sysctls (global ones on the host, per-host ones in each namespace) and its link
-// conditions on the router's two egress devices. Undoes: everything in reverse by member
-// destruction order, and finally removes the journal. The router devices' qdisc trees are
-// journaled (snapshot) before their first change like everything else, although deleting
-// the router namespace, which restore does next, takes them along. A SIGKILL leaves the
-// journal for `wanlab restore`.
-//
-// Host mode ([lab] mode = "host") builds no namespaces: after the same checks, and after
-// refusing an interface that carries an SSH session the target filter does not spare
-// (unless options.force), it holds a lock on the interface, journals the interface's
-// netem::HostUndo, and apply_trial() impairs only the target's traffic on it (netem/host.h).
-// The host's sysctls are set in wanlab's own namespace. An undo that fails keeps the
-// journal for `wanlab restore`. Not thread-safe.
+// Creates, in order: (after checking every trial's sysctls against the kernel and the
+// testbed's own preconditions, and, under the lock <dir>/lock, that no stale journal is
+// left) a lock per global sysctl any trial will change (two runs never change the same
+// global key at once; runs on separate labs proceed together) and the testbed's locks, the
+// run's journal, the Testbed ([lab] mode: the namespace lab or one host interface, see
+// lab/testbed.h); then, per apply_trial(), the trial's sysctls (global ones on the host,
+// per-host ones in each namespace, host mode's in wanlab's own) and its link conditions
+// through the testbed. Undoes: everything in reverse by member destruction order, and
+// finally removes the journal. Every change is journaled before it is made; a SIGKILL, or
+// an undo that fails, leaves the journal for `wanlab restore`. Not thread-safe.
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,10 +21,8 @@
 #include "experiment/experiment.h"
 #include "lab/journal.h"
 #include "lab/restore.h"
+#include "lab/testbed.h"
 #include "lab/topology.h"
-#include "netem/device.h"
-#include "netem/host.h"
-#include "netem/kernel.h"
 #include "sysctl/proc_sys.h"
 #include "sysctl/snapshot.h"
 #include "sysctl/validate.h"
@@ -66,31 +58,27 @@ public:
     LabSession(const LabSession&) = delete;
     LabSession& operator=(const LabSession&) = delete;
 
-    /// Moves the lab to `trial`'s configuration: the lab built again if the trial's mtu,
-    /// offloads or queue length differ from the lab's; its sysctls (keys an earlier trial set and
-    /// this one does not go back to their values from before the run), then its link
-    /// conditions, `up` on the router's wl-rs and `down` on wl-rc, by replace (never delete
-    /// then add), read back and verified; a direction without conditions gets the kernel's
-    /// default qdisc back. Reports the stage "qdiscs" through options.progress.
+    /// Moves the lab to `trial`'s configuration: Testbed::prepare() (a namespace lab is built
+    /// again if the trial's mtu, offloads or queue length differ), its sysctls (keys an
+    /// earlier trial set and this one does not go back to their values from before the run),
+    /// then its link conditions through Testbed::apply_link(): by replace (never delete then
+    /// add), read back and verified. Reports the stages "sysctls" and "qdiscs" through
+    /// options.progress.
     void apply_trial(const Trial& trial);
 
-    /// The namespace lab; host mode has none (throws wanlab::Error).
-    const Topology& topology() const;
+    /// Where the trials are applied and the probes measure.
+    const Testbed& testbed() const { return *testbed_; }
     const Journal& journal() const { return *journal_; }
 
 private:
     SessionOptions options_;
     sysctl::ProcSys* proc_;
+    // Creation order; destruction runs in reverse: the sysctls go back first, then the
+    // testbed (qdiscs, namespaces or the host interface), then the locks and the journal.
     std::optional<Journal> journal_;
     std::vector<FileLock> locks_;
-    LabSpec built_;  ///< the [lab] the topology was built with
-    std::optional<Topology> topology_;
+    std::unique_ptr<Testbed> testbed_;
     std::optional<sysctl::SysctlSnapshot> sysctls_;
-    std::optional<netem::NetlinkKernel> router_;
-    std::optional<netem::DeviceQdiscs> up_, down_;
-    // Host mode; destroyed first.
-    std::optional<netem::NetlinkKernel> host_kernel_;
-    std::optional<netem::HostImpairment> host_;
 };
 
 }  // namespace wanlab::lab

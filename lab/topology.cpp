@@ -45,4 +45,20 @@ Topology::Topology(const LabSpec& spec, const std::string& run, Journal* journal
     step("links");
 }
 
+PairTopology::PairTopology(const std::string& prefix) : a_(prefix + "-a", nullptr), b_(prefix + "-b", nullptr) {
+    veth_.emplace(a_.name(), "wlp-a", b_.name(), "wlp-b", LinkOptions{1500, 1000, true}, nullptr);
+    RouteSocket sa(a_.name()), sb(b_.name());
+    set_up(sa, "lo");
+    set_up(sb, "lo");
+    add_address(sa, "wlp-a", std::string(kClientIp) + "/30");
+    add_address(sb, "wlp-b", std::string(kServerIp) + "/30");
+}
+
+probes::Endpoints PairTopology::endpoints(std::uint16_t server_port) const {
+    probes::Endpoints e;
+    e.server = {b_.name(), kServerIp, server_port};
+    e.client = {a_.name(), kClientIp, 0};
+    return e;
+}
+
 }  // namespace wanlab::lab

@@ -14,6 +14,7 @@
 // Undoes: everything in reverse, by member destruction order. Move-less; not thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@
 #include "experiment/lab_names.h"
 #include "lab/link.h"
 #include "lab/netns.h"
+#include "probes/probe.h"
 #include "sysctl/proc_sys.h"
 #include "sysctl/snapshot.h"
 
@@ -63,6 +65,30 @@ private:
     std::optional<NetNamespace> client_, router_, server_;
     std::optional<VethPair> client_link_, server_link_;
     std::optional<sysctl::SysctlSnapshot> forwarding_;
+};
+
+/// PairTopology: `wanlab probe`'s bare lab, two namespaces joined by one veth pair.
+///
+///   PREFIX-a  wlp-a 198.18.100.1/30 ---- wlp-b 198.18.100.2/30  PREFIX-b
+///
+/// Creates: the two namespaces (loopback up), the pair (kernel-default offloads on, MTU
+/// 1500), the addresses; nothing is journaled (a killed probe leaves namespaces named for
+/// its pid). Undoes: the pair and both namespaces, by member destruction order.
+class PairTopology {
+public:
+    static constexpr const char* kClientIp = "198.18.100.1";
+    static constexpr const char* kServerIp = "198.18.100.2";
+
+    explicit PairTopology(const std::string& prefix);
+    PairTopology(const PairTopology&) = delete;
+    PairTopology& operator=(const PairTopology&) = delete;
+
+    /// The client in PREFIX-a, the server in PREFIX-b on `server_port` (0 = the probe's own).
+    probes::Endpoints endpoints(std::uint16_t server_port) const;
+
+private:
+    NetNamespace a_, b_;
+    std::optional<VethPair> veth_;
 };
 
 }  // namespace wanlab::lab

@@ -14,7 +14,7 @@
 #include "core/signals.h"
 #include "core/version.h"
 #include "lab/session.h"
-#include "lab/topology.h"
+#include "lab/testbed.h"
 #include "probes/sys.h"
 #include "run/check.h"
 #include "sysctl/proc_sys.h"
@@ -44,29 +44,17 @@ double probe_seconds(const probes::ProbeSpec& p) {
 
 bool warms_up(const probes::ProbeSpec& p) { return p.kind != "rtt"; }
 
-// Whether the trial gets an emulation check: it has link conditions, in a namespace lab.
+// Whether the trial gets an emulation check: it has link conditions, on a testbed where the
+// configured RTT and rate can be compared with a measurement.
 bool checks_emulation(const lab::Trial& t) {
     auto e = expected_of(t);
-    return t.lab.mode == lab::LabSpec::Mode::netns && (e.rtt > 0 || e.rate_up > 0 || e.rate_down > 0);
+    return lab::unverifiable(t.lab).empty() && (e.rtt > 0 || e.rate_up > 0 || e.rate_down > 0);
 }
 
 std::string point_text(const lab::Trial& t) {
     std::string s;
     for (const auto& [k, v] : t.sweep) s += fmt::format("{}{}={}", s.empty() ? "" : " ", k, v);
     return s;
-}
-
-probes::Endpoints endpoints_of(const lab::LabSession& session, const lab::LabSpec& lab) {
-    probes::Endpoints e;
-    if (lab.mode == lab::LabSpec::Mode::host) {
-        // The client in wanlab's own namespace, against servers already running on the target.
-        e.server = {"", lab.target.substr(0, lab.target.find('/')), lab.port, true};
-        return e;
-    }
-    const auto& topo = session.topology();
-    e.server = {topo.ns("server"), lab::Addressing::kServerIp, 0};
-    e.client = {topo.ns("client"), lab::Addressing::kClientIp, 0};
-    return e;
 }
 
 results::Measurement record_of(const probes::ProbeSpec& spec, const probes::ProbeResult& r, std::size_t trial,
@@ -94,17 +82,15 @@ public:
                 results::RunData& data, double& done)
         : exp_(exp), store_(store), progress_(progress), tick_(tick), data_(data), done_(done) {}
 
-    void run(const lab::Trial& t, results::Trial& rec, const probes::Endpoints& where) {
+    void run(const lab::Trial& t, results::Trial& rec, const lab::Testbed& testbed) {
         auto label = fmt::format("[{}/{}] {}{}{}", t.index, exp_.trials.size(), t.variant, t.sweep.empty() ? "" : " ",
                                  point_text(t));
+        const auto where = testbed.endpoints();
         if (checks_emulation(t)) progress_.status(label + ": checking the emulation", 1s * done_);
-        if (where.server.remote) {
-            // The real path's own RTT and rate add to the configured ones: nothing to compare
-            // with. apply() has read the qdiscs back.
-            rec.check.note = "host mode: not measured (the real path adds its own RTT); the qdiscs were read back";
-        } else {
+        if (auto why = lab::unverifiable(t.lab); !why.empty())
+            rec.check.note = why;  // apply_trial() has read the qdiscs back
+        else
             rec.check = check_emulation(t, where, tick_);
-        }
         if (rec.check.checked && !rec.check.held)
             progress_.line(fmt::format("{}: emulation did not hold: {}", label, rec.check.note));
         store_.put_trial(data_.run.id, rec);
@@ -241,12 +227,11 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
     double done = 0;
     results::Trial* current = nullptr;
     try {
-        auto where = endpoints_of(*session, exp.trials.front().lab);
         TrialRunner runner(exp, store, progress, tick, data, done);
         for (std::size_t i = 0; i < exp.trials.size(); ++i) {
             current = &data.trials[i];
             session->apply_trial(exp.trials[i]);
-            runner.run(exp.trials[i], *current, where);
+            runner.run(exp.trials[i], *current, session->testbed());
             current->status = "done";
             store.put_trial(data.run.id, *current);
             current = nullptr;

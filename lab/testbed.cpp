@@ -1,0 +1,196 @@
+#include "lab/testbed.h"
+
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "experiment/plan.h"
+#include "lab/journal.h"
+#include "lab/ssh_guard.h"
+#include "netem/device.h"
+#include "netem/host.h"
+#include "netem/kernel.h"
+#include "netem/preflight.h"
+
+namespace wanlab::lab {
+namespace {
+
+bool any_up(const std::vector<Trial>& trials) {
+    return std::any_of(trials.begin(), trials.end(), [](const Trial& t) { return t.link.up.impaired(); });
+}
+
+bool any_down(const std::vector<Trial>& trials) {
+    return std::any_of(trials.begin(), trials.end(), [](const Trial& t) { return t.link.down.impaired(); });
+}
+
+/// NamespaceTestbed: the client - router - server lab of lab/topology.h.
+/// Creates: the topology; on the first apply_link(), a snapshot of each router egress
+/// device's qdiscs, journaled before the first change. Undoes: the qdiscs, then the
+/// topology (member order).
+class NamespaceTestbed final : public Testbed {
+public:
+    NamespaceTestbed(const LabSpec& lab, const std::string& run, Journal& journal, sysctl::ProcSys& proc,
+                     const Progress& progress)
+        : run_(run), journal_(journal), proc_(proc), progress_(progress), built_(lab) {
+        topology_.emplace(lab, run, &journal, proc, progress);
+    }
+
+    void prepare(const LabSpec& lab) override {
+        if (lab.mtu == built_.mtu && lab.offloads == built_.offloads && lab.queue_length == built_.queue_length)
+            return;
+        // A [lab] key the links are made with (a sweep of lab.mtu): the lab is built again,
+        // under the same names, with the trial's; its sysctls and qdiscs follow.
+        up_.reset();
+        down_.reset();
+        router_.reset();
+        topology_.reset();
+        topology_.emplace(lab, run_, &journal_, proc_, progress_);
+        built_ = lab;
+    }
+
+    void apply_link(const Trial& trial) override {
+        if (!router_) {
+            const std::string ns = topology_->ns("router");
+            router_.emplace(ns);
+            up_.emplace(*router_, LabNames::kRouterToServer);
+            down_.emplace(*router_, LabNames::kRouterToClient);
+            // Written before the first qdisc change, so `wanlab restore` can put the trees
+            // back even if the namespace outlives a killed run.
+            journal_.record(qdisc_entry(ns, LabNames::kRouterToServer, up_->serialize()));
+            journal_.record(qdisc_entry(ns, LabNames::kRouterToClient, down_->serialize()));
+        }
+        auto psched = netem::Psched::from_proc();
+        auto put = [&](netem::DeviceQdiscs& dev, const netem::Direction& d) {
+            if (d.impaired())
+                dev.apply(d, trial.lab.mtu, psched);
+            else
+                dev.restore();
+        };
+        put(*up_, trial.link.up);
+        put(*down_, trial.link.down);
+    }
+
+    probes::Endpoints endpoints() const override {
+        probes::Endpoints e;
+        e.server = {topology_->ns("server"), Addressing::kServerIp, 0};
+        e.client = {topology_->ns("client"), Addressing::kClientIp, 0};
+        return e;
+    }
+
+    std::string describe(const Trial&) const override {
+        const auto& t = *topology_;
+        return fmt::format(
+            "  {}  wl-c 198.18.0.1/30\n"
+            "  {}  wl-rc 198.18.0.2/30, wl-rs 198.18.0.5/30, forwarding on\n"
+            "  {}  wl-s 198.18.0.6/30\n"
+            "  try: ip netns exec {} ping 198.18.0.6",
+            t.ns("client"), t.ns("router"), t.ns("server"), t.ns("client"));
+    }
+
+    std::string undo_text() const override { return fmt::format("tearing down run {}", run_); }
+
+private:
+    std::string run_;
+    Journal& journal_;
+    sysctl::ProcSys& proc_;
+    Progress progress_;
+    LabSpec built_;  ///< the [lab] the topology was built with
+    // Creation order; destruction runs in reverse.
+    std::optional<Topology> topology_;
+    std::optional<netem::NetlinkKernel> router_;
+    std::optional<netem::DeviceQdiscs> up_, down_;
+};
+
+/// HostTestbed: one interface of this machine, impaired toward one target (netem/host.h).
+/// Creates: the interface's undo plan, journaled before its first change. Undoes: restores
+/// the interface; if that fails, logs it and keeps the journal for `wanlab restore`.
+class HostTestbed final : public Testbed {
+public:
+    HostTestbed(const std::vector<Trial>& trials, const std::string& run, Journal& journal, const Log& log)
+        : run_(run), journal_(journal), log_(log), lab_(trials.front().lab), kernel_("") {
+        netem::Filter target{lab_.target, lab_.port, false, lab_.line_rate_bps};
+        host_.emplace(kernel_, lab_.dev, target, lab_.line_rate_bps);
+        host_->check(any_up(trials), any_down(trials));
+        journal_.record(host_entry("", host_->undo_plan()));  // before its first change
+    }
+
+    ~HostTestbed() override {
+        try {
+            host_->restore();
+        } catch (const std::exception& e) {
+            if (log_) log_(fmt::format("could not restore {}: {}; `wanlab restore` retries", lab_.dev, e.what()));
+            journal_.keep();
+        }
+    }
+
+    void prepare(const LabSpec&) override {}
+
+    void apply_link(const Trial& trial) override {
+        host_->apply(trial.link.up, trial.link.down, trial.lab.mtu, netem::Psched::from_proc());
+    }
+
+    probes::Endpoints endpoints() const override {
+        // The client in wanlab's own namespace, against servers already running on the target.
+        probes::Endpoints e;
+        e.server = {"", lab_.target.substr(0, lab_.target.find('/')), lab_.port, true};
+        return e;
+    }
+
+    std::string describe(const Trial& trial) const override {
+        return fmt::format(
+            "  {}: toward {}{} only: up {}, down {}\n"
+            "  try: tc qdisc show dev {}; tc filter show dev {}",
+            lab_.dev, lab_.target, lab_.port ? fmt::format(" port {}", lab_.port) : "",
+            direction_summary(trial.link.up), direction_summary(trial.link.down), lab_.dev, lab_.dev);
+    }
+
+    std::string undo_text() const override { return fmt::format("restoring {} (run {})", lab_.dev, run_); }
+
+private:
+    std::string run_;
+    Journal& journal_;
+    Log log_;
+    LabSpec lab_;
+    netem::NetlinkKernel kernel_;
+    std::optional<netem::HostImpairment> host_;
+};
+
+}  // namespace
+
+void check_testbed(const std::vector<Trial>& trials, bool force) {
+    const auto& lab = trials.front().lab;
+    if (lab.mode != LabSpec::Mode::host) return;
+    try {
+        (void)netem::NetlinkKernel("").ifindex(lab.dev);
+    } catch (const Error& e) {
+        throw InputError(
+            fmt::format("[lab] dev = \"{}\": {}; `ip link` lists this machine's interfaces", lab.dev, e.what()));
+    }
+    refuse_if_ssh("", lab.dev, lab.target, lab.port, force);
+    if (any_down(trials)) {
+        if (auto why = netem::ifb_autoload_problem(); !why.empty())
+            throw InputError(fmt::format(
+                "[link.down] in host mode redirects the target's packets through an ifb device: {}", why));
+    }
+}
+
+std::string unverifiable(const LabSpec& lab) {
+    if (lab.mode != LabSpec::Mode::host) return {};
+    return "host mode: not measured (the real path adds its own RTT); the qdiscs were read back";
+}
+
+std::vector<TestbedLock> testbed_locks(const LabSpec& lab) {
+    if (lab.mode != LabSpec::Mode::host) return {};
+    return {{fmt::format("dev-{}.lock", lab.dev), "device " + lab.dev}};
+}
+
+std::unique_ptr<Testbed> make_testbed(const std::vector<Trial>& trials, const std::string& run, Journal& journal,
+                                      sysctl::ProcSys& proc, const Progress& progress, const Log& log) {
+    const auto& lab = trials.front().lab;
+    if (lab.mode == LabSpec::Mode::host) return std::make_unique<HostTestbed>(trials, run, journal, log);
+    return std::make_unique<NamespaceTestbed>(lab, run, journal, proc, progress);
+}
+
+}  // namespace wanlab::lab

@@ -1,0 +1,73 @@
+// Testbed: where a run's trials are applied and its probes measure, behind one interface so
+// the runner and `wanlab lab up` never ask which [lab] mode they are in. Two kinds:
+//
+//   namespaces  wanlab's own client - router - server lab (lab/topology.h); link
+//               conditions on the router's two egress devices, the probes between the
+//               client and server namespaces.
+//   host        one real interface of this machine toward one target (netem/host.h); the
+//               probes run here against the target's own servers.
+//
+// Contract: LabSession makes the testbed once its checks have passed and its journal exists
+// (check_testbed() and testbed_locks() run before that, changing nothing; unverifiable() is
+// pure), sets each trial's
+// sysctls between prepare() and apply_link(), and destroys the testbed after the sysctls are
+// restored. Creates (namespaces): the topology, then on the first apply_link() the router's
+// qdisc snapshots, journaled before their first change; (host) the interface's undo plan,
+// journaled before its first change. Undoes: everything, in the destructor, which never
+// throws: a failed host restore is logged and keeps the journal for `wanlab restore`.
+// Not thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "experiment/experiment.h"
+#include "lab/restore.h"
+#include "lab/topology.h"
+#include "probes/probe.h"
+#include "sysctl/proc_sys.h"
+
+namespace wanlab::lab {
+
+class Journal;
+
+class Testbed {
+public:
+    virtual ~Testbed() = default;
+
+    /// Rebuilds what `lab` changes before the trial's sysctls are set (a namespace lab whose
+    /// mtu, offloads or queue length differ is built again under the same names).
+    virtual void prepare(const LabSpec& lab) = 0;
+    /// Puts `trial`'s link conditions in place by replace, read back and verified; a
+    /// direction without conditions gets what it had before the run.
+    virtual void apply_link(const Trial& trial) = 0;
+    /// The probes' client and server.
+    virtual probes::Endpoints endpoints() const = 0;
+    /// What `wanlab lab up` shows once `trial` is applied: the pieces, then a command to try.
+    virtual std::string describe(const Trial& trial) const = 0;
+    /// What the undo does, for `wanlab lab up`'s last line: "tearing down run RUN".
+    virtual std::string undo_text() const = 0;
+};
+
+/// Everything the testbed for `trials` can check before anything changes (host mode: the
+/// device exists, no SSH session it would cut off unless `force`, the ifb module's state).
+/// Throws InputError naming what to do.
+void check_testbed(const std::vector<Trial>& trials, bool force);
+
+/// Why, on the testbed of `lab`, a measured RTT and rate cannot be compared with the
+/// configured ones, or "" when they can (the emulation check runs only then).
+std::string unverifiable(const LabSpec& lab);
+
+/// A lock the run holds while its testbed exists, besides the sysctl locks.
+struct TestbedLock {
+    std::string file;  ///< in the journal directory
+    std::string what;  ///< for the "held by another run" message
+};
+std::vector<TestbedLock> testbed_locks(const LabSpec& lab);
+
+/// The testbed of `trials` (all share their [lab] mode): nothing of a trial is applied yet.
+std::unique_ptr<Testbed> make_testbed(const std::vector<Trial>& trials, const std::string& run, Journal& journal,
+                                      sysctl::ProcSys& proc, const Progress& progress, const Log& log);
+
+}  // namespace wanlab::lab
