@@ -29,6 +29,7 @@
 #include "lab/journal.h"
 #include "lab/ssh_guard.h"
 #include "lab/watchdog.h"
+#include "netem/attributes.h"
 #include "netem/device.h"
 #include "netem/kernel.h"
 #include "netem/readback.h"
@@ -38,31 +39,6 @@ namespace wanlab::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The [link] keys that take one value on the command line (tables such as slot and the
-// loss models are for experiment files).
-const char* kLinkFlags[] = {"delay",
-                            "jitter",
-                            "correlation",
-                            "distribution",
-                            "loss",
-                            "loss_correlation",
-                            "duplicate",
-                            "duplicate_correlation",
-                            "reorder",
-                            "reorder_correlation",
-                            "gap",
-                            "corrupt",
-                            "corrupt_correlation",
-                            "rate",
-                            "packet_overhead",
-                            "cell_size",
-                            "cell_overhead",
-                            "shaper",
-                            "qdisc",
-                            "qdisc_limit",
-                            "limit",
-                            "ecn"};
 
 struct Options {
     std::string dev;
@@ -238,10 +214,14 @@ Runner setup_link(CLI::App& sub) {
     CLI::App* a =
         sub.add_subcommand("apply", "Put link conditions on a device (replacing what wanlab put there before)");
     common(a);
-    for (const char* flag : kLinkFlags)
+    // Every [link] key that takes one value (tables such as slot are for experiment files).
+    for (const auto& attr : netem::attributes()) {
+        if (!attr.flag) continue;
+        const char* key = attr.key;
         a->add_option_function<std::string>(
-            std::string("--") + flag, [o, flag](const std::string& v) { o->values[flag] = v; },
-            fmt::format("[link] {} (see docs/experiment-format.md)", flag));
+            std::string("--") + key, [o, key](const std::string& v) { o->values[key] = v; },
+            fmt::format("[link] {} (see docs/experiment-format.md)", key));
+    }
     a->add_option("--profile", o->profile, "A link profile to start from (profiles/link/NAME.toml)");
     a->add_option("--mtu", o->mtu, "MTU the netem limit is sized for (bytes)");
     a->add_flag("--dry-run", o->dry_run, "Print the equivalent tc commands and change nothing");

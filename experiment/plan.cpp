@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/units.h"
+#include "netem/attributes.h"
 #include "netem/host.h"
 #include "netem/tc_command.h"
 
@@ -16,61 +17,10 @@ using nlohmann::json;
 
 double seconds(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e9; }
 
-json loss_json(const netem::Loss& l) {
-    json j{{"model", netem::to_string(l.model)}};
-    switch (l.model) {
-        case netem::Loss::Model::random:
-            j["p"] = l.probability;
-            j["correlation"] = l.correlation;
-            break;
-        case netem::Loss::Model::gemodel:
-            j.update({{"p", l.probability}, {"r", l.r}, {"1-h", l.one_minus_h}, {"1-k", l.one_minus_k}});
-            break;
-        case netem::Loss::Model::state:
-            j.update(
-                {{"p13", l.probability}, {"p31", l.r}, {"p32", l.one_minus_h}, {"p23", l.one_minus_k}, {"p14", l.p14}});
-            break;
-        default: break;
-    }
-    return j;
-}
-
 json direction_json(const netem::Direction& d) {
-    const netem::Netem& n = d.netem;
-    json j{{"delay", seconds(n.delay)},
-           {"jitter", seconds(n.jitter)},
-           {"correlation", n.delay_correlation},
-           {"distribution", n.distribution.empty() ? "uniform" : n.distribution},
-           {"loss", loss_json(n.loss)},
-           {"duplicate", n.duplicate},
-           {"duplicate_correlation", n.duplicate_correlation},
-           {"reorder", n.reorder},
-           {"reorder_correlation", n.reorder_correlation},
-           {"gap", n.gap},
-           {"corrupt", n.corrupt},
-           {"corrupt_correlation", n.corrupt_correlation},
-           {"rate", d.rate_bps},
-           {"shaper", netem::to_string(d.shaper)},
-           {"packet_overhead", n.packet_overhead},
-           {"cell_size", n.cell_size},
-           {"cell_overhead", n.cell_overhead},
-           {"ecn", n.ecn},
-           {"limit", n.limit_packets},
-           {"limit_auto", !n.limit.has_value()},
-           {"qdisc", netem::to_string(d.queue)},
-           {"qdisc_limit", d.queue_limit}};
-    if (n.slot) {
-        const auto& s = *n.slot;
-        j["slot"] = {{"min_delay", seconds(s.min_delay)},
-                     {"max_delay", seconds(s.max_delay)},
-                     {"distribution", s.distribution},
-                     {"delay", seconds(s.dist_delay)},
-                     {"jitter", seconds(s.dist_jitter)},
-                     {"packets", s.packets},
-                     {"bytes", s.bytes}};
-    } else {
-        j["slot"] = nullptr;
-    }
+    json j = json::object();
+    for (const auto& a : netem::attributes())
+        if (a.json) a.json(a, d, j);
     return j;
 }
 
@@ -146,14 +96,8 @@ std::string human_duration(std::chrono::nanoseconds total) {
 }  // namespace
 
 std::string direction_summary(const netem::Direction& d) {
-    std::string args = netem::netem_arguments(d.netem);
-    // Drop the leading "limit N" and netem's own rate (shown below with the shaper).
-    auto space = args.find(' ', 6);
-    args = space == std::string::npos ? "" : args.substr(space + 1);
-    if (auto r = args.find(" rate "); r != std::string::npos && d.shaper == netem::Shaper::netem)
-        args = args.substr(0, r);
-    if (args.starts_with("rate ")) args.clear();
-    std::string out = args;
+    // The conditions without the queue size and netem's own rate (shown below with the shaper).
+    std::string out = netem::netem_arguments(d.netem, {"limit", "rate"});
     if (d.rate_bps) {
         out += (out.empty() ? "" : " ") + fmt::format("rate {}", units::format_rate(d.rate_bps));
         if (d.shaper != netem::Shaper::netem) out += fmt::format(" ({})", netem::to_string(d.shaper));

@@ -21,6 +21,7 @@
 #include <netlink/route/tc.h>
 
 #include "core/error.h"
+#include "netem/attributes.h"
 
 namespace wanlab::netem {
 namespace {
@@ -65,50 +66,25 @@ void put(nl_msg* m, int type, const T& value) {
     if (nla_put(m, type, sizeof value, &value) < 0) throw Error("encoding netem options: message too large");
 }
 
-// The netem attributes after qopt, in iproute2's order.
-void netem_attributes(nl_msg* m, const Netem& n, const std::vector<std::int16_t>& table) {
-    tc_netem_corr corr{};
-    corr.delay_corr = probability(n.delay_correlation);
-    corr.loss_corr = probability(n.loss.model == Loss::Model::random ? n.loss.correlation : 0);
-    corr.dup_corr = probability(n.duplicate_correlation);
-    put(m, TCA_NETEM_CORR, corr);
+// The netem attributes after qopt, in iproute2's order, from the structs the attribute rows
+// filled (netem/attributes.h).
+void netem_attributes(nl_msg* m, const NetemWire& w, const std::vector<std::int16_t>& table) {
+    put(m, TCA_NETEM_CORR, w.corr);
     if (!table.empty() &&
         nla_put(m, TCA_NETEM_DELAY_DIST, static_cast<int>(table.size() * sizeof(std::int16_t)), table.data()) < 0)
         throw Error("encoding netem options: distribution table too large");
-    tc_netem_reorder reorder{probability(n.reorder), probability(n.reorder_correlation)};
-    put(m, TCA_NETEM_REORDER, reorder);
-    tc_netem_corrupt corrupt{probability(n.corrupt), probability(n.corrupt_correlation)};
-    put(m, TCA_NETEM_CORRUPT, corrupt);
-    if (n.loss.model == Loss::Model::gemodel || n.loss.model == Loss::Model::state) {
+    put(m, TCA_NETEM_REORDER, w.reorder);
+    put(m, TCA_NETEM_CORRUPT, w.corrupt);
+    if (w.gemodel || w.gimodel) {
         nlattr* loss = nla_nest_start(m, TCA_NETEM_LOSS);
-        if (n.loss.model == Loss::Model::gemodel) {
-            // tc's "1-h" is the loss probability in the bad state; the kernel wants h.
-            tc_netem_gemodel ge{probability(n.loss.probability), probability(n.loss.r),
-                                UINT32_MAX - probability(n.loss.one_minus_h), probability(n.loss.one_minus_k)};
-            put(m, NETEM_LOSS_GE, ge);
-        } else {
-            tc_netem_gimodel gi{probability(n.loss.probability), probability(n.loss.r), probability(n.loss.one_minus_h),
-                                probability(n.loss.p14), probability(n.loss.one_minus_k)};
-            put(m, NETEM_LOSS_GI, gi);
-        }
+        if (w.gemodel) put(m, NETEM_LOSS_GE, *w.gemodel);
+        if (w.gimodel) put(m, NETEM_LOSS_GI, *w.gimodel);
         nla_nest_end(m, loss);
     }
-    std::uint64_t bytes = n.rate_bps / 8;
-    if (bytes > UINT32_MAX) put(m, TCA_NETEM_RATE64, bytes);
-    tc_netem_rate rate{bytes > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(bytes), n.packet_overhead,
-                       n.cell_size, n.cell_overhead};
-    put(m, TCA_NETEM_RATE, rate);
-    put(m, TCA_NETEM_ECN, static_cast<std::uint32_t>(n.ecn ? 1 : 0));
-    tc_netem_slot slot{};
-    if (n.slot) {
-        slot.min_delay = n.slot->min_delay.count();
-        slot.max_delay = n.slot->max_delay.count();
-        slot.max_packets = static_cast<std::int32_t>(n.slot->packets);
-        slot.max_bytes = static_cast<std::int32_t>(n.slot->bytes);
-        slot.dist_delay = n.slot->dist_delay.count();
-        slot.dist_jitter = n.slot->dist_jitter.count();
-    }
-    put(m, TCA_NETEM_SLOT, slot);
+    if (w.rate64) put(m, TCA_NETEM_RATE64, *w.rate64);
+    put(m, TCA_NETEM_RATE, w.rate);
+    put(m, TCA_NETEM_ECN, w.ecn);
+    put(m, TCA_NETEM_SLOT, w.slot.value_or(tc_netem_slot{}));
 }
 
 Msg new_message(int type, int flags, int ifindex, std::uint32_t parent, std::uint32_t handle) {
@@ -299,15 +275,9 @@ std::vector<std::uint8_t> netem_options(const Netem& n, const Psched& psched, co
     if (!m) throw Error("encoding netem: out of memory");
     nlmsg_put(m.get(), 0, 0, RTM_NEWQDISC, 0, 0);
     nlattr* options = open_raw(m.get(), TCA_OPTIONS);
-    tc_netem_qopt q{};
-    q.latency = psched.ticks(n.delay);
-    q.jitter = psched.ticks(n.jitter);
-    q.limit = n.limit_packets;
-    q.loss = n.loss.model == Loss::Model::random ? probability(n.loss.probability) : 0;
-    q.gap = n.gap;
-    q.duplicate = probability(n.duplicate);
-    if (nlmsg_append(m.get(), &q, sizeof q, NLMSG_ALIGNTO) < 0) throw Error("encoding netem: out of memory");
-    netem_attributes(m.get(), n, table);
+    NetemWire w = to_wire(n, psched);
+    if (nlmsg_append(m.get(), &w.qopt, sizeof w.qopt, NLMSG_ALIGNTO) < 0) throw Error("encoding netem: out of memory");
+    netem_attributes(m.get(), w, table);
     close_raw(m.get(), options);
     const auto* begin = reinterpret_cast<const std::uint8_t*>(nla_data(options));
     return std::vector<std::uint8_t>(begin, begin + nla_len(options));

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/units.h"
+#include "netem/attributes.h"
 
 namespace wanlab::netem {
 namespace {
@@ -15,222 +16,16 @@ using config::Node;
 using config::Reader;
 using std::chrono::nanoseconds;
 
-// netem's qopt carries delay and jitter as u32 psched ticks of 64 ns (see dependency notes):
-// anything longer wraps. The kernel also caps jitter at INT_MAX ns.
-constexpr nanoseconds kMaxDelay{std::chrono::seconds(274)};  // 2^32 ticks of 64 ns = 274.9 s
-constexpr nanoseconds kMaxJitter{std::numeric_limits<std::int32_t>::max()};
 constexpr std::int64_t kU32Max = std::numeric_limits<std::uint32_t>::max();
-constexpr std::int64_t kS32Max = std::numeric_limits<std::int32_t>::max();
-constexpr std::int64_t kS32Min = std::numeric_limits<std::int32_t>::min();
 
-const std::vector<std::string> kDistributions{"normal", "pareto", "paretonormal", "experimental", "uniform"};
-const std::vector<std::string> kShapers{"netem", "tbf", "htb"};
-const std::vector<std::string> kQueues{"none", "pfifo", "bfifo", "fq_codel", "cake"};
-const std::vector<std::string> kLossModels{"random", "gemodel", "state"};
-
-void note(Direction& d, Reader& r, std::string_view key) {
-    if (r.has(key)) d.at[std::string(key)] = r.key_at(key);
-}
-
-void bounded_duration(Reader& r, std::string_view key, nanoseconds max, nanoseconds& out, Direction& d) {
-    auto v = r.duration(key);
-    if (!v) return;
-    note(d, r, key);
-    if (*v > max) {
-        r.diag().error(r.value_at(key), fmt::format("`{}` = {} is above the most netem can express ({})", key,
-                                                    units::format_duration(*v), units::format_duration(max)));
-        return;
-    }
-    out = *v;
-}
-
-void percent(Reader& r, std::string_view key, double& out, Direction& d) {
-    if (auto v = r.percent(key)) {
-        out = *v;
-        note(d, r, key);
-    }
-}
-
-void parse_loss_table(const Node& t, Loss& loss, Diagnostics& diag) {
-    Reader r(t, "`loss`", diag);
-    auto model = r.choice("model", kLossModels);
-    if (!r.has("model"))
-        diag.error(t.value_at, "`loss` as a table needs `model`: \"random\", \"gemodel\" or \"state\"");
-    auto get = [&](std::string_view key, double& out) {
-        if (auto v = r.percent(key)) out = *v;
-    };
-    if (model == "random") {
-        loss.model = Loss::Model::random;
-        get("p", loss.probability);
-        get("correlation", loss.correlation);
-    } else if (model == "gemodel") {
-        // tc: loss gemodel p [r [1-h [1-k]]]; r defaults to 1-p, 1-h to 100%, 1-k to 0%.
-        loss.model = Loss::Model::gemodel;
-        get("p", loss.probability);
-        loss.r = 1.0 - loss.probability;
-        loss.one_minus_h = 1.0;
-        get("r", loss.r);
-        get("1-h", loss.one_minus_h);
-        get("1-k", loss.one_minus_k);
-    } else if (model == "state") {
-        // tc: loss state p13 [p31 [p32 [p23 [p14]]]]; p31 defaults to 1-p13, p23 to 100%.
-        loss.model = Loss::Model::state;
-        get("p13", loss.probability);
-        loss.r = 1.0 - loss.probability;
-        loss.one_minus_k = 1.0;
-        get("p31", loss.r);
-        get("p32", loss.one_minus_h);
-        get("p23", loss.one_minus_k);
-        get("p14", loss.p14);
-    }
-    if (model && !r.has(model == "state" ? "p13" : "p"))
-        diag.error(t.value_at, fmt::format("`loss` model \"{}\" needs `{}`", *model, model == "state" ? "p13" : "p"));
-    // Without a valid model the other keys cannot be judged: say nothing about them.
-    if (!model)
-        for (const auto& m : t.members) r.raw(m.first);
-    r.finish();
-}
-
-void parse_loss(Reader& r, Direction& d) {
-    Loss& loss = d.netem.loss;
-    if (const Node* n = r.raw("loss")) {
-        note(d, r, "loss");
-        if (n->kind == Node::Kind::table) {
-            parse_loss_table(*n, loss, r.diag());
-        } else if (auto p = config::to_percent(*n, "loss", r.diag())) {
-            loss.model = Loss::Model::random;
-            loss.probability = *p;
-        }
-    }
-    if (auto c = r.percent("loss_correlation")) {
-        note(d, r, "loss_correlation");
-        loss.correlation = *c;
-    }
-}
-
-void parse_slot(Reader& r, Direction& d) {
-    const Node* t = r.table("slot");
-    if (!t) return;
-    note(d, r, "slot");
-    Reader s(*t, "`slot`", r.diag());
-    Slot slot;
-    if (auto v = s.duration("min_delay")) slot.min_delay = *v;
-    slot.max_delay = slot.min_delay;
-    if (auto v = s.duration("max_delay")) slot.max_delay = *v;
-    if (auto v = s.choice("distribution", {"normal", "pareto", "paretonormal", "experimental"})) slot.distribution = *v;
-    if (auto v = s.duration("delay")) slot.dist_delay = *v;
-    if (auto v = s.duration("jitter")) slot.dist_jitter = *v;
-    if (auto v = s.integer("packets", 0, kS32Max)) slot.packets = static_cast<std::uint32_t>(*v);
-    if (auto v = s.integer("bytes", 0, kS32Max)) slot.bytes = static_cast<std::uint32_t>(*v);
-    if (slot.max_delay < slot.min_delay)
-        r.diag().error(s.key_at("max_delay"), "`slot.max_delay` is below `slot.min_delay`");
-    if (!slot.distribution.empty() && s.has("min_delay"))
-        r.diag().error(s.key_at("distribution"),
-                       "`slot.distribution` and `slot.min_delay` exclude each other: a slot is either "
-                       "min_delay/max_delay or distribution/delay/jitter, as in tc");
-    if (slot.distribution.empty() && !s.has("min_delay"))
-        r.diag().error(t->value_at, "`slot` needs `min_delay` (or `distribution` with `delay` and `jitter`)");
-    s.finish();
-    d.netem.slot = slot;
-}
-
-void parse_limit(Reader& r, Direction& d) {
-    const Node* n = r.raw("limit");
-    if (!n) return;
-    note(d, r, "limit");
-    if (n->kind == Node::Kind::value && n->value->value_exact<std::string>() == std::optional<std::string>("auto"))
-        return;
-    if (n->kind == Node::Kind::value && n->value->is_integer()) {
-        if (auto v = config::to_integer(*n, "limit", 1, kU32Max, r.diag()))
-            d.netem.limit = static_cast<std::uint32_t>(*v);
-        return;
-    }
-    r.diag().error(n->value_at,
-                   fmt::format("`limit` must be \"auto\" or a number of packets, not {}", config::describe(*n)));
-}
-
-void parse_shaping(Reader& r, Direction& d) {
-    if (auto rate = r.rate("rate")) {
-        d.rate_bps = *rate;
-        note(d, r, "rate");
-    }
-    if (auto v = r.integer("packet_overhead", kS32Min, kS32Max)) {
-        d.netem.packet_overhead = static_cast<std::int32_t>(*v);
-        note(d, r, "packet_overhead");
-    }
-    if (auto v = r.integer("cell_size", 0, kU32Max)) {
-        d.netem.cell_size = static_cast<std::uint32_t>(*v);
-        note(d, r, "cell_size");
-    }
-    if (auto v = r.integer("cell_overhead", kS32Min, kS32Max)) {
-        d.netem.cell_overhead = static_cast<std::int32_t>(*v);
-        note(d, r, "cell_overhead");
-    }
-    if (auto s = r.choice("shaper", kShapers)) {
-        note(d, r, "shaper");
-        d.shaper = *s == "tbf" ? Shaper::tbf : *s == "htb" ? Shaper::htb : Shaper::netem;
-    }
-    if (auto q = r.choice("qdisc", kQueues)) {
-        note(d, r, "qdisc");
-        auto it = std::find(kQueues.begin(), kQueues.end(), *q);
-        d.queue = static_cast<Queue>(it - kQueues.begin());
-    }
-    if (const Node* n = r.raw("qdisc_limit")) {
-        note(d, r, "qdisc_limit");
-        if (d.queue == Queue::bfifo) {
-            if (auto v = config::to_size(*n, "qdisc_limit", r.diag())) d.queue_limit = *v;
-        } else if (auto v = config::to_integer(*n, "qdisc_limit", 1, kU32Max, r.diag())) {
-            d.queue_limit = static_cast<std::uint64_t>(*v);
-        }
-    }
-    if (d.shaper == Shaper::netem) d.netem.rate_bps = d.rate_bps;
-}
-
-// Every per-direction key. Called on the merged direction table for values, and on each
-// written table (link, up, down) to learn which keys exist.
+// Every per-direction key, row by row (netem/attributes.h). Called on the merged direction
+// table for values, and on each written table (link, up, down) to learn which keys exist.
 void parse_fields(Reader& r, Direction& d) {
+    for (const auto& a : attributes()) a.parse(a, r, d);
     Netem& n = d.netem;
-    bounded_duration(r, "delay", kMaxDelay, n.delay, d);
-    bounded_duration(r, "jitter", kMaxJitter, n.jitter, d);
-    percent(r, "correlation", n.delay_correlation, d);
-    if (const Node* dist = r.raw("distribution")) {
-        note(d, r, "distribution");
-        if (auto s = dist->kind == Node::Kind::value ? dist->value->value_exact<std::string>() : std::nullopt) {
-            bool path = s->find('/') != std::string::npos || s->ends_with(".dist");
-            if (!path && std::find(kDistributions.begin(), kDistributions.end(), *s) == kDistributions.end()) {
-                auto guess = did_you_mean(*s, kDistributions);
-                r.diag().error(dist->value_at,
-                               fmt::format("`distribution` = \"{}\" is not one of normal, pareto, paretonormal, "
-                                           "experimental, uniform, nor a path to a .dist table{}",
-                                           *s, guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess)));
-            } else {
-                n.distribution = *s == "uniform" ? "" : *s;
-            }
-        } else {
-            r.diag().error(dist->value_at,
-                           fmt::format("`distribution` must be a string, not {}", config::describe(*dist)));
-        }
-    }
-    parse_loss(r, d);
-    percent(r, "duplicate", n.duplicate, d);
-    percent(r, "duplicate_correlation", n.duplicate_correlation, d);
-    percent(r, "reorder", n.reorder, d);
-    percent(r, "reorder_correlation", n.reorder_correlation, d);
-    if (auto g = r.integer("gap", 1, kU32Max)) {
-        n.gap = static_cast<std::uint32_t>(*g);
-        note(d, r, "gap");
-    }
-    percent(r, "corrupt", n.corrupt, d);
-    percent(r, "corrupt_correlation", n.corrupt_correlation, d);
     // tc sends gap 1 when reordering without a gap; with gap 0 the kernel reorders nothing.
     if (n.reorder > 0 && n.gap == 0) n.gap = 1;
-    parse_shaping(r, d);
-    parse_slot(r, d);
-    if (auto e = r.boolean("ecn")) {
-        n.ecn = *e;
-        note(d, r, "ecn");
-    }
-    parse_limit(r, d);
+    if (d.shaper == Shaper::netem) n.rate_bps = d.rate_bps;
 }
 
 // Reads one written table ([link], [link.up] or [link.down]) on its own, reporting every

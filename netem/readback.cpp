@@ -37,146 +37,42 @@ bool read(const Attrs& a, int type, T& out) {
     return true;
 }
 
-double fraction(std::uint32_t p) { return static_cast<double>(p) / UINT32_MAX; }
-
-void probability_field(std::vector<Mismatch>& out, const char* field, double asked, double kernel) {
-    if (probability(asked) != probability(kernel))
-        out.push_back({field, units::format_percent(asked), units::format_percent(kernel)});
-}
-
-void duration_field(std::vector<Mismatch>& out, const char* field, std::chrono::nanoseconds asked,
-                    std::chrono::nanoseconds kernel) {
-    // qopt carries 64 ns ticks: anything within one tick is the same setting.
-    if (std::llabs((asked - kernel).count()) > 64)
-        out.push_back({field, units::format_duration(asked), units::format_duration(kernel)});
-}
-
-template <class T>
-void exact_field(std::vector<Mismatch>& out, const char* field, T asked, T kernel) {
-    if (asked != kernel) out.push_back({field, fmt::format("{}", asked), fmt::format("{}", kernel)});
-}
-
 }  // namespace
 
 Netem decode_netem(const std::vector<std::uint8_t>& options, const Psched& psched) {
-    Netem n;
-    if (options.size() < sizeof(tc_netem_qopt)) return n;
-    tc_netem_qopt q;
-    std::memcpy(&q, options.data(), sizeof q);
-    auto ticks_to_ns = [&](std::uint32_t t) {
-        return std::chrono::nanoseconds{static_cast<std::int64_t>(std::llround(t / psched.ticks_per_usec * 1000.0))};
-    };
-    n.delay = ticks_to_ns(q.latency);
-    n.jitter = ticks_to_ns(q.jitter);
-    n.limit_packets = q.limit;
-    n.limit = q.limit;
-    n.gap = q.gap;
-    n.duplicate = fraction(q.duplicate);
-    if (q.loss) {
-        n.loss.model = Loss::Model::random;
-        n.loss.probability = fraction(q.loss);
-    }
+    if (options.size() < sizeof(tc_netem_qopt)) return Netem{};
+    NetemWire w;
+    std::memcpy(&w.qopt, options.data(), sizeof w.qopt);
     std::size_t start = NLA_ALIGN(sizeof(tc_netem_qopt));
     Attrs a = start < options.size() ? parse_attrs(options.data() + start, options.size() - start) : Attrs{};
     std::int64_t ns;
-    if (read(a, TCA_NETEM_LATENCY64, ns)) n.delay = std::chrono::nanoseconds{ns};
-    if (read(a, TCA_NETEM_JITTER64, ns)) n.jitter = std::chrono::nanoseconds{ns};
-    tc_netem_corr corr{};
-    if (read(a, TCA_NETEM_CORR, corr)) {
-        n.delay_correlation = fraction(corr.delay_corr);
-        n.loss.correlation = fraction(corr.loss_corr);
-        n.duplicate_correlation = fraction(corr.dup_corr);
-    }
-    tc_netem_reorder reorder{};
-    if (read(a, TCA_NETEM_REORDER, reorder)) {
-        n.reorder = fraction(reorder.probability);
-        n.reorder_correlation = fraction(reorder.correlation);
-    }
-    tc_netem_corrupt corrupt{};
-    if (read(a, TCA_NETEM_CORRUPT, corrupt)) {
-        n.corrupt = fraction(corrupt.probability);
-        n.corrupt_correlation = fraction(corrupt.correlation);
-    }
-    tc_netem_rate rate{};
-    if (read(a, TCA_NETEM_RATE, rate)) {
-        n.rate_bps = static_cast<std::uint64_t>(rate.rate) * 8;
-        n.packet_overhead = rate.packet_overhead;
-        n.cell_size = rate.cell_size;
-        n.cell_overhead = rate.cell_overhead;
-    }
+    if (read(a, TCA_NETEM_LATENCY64, ns)) w.latency64 = ns;
+    if (read(a, TCA_NETEM_JITTER64, ns)) w.jitter64 = ns;
+    read(a, TCA_NETEM_CORR, w.corr);
+    read(a, TCA_NETEM_REORDER, w.reorder);
+    read(a, TCA_NETEM_CORRUPT, w.corrupt);
+    read(a, TCA_NETEM_RATE, w.rate);
     std::uint64_t rate64;
-    if (read(a, TCA_NETEM_RATE64, rate64)) n.rate_bps = rate64 * 8;
-    std::uint32_t ecn;
-    if (read(a, TCA_NETEM_ECN, ecn)) n.ecn = ecn != 0;
+    if (read(a, TCA_NETEM_RATE64, rate64)) w.rate64 = rate64;
+    read(a, TCA_NETEM_ECN, w.ecn);
     if (auto it = a.find(TCA_NETEM_LOSS); it != a.end()) {
         Attrs loss = parse_attrs(it->second.data(), it->second.size());
         tc_netem_gemodel ge;
         tc_netem_gimodel gi;
-        if (read(loss, NETEM_LOSS_GE, ge)) {
-            n.loss =
-                Loss{Loss::Model::gemodel, fraction(ge.p), 0, fraction(ge.r), 1.0 - fraction(ge.h), fraction(ge.k1), 0};
-        } else if (read(loss, NETEM_LOSS_GI, gi)) {
-            n.loss = Loss{Loss::Model::state, fraction(gi.p13), 0, fraction(gi.p31), fraction(gi.p32),
-                          fraction(gi.p23),   fraction(gi.p14)};
-        }
+        if (read(loss, NETEM_LOSS_GE, ge))
+            w.gemodel = ge;
+        else if (read(loss, NETEM_LOSS_GI, gi))
+            w.gimodel = gi;
     }
     tc_netem_slot slot;
-    if (read(a, TCA_NETEM_SLOT, slot) && (slot.min_delay || slot.max_delay || slot.dist_jitter)) {
-        Slot s;
-        s.min_delay = std::chrono::nanoseconds{slot.min_delay};
-        s.max_delay = std::chrono::nanoseconds{slot.max_delay};
-        // The kernel reports "unlimited" as INT_MAX.
-        s.packets = slot.max_packets == INT32_MAX ? 0 : static_cast<std::uint32_t>(slot.max_packets);
-        s.bytes = slot.max_bytes == INT32_MAX ? 0 : static_cast<std::uint32_t>(slot.max_bytes);
-        s.dist_delay = std::chrono::nanoseconds{slot.dist_delay};
-        s.dist_jitter = std::chrono::nanoseconds{slot.dist_jitter};
-        n.slot = s;
-    }
-    return n;
+    if (read(a, TCA_NETEM_SLOT, slot)) w.slot = slot;
+    return from_wire(w, psched);
 }
 
-std::vector<Mismatch> compare_netem(const Netem& asked, const Netem& k) {
+std::vector<Mismatch> compare_netem(const Netem& asked, const Netem& kernel) {
     std::vector<Mismatch> out;
-    duration_field(out, "delay", asked.delay, k.delay);
-    duration_field(out, "jitter", asked.jitter, k.jitter);
-    probability_field(out, "correlation", asked.delay_correlation, k.delay_correlation);
-    exact_field(out, "limit", asked.limit_packets, k.limit_packets);
-    if (asked.loss.model != k.loss.model && !(asked.loss.model == Loss::Model::random && asked.loss.probability == 0))
-        out.push_back({"loss model", to_string(asked.loss.model), to_string(k.loss.model)});
-    probability_field(out, "loss", asked.loss.probability, k.loss.probability);
-    if (asked.loss.model == Loss::Model::random)
-        probability_field(out, "loss_correlation", asked.loss.correlation, k.loss.correlation);
-    if (asked.loss.model == Loss::Model::gemodel || asked.loss.model == Loss::Model::state) {
-        probability_field(out, asked.loss.model == Loss::Model::gemodel ? "loss r" : "loss p31", asked.loss.r,
-                          k.loss.r);
-        probability_field(out, asked.loss.model == Loss::Model::gemodel ? "loss 1-h" : "loss p32",
-                          asked.loss.one_minus_h, k.loss.one_minus_h);
-        probability_field(out, asked.loss.model == Loss::Model::gemodel ? "loss 1-k" : "loss p23",
-                          asked.loss.one_minus_k, k.loss.one_minus_k);
-        if (asked.loss.model == Loss::Model::state) probability_field(out, "loss p14", asked.loss.p14, k.loss.p14);
-    }
-    probability_field(out, "duplicate", asked.duplicate, k.duplicate);
-    probability_field(out, "duplicate_correlation", asked.duplicate_correlation, k.duplicate_correlation);
-    probability_field(out, "reorder", asked.reorder, k.reorder);
-    probability_field(out, "reorder_correlation", asked.reorder_correlation, k.reorder_correlation);
-    exact_field(out, "gap", asked.gap, k.gap);
-    probability_field(out, "corrupt", asked.corrupt, k.corrupt);
-    probability_field(out, "corrupt_correlation", asked.corrupt_correlation, k.corrupt_correlation);
-    // netem's rate travels as bytes per second: compare at that resolution.
-    if (asked.rate_bps / 8 != k.rate_bps / 8)
-        out.push_back({"rate", units::format_rate(asked.rate_bps), units::format_rate(k.rate_bps)});
-    exact_field(out, "packet_overhead", asked.packet_overhead, k.packet_overhead);
-    exact_field(out, "cell_size", asked.cell_size, k.cell_size);
-    exact_field(out, "cell_overhead", asked.cell_overhead, k.cell_overhead);
-    exact_field(out, "ecn", asked.ecn, k.ecn);
-    if (asked.slot.has_value() != k.slot.has_value()) {
-        out.push_back({"slot", asked.slot ? "set" : "none", k.slot ? "set" : "none"});
-    } else if (asked.slot) {
-        duration_field(out, "slot.min_delay", asked.slot->min_delay, k.slot->min_delay);
-        duration_field(out, "slot.max_delay", asked.slot->max_delay, k.slot->max_delay);
-        exact_field(out, "slot.packets", asked.slot->packets, k.slot->packets);
-        exact_field(out, "slot.bytes", asked.slot->bytes, k.slot->bytes);
-    }
+    for (const auto& a : attributes())
+        if (a.compare) a.compare(a, asked, kernel, out);
     return out;
 }
 

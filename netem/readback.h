@@ -10,23 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "netem/attributes.h"
 #include "netem/encode.h"
 #include "netem/kernel.h"
 
 namespace wanlab::netem {
-
-struct Mismatch {
-    std::string field;
-    std::string asked;
-    std::string kernel;
-};
 
 /// Netem settings from a dumped TCA_OPTIONS payload, in Netem's units. Probabilities are
 /// decoded from u32 (so compare with probability() of the asked value, not ==).
 Netem decode_netem(const std::vector<std::uint8_t>& options, const Psched& psched);
 
 /// Every netem field where the kernel differs from `asked` beyond its resolution (one
-/// psched tick for times, one u32 step for probabilities).
+/// psched tick for times, one u32 step for probabilities), in attribute row order.
 std::vector<Mismatch> compare_netem(const Netem& asked, const Netem& kernel);
 
 /// The rate in bit/s of a dumped tbf qdisc or htb class, 0 if absent.

@@ -5,47 +5,10 @@
 #include <fmt/format.h>
 
 #include "core/units.h"
+#include "netem/attributes.h"
 
 namespace wanlab::netem {
 namespace {
-
-using units::format_duration;
-using units::format_percent;
-
-void percent_with_correlation(std::string& out, const char* word, double p, double corr) {
-    out += fmt::format(" {} {}", word, format_percent(p));
-    if (corr > 0) out += " " + format_percent(corr);
-}
-
-std::string loss_arguments(const Netem& n) {
-    const Loss& l = n.loss;
-    switch (l.model) {
-        case Loss::Model::random: {
-            std::string out = " loss random " + format_percent(l.probability);
-            if (l.correlation > 0) out += " " + format_percent(l.correlation);
-            return out;
-        }
-        case Loss::Model::gemodel:
-            return fmt::format(" loss gemodel {} {} {} {}", format_percent(l.probability), format_percent(l.r),
-                               format_percent(l.one_minus_h), format_percent(l.one_minus_k));
-        case Loss::Model::state:
-            return fmt::format(" loss state {} {} {} {} {}", format_percent(l.probability), format_percent(l.r),
-                               format_percent(l.one_minus_h), format_percent(l.one_minus_k), format_percent(l.p14));
-        default: return {};
-    }
-}
-
-std::string slot_arguments(const Slot& s) {
-    std::string out = " slot";
-    if (s.distribution.empty())
-        out += fmt::format(" {} {}", format_duration(s.min_delay), format_duration(s.max_delay));
-    else
-        out += fmt::format(" distribution {} {} {}", s.distribution, format_duration(s.dist_delay),
-                           format_duration(s.dist_jitter));
-    if (s.packets) out += fmt::format(" packets {}", s.packets);
-    if (s.bytes) out += fmt::format(" bytes {}", s.bytes);
-    return out;
-}
 
 // tbf needs a bucket of at least one MTU-sized packet; 1 ms worth of tokens (at least two
 // MTUs) keeps the burst small against the delays a WAN lab configures.
@@ -71,31 +34,15 @@ std::string u32_match(const Filter& f) {
 
 }  // namespace
 
-std::string netem_arguments(const Netem& n) {
-    std::string out = fmt::format("limit {}", n.limit_packets);
-    if (n.delay.count() || n.jitter.count()) {
-        out += " delay " + format_duration(n.delay);
-        if (n.jitter.count()) {
-            out += " " + format_duration(n.jitter);
-            if (n.delay_correlation > 0) out += " " + format_percent(n.delay_correlation);
-        }
-        if (!n.distribution.empty()) out += " distribution " + n.distribution;
-    }
-    out += loss_arguments(n);
-    if (n.ecn) out += " ecn";
-    if (n.corrupt > 0) percent_with_correlation(out, "corrupt", n.corrupt, n.corrupt_correlation);
-    if (n.duplicate > 0) percent_with_correlation(out, "duplicate", n.duplicate, n.duplicate_correlation);
-    if (n.reorder > 0) {
-        percent_with_correlation(out, "reorder", n.reorder, n.reorder_correlation);
-        if (n.gap) out += fmt::format(" gap {}", n.gap);
-    }
-    if (n.rate_bps) {
-        out += " rate " + units::format_rate(n.rate_bps);
-        if (n.packet_overhead || n.cell_size || n.cell_overhead)
-            out += fmt::format(" {} {} {}", n.packet_overhead, n.cell_size, n.cell_overhead);
-    }
-    if (n.slot) out += slot_arguments(*n.slot);
-    return out;
+std::string netem_arguments(const Netem& n, std::initializer_list<std::string_view> except) {
+    std::vector<const Attribute*> rows;
+    for (const auto& a : attributes())
+        if (a.tc_rank >= 0 && std::find(except.begin(), except.end(), a.key) == except.end()) rows.push_back(&a);
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const Attribute* x, const Attribute* y) { return x->tc_rank < y->tc_rank; });
+    std::string out;
+    for (const auto* a : rows) a->tc(n, out);
+    return out.empty() ? out : out.substr(1);  // each row writes " word ..."
 }
 
 std::vector<std::string> tc_commands(const Direction& d, const std::string& dev, const std::string& prefix,

@@ -12,7 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "netem/link_spec.h"
@@ -27,9 +29,10 @@ struct Filter {
     std::uint64_t line_rate_bps = 10'000'000'000;  ///< rate of the unimpaired htb classes
 };
 
-/// The netem arguments as tc spells them: "delay 20ms 2ms 25% distribution normal loss
-/// random 1% limit 1000".
-std::string netem_arguments(const Netem& n);
+/// The netem arguments as tc spells them, in tc's order (netem/attributes.h): "limit 1000
+/// delay 20ms 2ms 25% distribution normal loss random 1%". `except` leaves out the
+/// arguments of these keys ("limit", "rate").
+std::string netem_arguments(const Netem& n, std::initializer_list<std::string_view> except = {});
 
 /// `tc qdisc replace dev DEV ...` lines building the whole tree, in order. `prefix` goes in
 /// front of each (e.g. "ip netns exec wanlab-RUN-router "). `mtu` sizes the tbf burst.

@@ -1,0 +1,87 @@
+// The per-direction [link] keys, one row each in one table. Every face of a key comes from its
+// row: how it is read from a [link] table, put into and read out of the kernel's netem
+// options, compared after read-back, printed as tc arguments and as plan JSON, and offered as
+// a `wanlab link` flag. Adding a netem attribute is one row here (and, if the kernel carries
+// it in a struct wanlab does not send yet, one field of NetemWire and its line in
+// encode.cpp's serializer and readback.cpp's parser).
+//
+// Contract: rows are in the order keys are parsed and read-back mismatches are reported;
+// tc_rank orders the tc arguments as tc prints them. A face is null where the key has none:
+// shaper, qdisc and qdisc_limit build qdiscs of their own below netem (encode.h), a
+// distribution table is never dumped by the kernel, and tc prints some values only as
+// positional arguments of another key (jitter and correlation after delay, the overheads
+// after rate, gap after reorder), whose tc face prints them. Pure; thread-safe.
+#pragma once
+
+#include <linux/pkt_sched.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/config.h"
+#include "netem/encode.h"
+#include "netem/link_spec.h"
+
+namespace wanlab::netem {
+
+/// The longest delay netem's qopt can carry: 2^32 psched ticks of 64 ns are 274.9 s.
+inline constexpr std::chrono::nanoseconds kMaxDelay{std::chrono::seconds(274)};
+
+/// A field where the kernel holds something other than what was asked.
+struct Mismatch {
+    std::string field;
+    std::string asked;
+    std::string kernel;
+};
+
+/// The kernel's netem options as the structs they travel in: what encode.cpp serializes
+/// after qopt and readback.cpp parses out of a dump.
+struct NetemWire {
+    tc_netem_qopt qopt{};
+    tc_netem_corr corr{};
+    tc_netem_reorder reorder{};
+    tc_netem_corrupt corrupt{};
+    std::optional<tc_netem_gemodel> gemodel;  ///< TCA_NETEM_LOSS / NETEM_LOSS_GE
+    std::optional<tc_netem_gimodel> gimodel;  ///< TCA_NETEM_LOSS / NETEM_LOSS_GI
+    tc_netem_rate rate{};
+    std::optional<std::uint64_t> rate64;  ///< bytes/s; sent only above UINT32_MAX
+    std::uint32_t ecn = 0;
+    std::optional<tc_netem_slot> slot;     ///< always sent (zero without a slot)
+    std::optional<std::int64_t> latency64;  ///< ns; dumped by the kernel, never sent (as tc)
+    std::optional<std::int64_t> jitter64;
+};
+
+struct Attribute {
+    const char* key;  ///< the [link] key, the `wanlab link --KEY` flag, the plan JSON key
+    bool flag;        ///< offered as a `wanlab link` flag (tables such as slot are not)
+    int tc_rank;      ///< position among netem's tc arguments; -1: printed by another row
+    /// Reads the key from a [link] table into `d` (values in base units, located errors).
+    void (*parse)(const Attribute& self, config::Reader& r, Direction& d);
+    /// Puts the value into the kernel's structs.
+    void (*encode)(const Netem& n, const Psched& psched, NetemWire& w);
+    /// Reads it back out of a dump.
+    void (*decode)(const NetemWire& w, const Psched& psched, Netem& n);
+    /// Appends a Mismatch when the kernel's value differs beyond its resolution.
+    void (*compare)(const Attribute& self, const Netem& asked, const Netem& kernel, std::vector<Mismatch>& out);
+    /// Appends " word value..." as tc writes it (nothing when unset).
+    void (*tc)(const Netem& n, std::string& out);
+    /// Sets the key (and any companion key) in a direction's plan JSON, in base units.
+    void (*json)(const Attribute& self, const Direction& d, nlohmann::json& j);
+};
+
+/// Every per-direction [link] key, in parse order.
+std::span<const Attribute> attributes();
+
+/// The kernel's structs for `n` (every row's encode face).
+NetemWire to_wire(const Netem& n, const Psched& psched);
+/// The Netem a dump holds (every row's decode face).
+Netem from_wire(const NetemWire& w, const Psched& psched);
+
+}  // namespace wanlab::netem
