@@ -25,6 +25,7 @@
 #include "lab/link.h"
 #include "lab/netns.h"
 #include "lab/topology.h"
+#include "probes/human.h"
 #include "probes/probe.h"
 #include "probes/probe_spec.h"
 
@@ -58,34 +59,15 @@ probes::ProbeSpec resolve(const Options& o) {
     return spec;
 }
 
-std::string human(probes::Unit unit, double v) {
-    if (std::isnan(v)) return "-";
-    switch (unit) {
-        case probes::Unit::bits_per_second:
-            if (v >= 1e9) return fmt::format("{:.2f} Gbit/s", v / 1e9);
-            if (v >= 1e6) return fmt::format("{:.2f} Mbit/s", v / 1e6);
-            return fmt::format("{:.1f} kbit/s", v / 1e3);
-        case probes::Unit::seconds:
-            if (v >= 1) return fmt::format("{:.3f} s", v);
-            if (v >= 1e-3) return fmt::format("{:.3f} ms", v * 1e3);
-            return fmt::format("{:.1f} us", v * 1e6);
-        case probes::Unit::fraction: return fmt::format("{:.2f}%", v * 100);
-        case probes::Unit::count: return fmt::format("{:.0f}", v);
-        case probes::Unit::per_second: return fmt::format("{:.0f}/s", v);
-        case probes::Unit::bytes: return units::format_size(static_cast<std::uint64_t>(v));
-    }
-    return fmt::format("{}", v);
-}
-
 void print_human(const probes::ProbeKind& kind, const probes::ProbeResult& r) {
     std::printf("%s (%s)\n", kind.name, r.tool.c_str());
     // The kind's table first, in its order; then the extra metrics the probe added.
     for (const auto& m : kind.metrics)
         if (auto it = r.metrics.find(m.name); it != r.metrics.end())
-            std::printf("  %-24s %s\n", m.name, human(m.unit, it->second).c_str());
+            std::printf("  %-24s %s\n", m.name, probes::human(m.unit, it->second).c_str());
     for (const auto& [name, value] : r.metrics)
         if (const auto* m = probes::describe_metric(kind, name); m && !probes::find_metric(kind, name))
-            std::printf("  %-24s %s\n", name.c_str(), human(m->unit, value).c_str());
+            std::printf("  %-24s %s\n", name.c_str(), probes::human(m->unit, value).c_str());
     if (!r.connections.empty()) {
         std::printf("  connections:\n");
         for (const auto& c : r.connections) {
@@ -97,11 +79,14 @@ void print_human(const probes::ProbeKind& kind, const probes::ProbeResult& r) {
             std::printf(
                 "    %-8s %-6s %s, retrans %s, rtt %s, cwnd %s, delivery %s, rwnd-limited %s, sndbuf-limited %s, "
                 "rcvbuf %s\n",
-                c.direction.c_str(), c.congestion_control.c_str(), human(U::bits_per_second, get("throughput")).c_str(),
-                human(U::count, get("retransmits")).c_str(), human(U::seconds, get("rtt")).c_str(),
-                human(U::count, get("cwnd")).c_str(), human(U::bits_per_second, get("delivery_rate")).c_str(),
-                human(U::fraction, get("rwnd_limited")).c_str(), human(U::fraction, get("sndbuf_limited")).c_str(),
-                human(U::bytes, get("rcvbuf_granted")).c_str());
+                c.direction.c_str(), c.congestion_control.c_str(),
+                probes::human(U::bits_per_second, get("throughput")).c_str(),
+                probes::human(U::count, get("retransmits")).c_str(), probes::human(U::seconds, get("rtt")).c_str(),
+                probes::human(U::count, get("cwnd")).c_str(),
+                probes::human(U::bits_per_second, get("delivery_rate")).c_str(),
+                probes::human(U::fraction, get("rwnd_limited")).c_str(),
+                probes::human(U::fraction, get("sndbuf_limited")).c_str(),
+                probes::human(U::bytes, get("rcvbuf_granted")).c_str());
         }
     }
     if (auto s = r.samples.find("throughput"); s != r.samples.end()) {

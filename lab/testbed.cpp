@@ -38,8 +38,7 @@ public:
     }
 
     void prepare(const LabSpec& lab) override {
-        if (lab.mtu == built_.mtu && lab.offloads == built_.offloads && lab.queue_length == built_.queue_length)
-            return;
+        if (lab.mtu == built_.mtu && lab.offloads == built_.offloads && lab.queue_length == built_.queue_length) return;
         // A [lab] key the links are made with (a sweep of lab.mtu): the lab is built again,
         // under the same names, with the trial's; its sysctls and qdiscs follow.
         up_.reset();
@@ -171,8 +170,8 @@ void check_testbed(const std::vector<Trial>& trials, bool force) {
     refuse_if_ssh("", lab.dev, lab.target, lab.port, force);
     if (any_down(trials)) {
         if (auto why = netem::ifb_autoload_problem(); !why.empty())
-            throw InputError(fmt::format(
-                "[link.down] in host mode redirects the target's packets through an ifb device: {}", why));
+            throw InputError(
+                fmt::format("[link.down] in host mode redirects the target's packets through an ifb device: {}", why));
     }
 }
 

@@ -14,7 +14,7 @@
 namespace wanlab::report {
 namespace {
 
-using detail::human;
+using probes::human;
 
 struct Cell {
     const results::Trial* trial = nullptr;

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "probes/human.h"
 #include "probes/probe_spec.h"
 #include "report/report.h"
 
@@ -30,8 +31,6 @@ double binomial_half_cdf(std::size_t n, std::size_t k);
 
 // --- formatting (format.cpp) ------------------------------------------------------------
 
-/// A value in its unit for people: "157.20 Mbit/s", "40.12 ms", "92.0%", "416 KiB"; "-" for NaN.
-std::string human(probes::Unit unit, double v);
 /// "157.20 Mbit/s [150.10, 160.20]": the interval in the median's scale; "-" with no values.
 std::string human_ci(probes::Unit unit, const Summary& s);
 /// Bytes with a binary prefix: "208 KiB", "2.4 MiB".

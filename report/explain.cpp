@@ -112,10 +112,10 @@ void buffer_limits(std::vector<std::string>& out, const results::Trial& t, const
                    const Measurements& ms) {
     // The configured RTT is what the cap is about; without one, the RTT TCP measured.
     double rtt = t.link_rtt;
-    std::string rtt_text = detail::human(Unit::seconds, rtt);
+    std::string rtt_text = probes::human(Unit::seconds, rtt);
     if (!(rtt > 0)) {
         rtt = metric_median(ms, "rtt");
-        rtt_text = detail::human(Unit::seconds, rtt) + " measured";
+        rtt_text = probes::human(Unit::seconds, rtt) + " measured";
     }
     for (const auto& limit : kLimits) {
         std::vector<double> shares;
@@ -130,10 +130,10 @@ void buffer_limits(std::vector<std::string>& out, const results::Trial& t, const
         if (buffer > 0 && rtt > 0)
             s += fmt::format(": {} of {} (about {} of window) caps one stream near {} at this RTT ({})", limit.buffer,
                              detail::human_bytes(buffer), detail::human_bytes(buffer / 2),
-                             detail::human(Unit::bits_per_second, buffer / 2 * 8 / rtt), rtt_text);
+                             probes::human(Unit::bits_per_second, buffer / 2 * 8 / rtt), rtt_text);
         if (double tput = metric_median(ms, "throughput"); std::isfinite(tput)) {
             auto n = streams(ms);
-            s += fmt::format("; measured {}{}", detail::human(Unit::bits_per_second, tput),
+            s += fmt::format("; measured {}{}", probes::human(Unit::bits_per_second, tput),
                              n > 1 ? fmt::format(" over {} streams", n) : "");
         }
         out.push_back(s + flag(t));
@@ -243,7 +243,7 @@ void bdp_advice(std::vector<std::string>& out, const results::RunData& data, con
         }
     if (set.empty()) return;
     auto s = fmt::format("{}: bandwidth-delay product {} x {} = {} ({:.0f} bytes)", where(t),
-                         detail::human(Unit::bits_per_second, t.link_rate), detail::human(Unit::seconds, t.link_rtt),
+                         probes::human(Unit::bits_per_second, t.link_rate), probes::human(Unit::seconds, t.link_rtt),
                          detail::human_bytes(bdp), bdp);
     auto list = [](const std::vector<std::string>& v) {
         std::string joined;

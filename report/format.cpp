@@ -5,76 +5,21 @@
 
 #include <fmt/format.h>
 
+#include "probes/human.h"
 #include "report/detail.h"
 
 namespace wanlab::report::detail {
-namespace {
-
-// How a value and its interval are written: divided by `divisor`, `decimals` places, then
-// `suffix`. Chosen from the median, so the interval's bounds read in the same scale.
-struct Scale {
-    double divisor = 1;
-    int decimals = 0;
-    const char* suffix = "";
-};
-
-bool integral(double v) { return std::fabs(v - std::round(v)) < 1e-9 * std::max(1.0, std::fabs(v)); }
-
-Scale bytes_scale(double v) {
-    double a = std::fabs(v);
-    Scale s;
-    if (a >= 1024.0 * 1024 * 1024)
-        s = {1024.0 * 1024 * 1024, 1, " GiB"};
-    else if (a >= 1024.0 * 1024)
-        s = {1024.0 * 1024, 1, " MiB"};
-    else if (a >= 1024)
-        s = {1024, 1, " KiB"};
-    else
-        s = {1, 0, " B"};
-    if (integral(v / s.divisor)) s.decimals = 0;  // "208 KiB", as sysctl users think of 212992
-    return s;
-}
-
-Scale scale_for(probes::Unit unit, double v) {
-    double a = std::fabs(v);
-    switch (unit) {
-        case probes::Unit::bits_per_second:
-            if (a >= 1e9) return {1e9, 2, " Gbit/s"};
-            if (a >= 1e6) return {1e6, 2, " Mbit/s"};
-            if (a >= 1e3) return {1e3, 1, " kbit/s"};
-            return {1, 0, " bit/s"};
-        case probes::Unit::seconds:
-            if (a >= 1) return {1, 3, " s"};
-            if (a >= 1e-3) return {1e-3, 2, " ms"};
-            return {1e-6, 1, " us"};
-        // Loss and limited-time shares span 0.01% to 100%: keep two significant places.
-        case probes::Unit::fraction: return {0.01, a >= 0.1 || a == 0 ? 1 : a >= 0.001 ? 2 : 3, "%"};
-        case probes::Unit::count: return {1, integral(v) ? 0 : 1, ""};
-        case probes::Unit::per_second: return {1, a >= 100 ? 0 : 2, "/s"};
-        case probes::Unit::bytes: return bytes_scale(v);
-    }
-    return {};
-}
-
-std::string number_in(const Scale& s, double v) { return fmt::format("{:.{}f}", v / s.divisor, s.decimals); }
-
-}  // namespace
-
-std::string human(probes::Unit unit, double v) {
-    if (std::isnan(v)) return "-";
-    auto s = scale_for(unit, v);
-    return number_in(s, v) + s.suffix;
-}
+namespace {}  // namespace
 
 std::string human_ci(probes::Unit unit, const Summary& s) {
     if (s.n == 0 || std::isnan(s.median)) return "-";
-    auto scale = scale_for(unit, s.median);
-    std::string text = number_in(scale, s.median) + scale.suffix;
-    if (!std::isnan(s.low)) text += fmt::format(" [{}, {}]", number_in(scale, s.low), number_in(scale, s.high));
+    auto scale = probes::scale_for(unit, s.median);
+    std::string text = scale.number(s.median) + scale.suffix;
+    if (!std::isnan(s.low)) text += fmt::format(" [{}, {}]", scale.number(s.low), scale.number(s.high));
     return text;
 }
 
-std::string human_bytes(double bytes) { return human(probes::Unit::bytes, bytes); }
+std::string human_bytes(double bytes) { return probes::human(probes::Unit::bytes, bytes); }
 
 std::string signed_percent(double fraction) {
     if (!std::isfinite(fraction)) return "-";

@@ -341,7 +341,7 @@ std::vector<detail::TextTable> pivot_tables(const Model& m) {
             for (const auto& c : g.columns) {
                 auto it = g.cells.find({r, c});
                 row.push_back(it == g.cells.end() ? "-"
-                                                  : flagged(it->second, detail::human(u, it->second.summary.median)));
+                                                  : flagged(it->second, probes::human(u, it->second.summary.median)));
             }
             t.add(row);
         }
