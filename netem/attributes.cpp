@@ -76,9 +76,10 @@ void parse_distribution(Reader& r, Direction& d) {
     bool path = s->find('/') != std::string::npos || s->ends_with(".dist");
     if (!path && std::find(kDistributions.begin(), kDistributions.end(), *s) == kDistributions.end()) {
         auto guess = did_you_mean(*s, kDistributions);
-        r.diag().error(dist->value_at, fmt::format("`distribution` = \"{}\" is not one of normal, pareto, paretonormal, "
-                                                   "experimental, uniform, nor a path to a .dist table{}",
-                                                   *s, guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess)));
+        r.diag().error(dist->value_at,
+                       fmt::format("`distribution` = \"{}\" is not one of normal, pareto, paretonormal, "
+                                   "experimental, uniform, nor a path to a .dist table{}",
+                                   *s, guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess)));
         return;
     }
     d.netem.distribution = *s == "uniform" ? "" : *s;
@@ -87,7 +88,8 @@ void parse_distribution(Reader& r, Direction& d) {
 void parse_loss_table(const Node& t, Loss& loss, Diagnostics& diag) {
     Reader r(t, "`loss`", diag);
     auto model = r.choice("model", kLossModels);
-    if (!r.has("model")) diag.error(t.value_at, "`loss` as a table needs `model`: \"random\", \"gemodel\" or \"state\"");
+    if (!r.has("model"))
+        diag.error(t.value_at, "`loss` as a table needs `model`: \"random\", \"gemodel\" or \"state\"");
     auto get = [&](std::string_view key, double& out) {
         if (auto v = r.percent(key)) out = *v;
     };
@@ -169,7 +171,8 @@ void parse_limit(const Attribute&, Reader& r, Direction& d) {
     if (n->kind == Node::Kind::value && n->value->value_exact<std::string>() == std::optional<std::string>("auto"))
         return;
     if (n->kind == Node::Kind::value && n->value->is_integer()) {
-        if (auto v = config::to_integer(*n, "limit", 1, kU32Max, r.diag())) d.netem.limit = static_cast<std::uint32_t>(*v);
+        if (auto v = config::to_integer(*n, "limit", 1, kU32Max, r.diag()))
+            d.netem.limit = static_cast<std::uint32_t>(*v);
         return;
     }
     r.diag().error(n->value_at,
@@ -346,8 +349,12 @@ json loss_json(const Loss& l) {
 json slot_json(const std::optional<Slot>& slot) {
     if (!slot) return nullptr;
     const auto& s = *slot;
-    return {{"min_delay", seconds(s.min_delay)}, {"max_delay", seconds(s.max_delay)}, {"distribution", s.distribution},
-            {"delay", seconds(s.dist_delay)},    {"jitter", seconds(s.dist_jitter)},  {"packets", s.packets},
+    return {{"min_delay", seconds(s.min_delay)},
+            {"max_delay", seconds(s.max_delay)},
+            {"distribution", s.distribution},
+            {"delay", seconds(s.dist_delay)},
+            {"jitter", seconds(s.dist_jitter)},
+            {"packets", s.packets},
             {"bytes", s.bytes}};
 }
 
@@ -422,8 +429,10 @@ std::vector<Attribute> make_rows() {
         [](const Netem& n, const Psched&, NetemWire& w) { w.corr.delay_corr = probability(n.delay_correlation); },
         [](const NetemWire& w, const Psched&, Netem& n) { n.delay_correlation = fraction(w.corr.delay_corr); }));
     // The table itself is loaded and sent by encode.cpp; the kernel never dumps it.
-    rows.push_back({"distribution", true, -1, [](const Attribute&, Reader& r, Direction& d) { parse_distribution(r, d); },
-                    nullptr, nullptr, nullptr, nullptr, [](const Attribute& a, const Direction& d, json& j) {
+    rows.push_back({"distribution", true, -1,
+                    [](const Attribute&, Reader& r, Direction& d) { parse_distribution(r, d); }, nullptr, nullptr,
+                    nullptr, nullptr,
+                    [](const Attribute& a, const Direction& d, json& j) {
                         j[a.key] = d.netem.distribution.empty() ? "uniform" : d.netem.distribution;
                     }});
     rows.push_back({"limit", true, 0, parse_limit,
@@ -440,36 +449,35 @@ std::vector<Attribute> make_rows() {
                         j[a.key] = d.netem.limit_packets;
                         j["limit_auto"] = !d.netem.limit.has_value();
                     }});
-    rows.push_back({"loss", true, 2, parse_loss,
-                    [](const Netem& n, const Psched&, NetemWire& w) {
-                        const Loss& l = n.loss;
-                        w.qopt.loss = l.model == Loss::Model::random ? probability(l.probability) : 0;
-                        // tc's "1-h" is the loss probability in the bad state; the kernel wants h.
-                        if (l.model == Loss::Model::gemodel)
-                            w.gemodel = tc_netem_gemodel{probability(l.probability), probability(l.r),
-                                                         UINT32_MAX - probability(l.one_minus_h),
-                                                         probability(l.one_minus_k)};
-                        if (l.model == Loss::Model::state)
-                            w.gimodel = tc_netem_gimodel{probability(l.probability), probability(l.r),
-                                                         probability(l.one_minus_h), probability(l.p14),
-                                                         probability(l.one_minus_k)};
-                    },
-                    [](const NetemWire& w, const Psched&, Netem& n) {
-                        if (w.gemodel) {
-                            const auto& ge = *w.gemodel;
-                            n.loss = Loss{Loss::Model::gemodel, fraction(ge.p), 0, fraction(ge.r),
-                                          1.0 - fraction(ge.h), fraction(ge.k1), 0};
-                        } else if (w.gimodel) {
-                            const auto& gi = *w.gimodel;
-                            n.loss = Loss{Loss::Model::state, fraction(gi.p13), 0, fraction(gi.p31), fraction(gi.p32),
-                                          fraction(gi.p23), fraction(gi.p14)};
-                        } else if (w.qopt.loss) {
-                            n.loss.model = Loss::Model::random;
-                            n.loss.probability = fraction(w.qopt.loss);
-                        }
-                    },
-                    compare_loss, tc_loss,
-                    [](const Attribute& a, const Direction& d, json& j) { j[a.key] = loss_json(d.netem.loss); }});
+    rows.push_back(
+        {"loss", true, 2, parse_loss,
+         [](const Netem& n, const Psched&, NetemWire& w) {
+             const Loss& l = n.loss;
+             w.qopt.loss = l.model == Loss::Model::random ? probability(l.probability) : 0;
+             // tc's "1-h" is the loss probability in the bad state; the kernel wants h.
+             if (l.model == Loss::Model::gemodel)
+                 w.gemodel = tc_netem_gemodel{probability(l.probability), probability(l.r),
+                                              UINT32_MAX - probability(l.one_minus_h), probability(l.one_minus_k)};
+             if (l.model == Loss::Model::state)
+                 w.gimodel = tc_netem_gimodel{probability(l.probability), probability(l.r), probability(l.one_minus_h),
+                                              probability(l.p14), probability(l.one_minus_k)};
+         },
+         [](const NetemWire& w, const Psched&, Netem& n) {
+             if (w.gemodel) {
+                 const auto& ge = *w.gemodel;
+                 n.loss = Loss{Loss::Model::gemodel, fraction(ge.p),  0, fraction(ge.r),
+                               1.0 - fraction(ge.h), fraction(ge.k1), 0};
+             } else if (w.gimodel) {
+                 const auto& gi = *w.gimodel;
+                 n.loss = Loss{Loss::Model::state, fraction(gi.p13), 0, fraction(gi.p31), fraction(gi.p32),
+                               fraction(gi.p23),   fraction(gi.p14)};
+             } else if (w.qopt.loss) {
+                 n.loss.model = Loss::Model::random;
+                 n.loss.probability = fraction(w.qopt.loss);
+             }
+         },
+         compare_loss, tc_loss,
+         [](const Attribute& a, const Direction& d, json& j) { j[a.key] = loss_json(d.netem.loss); }});
     // Random loss's correlation (the models carry their own); printed by loss, in its JSON.
     rows.push_back({"loss_correlation", true, -1,
                     [](const Attribute& a, Reader& r, Direction& d) {
@@ -490,7 +498,8 @@ std::vector<Attribute> make_rows() {
                     },
                     nullptr, nullptr});
     rows.push_back(percent<&Netem::duplicate>(
-        "duplicate", 5, [](const Netem& n, const Psched&, NetemWire& w) { w.qopt.duplicate = probability(n.duplicate); },
+        "duplicate", 5,
+        [](const Netem& n, const Psched&, NetemWire& w) { w.qopt.duplicate = probability(n.duplicate); },
         [](const NetemWire& w, const Psched&, Netem& n) { n.duplicate = fraction(w.qopt.duplicate); },
         [](const Netem& n, std::string& out) {
             percent_with_correlation(out, "duplicate", n.duplicate, n.duplicate_correlation);
@@ -545,8 +554,7 @@ std::vector<Attribute> make_rows() {
         "cell_size", [](const Netem& n, const Psched&, NetemWire& w) { w.rate.cell_size = n.cell_size; },
         [](const NetemWire& w, const Psched&, Netem& n) { n.cell_size = w.rate.cell_size; }));
     rows.push_back(number<std::int32_t, &Netem::cell_overhead, kS32Min, kS32Max>(
-        "cell_overhead",
-        [](const Netem& n, const Psched&, NetemWire& w) { w.rate.cell_overhead = n.cell_overhead; },
+        "cell_overhead", [](const Netem& n, const Psched&, NetemWire& w) { w.rate.cell_overhead = n.cell_overhead; },
         [](const NetemWire& w, const Psched&, Netem& n) { n.cell_overhead = w.rate.cell_overhead; }));
     // The qdiscs below netem (encode.h builds them, readback.h checks them).
     rows.push_back({"shaper", true, -1, parse_shaper, nullptr, nullptr, nullptr, nullptr,

@@ -53,7 +53,7 @@ struct NetemWire {
     tc_netem_rate rate{};
     std::optional<std::uint64_t> rate64;  ///< bytes/s; sent only above UINT32_MAX
     std::uint32_t ecn = 0;
-    std::optional<tc_netem_slot> slot;     ///< always sent (zero without a slot)
+    std::optional<tc_netem_slot> slot;      ///< always sent (zero without a slot)
     std::optional<std::int64_t> latency64;  ///< ns; dumped by the kernel, never sent (as tc)
     std::optional<std::int64_t> jitter64;
 };

@@ -56,7 +56,7 @@ private:
 
 /// The run as JSON in base units: {"run":{...},"trials":[...],"measurements":[...]}.
 nlohmann::json to_json(const RunData& data);
-/// The inverse of to_json() (for `wanlab run --vm`, whose inner run writes JSON; and tests).
+/// The inverse of to_json(), which the tests use to check what a run wrote.
 RunData from_json(const nlohmann::json& j);
 /// Parts of a run as to_json() writes them (NaN as JSON null), also the store's JSON columns:
 /// `json j = env; j.get<Environment>()`. from_json throws nlohmann::json::exception.

@@ -256,7 +256,7 @@ export BENCH_REPS=$reps BENCH_TPUT_S=$tput_s BENCH_HTTP_S=$http_s BENCH_RTT_COUN
   BENCH_RTT_INTERVAL_MS=$rtt_interval_ms BENCH_RR_S=$rr_s BENCH_LOAD_BEFORE="$load_before" \
   BENCH_LOAD_AFTER="$(uptime_load)" BENCH_DATE="$(date -u +%Y-%m-%d)" BENCH_ELAPSED=$elapsed BENCH_CG="${cg_kind:-none}" \
   BENCH_NGINX_OK=$nginx_ok BENCH_QUICK=${BENCH_QUICK:-0} \
-  BENCH_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- probes lab 2>/dev/null || echo ', with uncommitted changes in probes/ or lab/')" \
+  BENCH_COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- probes cli 2>/dev/null || echo ', with uncommitted changes in probes/ or cli/')" \
   BENCH_VERSIONS="$(
     printf 'iperf3 %s; ' "$(iperf3 --version | head -1 | awk '{print $2}')"
     printf 'wrk %s; ' "$(wrk -v 2>&1 | head -1 | awk '{print $2}')"

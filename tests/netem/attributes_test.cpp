@@ -43,8 +43,9 @@ TEST_CASE("every netem attribute survives encoding and decoding with no mismatch
 }
 
 TEST_CASE("a kernel value that differs is reported under its row's name", "[netem][attributes]") {
-    Netem asked = up_of("delay = \"20ms\"\nduplicate = \"2%\"\ngap = 3\nreorder = \"1%\"\necn = true\nloss = \"1%\"\n"
-                        "rate = \"10mbit\"\ncell_size = 48\n")
+    Netem asked = up_of(
+                      "delay = \"20ms\"\nduplicate = \"2%\"\ngap = 3\nreorder = \"1%\"\necn = true\nloss = \"1%\"\n"
+                      "rate = \"10mbit\"\ncell_size = 48\n")
                       .netem;
     Netem kernel = round_trip(asked);
     kernel.duplicate = 0.5;
