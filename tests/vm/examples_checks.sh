@@ -45,8 +45,14 @@ run() {
     q "$db" "select '$name trial ' || idx || ' ' || variant || ': ' || json_extract(emulation_check, '\$.note') from trials" >>"$out/headlines"
 }
 
-# delayed-ack: the ~40 ms stall with Nagle + split write, gone with either cure.
-run delayed-ack
+# delayed-ack: the ~40 ms stall with Nagle + split write, gone with either cure. The loaded
+# probe runs 10 connections here, not the example's 100: the emulated CPU serves about
+# 1,000-1,900 requests/s depending on the host, and 100 connections fill it with the stall
+# or without (one run: 1,692/s stalled against 1,896/s cured, the cured p50 47.6 ms on a 1 ms
+# path, all CPU queueing), so at 100 the comparison measured the host's speed. At 10, the
+# stall's cap of 10 / 40 ms = 250/s sits far below the CPU's. The 100-connection result
+# itself (44 ms, 2,300/s) is reproduced on the host kernel by probe-root.
+run delayed-ack --set probe.loaded.connections=10
 db=$out/delayed-ack/results.db
 stall=$(m "$db" nagle-split-write single latency_p50)
 nodelay=$(m "$db" server-nodelay single latency_p50)
@@ -60,13 +66,11 @@ lstall=$(m "$db" nagle-split-write loaded latency_p50)
 lnodelay=$(m "$db" server-nodelay loaded latency_p50)
 rstall=$(m "$db" nagle-split-write loaded requests_per_second)
 rnodelay=$(m "$db" server-nodelay loaded requests_per_second)
-headline "delayed-ack 100 connections: p50 $(ms "$lnodelay") -> $(ms "$lstall") ms, requests/s $rnodelay -> $rstall (server-nodelay -> nagle-split-write)"
-check "delayed-ack, 100 connections: the stall holds p50 >= 30 ms [$(ms "$lstall") ms]" holds 'x >= 0.030' -v x="$lstall"
-# The emulated CPU serves ~1,000-1,500 requests/s, below the stall's own cap of
-# 100 / 40 ms = 2,500/s, so under load the cure gains tens of percent here, not 5x.
-check "delayed-ack, 100 connections: Nagle keeps requests/s under 100 / 40 ms [$rstall]" holds 'x <= 2700' -v x="$rstall"
-check "delayed-ack, 100 connections: server-nodelay serves >= 1.2x the requests/s [$rnodelay vs $rstall]" \
-    holds 'a >= 1.2 * b' -v a="$rnodelay" -v b="$rstall"
+headline "delayed-ack 10 connections: p50 $(ms "$lnodelay") -> $(ms "$lstall") ms, requests/s $rnodelay -> $rstall (server-nodelay -> nagle-split-write)"
+check "delayed-ack, 10 connections: the stall holds p50 >= 30 ms [$(ms "$lstall") ms]" holds 'x >= 0.030' -v x="$lstall"
+check "delayed-ack, 10 connections: Nagle keeps requests/s under 10 / 40 ms [$rstall]" holds 'x <= 270' -v x="$rstall"
+check "delayed-ack, 10 connections: server-nodelay serves >= 2x the requests/s [$rnodelay vs $rstall]" \
+    holds 'a >= 2 * b' -v a="$rnodelay" -v b="$rstall"
 
 # cc-compare at 1% loss only (the largest effect): bbr keeps the rate, cubic and reno do not.
 run cc-compare --set 'sweep."link.up.loss"=["1%"]' --set run.duration=4s
