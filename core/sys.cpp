@@ -46,11 +46,13 @@ std::string netns_path(const std::string& name) {
 
 bool netns_exists(const std::string& name) { return name.empty() || ::access(netns_path(name).c_str(), F_OK) == 0; }
 
+bool is_netns(int fd) { return ::ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWNET; }
+
 Fd open_netns(const std::string& name) {
     std::string what = fmt::format("opening network namespace {}", name);
     Fd ns(static_cast<int>(check_sys(::open(netns_path(name).c_str(), O_RDONLY | O_CLOEXEC), what)));
     // A file that is not a network namespace gets an ordinary error here, before setns().
-    if (::ioctl(ns.get(), NS_GET_NSTYPE) != CLONE_NEWNET) fail(what, EINVAL);
+    if (!is_netns(ns.get())) fail(what, EINVAL);
     return ns;
 }
 

@@ -70,6 +70,9 @@ std::string netns_path(const std::string& name);
 /// True for "" and for a namespace whose file exists.
 bool netns_exists(const std::string& name);
 
+/// Whether `fd` is open on a network namespace (so setns(fd, CLONE_NEWNET) can work).
+bool is_netns(int fd);
+
 /// Opens namespace `name` (not "") close-on-exec, checking that it is a network namespace;
 /// throws "opening network namespace NAME: ...".
 Fd open_netns(const std::string& name);

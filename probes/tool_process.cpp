@@ -21,10 +21,8 @@
 #include "probes/tool_process.h"
 
 #include <fcntl.h>
-#include <linux/nsfs.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -238,10 +236,8 @@ ToolProcess::ToolProcess(const std::string& netns, std::vector<std::string> argv
         if (!ns) sys::fail_errno("opening network namespace " + netns + " for " + argv[0]);
         // Checked here rather than failing in the child: a file that is not a network
         // namespace gets an ordinary error before anything is spawned.
-        if (::ioctl(ns.get(), NS_GET_NSTYPE) != CLONE_NEWNET) {
-            errno = EINVAL;
-            sys::fail_errno(fmt::format("starting {} in {}: setns into the network namespace", argv[0], netns));
-        }
+        if (!sys::is_netns(ns.get()))
+            sys::fail(fmt::format("starting {} in {}: setns into the network namespace", argv[0], netns), EINVAL);
     }
     run_ = std::make_unique<Running>();
     Running& r = *run_;

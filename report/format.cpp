@@ -9,8 +9,6 @@
 #include "report/detail.h"
 
 namespace wanlab::report::detail {
-namespace {}  // namespace
-
 std::string human_ci(probes::Unit unit, const Summary& s) {
     if (s.n == 0 || std::isnan(s.median)) return "-";
     auto scale = probes::scale_for(unit, s.median);
