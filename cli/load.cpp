@@ -9,18 +9,21 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/sys.h"
 
 namespace wanlab::cli {
 
 lab::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets, std::string* text_out) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw InputError(fmt::format("cannot read experiment file {}: {}", path, std::strerror(errno)));
-    std::stringstream text;
-    text << in.rdbuf();
-    if (text_out) *text_out = text.str();
+    std::string text;
+    try {
+        text = sys::read_file(path, sys::kMaxInputBytes, "experiment file");
+    } catch (const Error& e) {
+        throw InputError(e.what());
+    }
+    if (text_out) *text_out = text;
     config::Documents docs;
     Diagnostics diag;
-    auto exp = lab::load_experiment(path, text.str(), sets, lab::ProfileLibrary::standard(), docs, diag);
+    auto exp = lab::load_experiment(path, text, sets, lab::ProfileLibrary::standard(), docs, diag);
     std::fputs(diag.render(docs.sources()).c_str(), stderr);
     if (!exp) {
         throw InputError(

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
 #include "core/units.h"
 
 namespace wanlab::config {
@@ -65,10 +66,168 @@ void report_syntax_error(const toml::parse_error& e, const SourceSet& sources, D
 }
 }  // namespace
 
+namespace {
+// The nesting scan: a cursor over the text that knows enough TOML to tell keys from values
+// and to step over strings and comments.
+class NestingScan {
+public:
+    explicit NestingScan(std::string_view t) : t_(t) {}
+
+    std::optional<std::pair<std::uint32_t, std::uint32_t>> run() {
+        frames_.push_back({'t', 0});
+        while (i_ < t_.size()) {
+            char c = t_[i_];
+            if (c == ' ' || c == '\t' || c == '\r') {
+                step();
+            } else if (c == '#') {
+                while (i_ < t_.size() && t_[i_] != '\n') step();
+            } else if (c == '\n') {
+                step();
+                if (frames_.size() == 1) expect_key_ = true, parts_ = 1;
+            } else if (frames_.size() == 1 && expect_key_ && c == '[') {
+                if (!header()) return at_;
+            } else if (c == '"' || c == '\'') {
+                skip_string();
+            } else if (!step_structure(c)) {
+                return at_;
+            }
+        }
+        return std::nullopt;
+    }
+
+private:
+    struct Frame {
+        char kind;  // 't' the top level, '{' an inline table, '[' an array
+        int depth;
+    };
+
+    void step() {
+        if (t_[i_] == '\n') ++line_, col_ = 0;
+        ++i_, ++col_;
+    }
+
+    bool deeper(int depth) {
+        if (depth <= kMaxNesting) return true;
+        at_ = std::pair{line_, col_};
+        return false;
+    }
+
+    // One character of structure; false when it nests too deep.
+    bool step_structure(char c) {
+        Frame& f = frames_.back();
+        if (expect_key_) {
+            if (c == '.' && !deeper(f.depth + ++parts_)) return false;
+            if (c == '=') expect_key_ = false, value_depth_ = f.depth + parts_;
+            if (c == '}' && f.kind == '{') frames_.pop_back(), expect_key_ = false;
+            step();
+            return true;
+        }
+        int element = f.kind == '[' ? f.depth + 1 : value_depth_;
+        if (c == '{' || c == '[') {
+            if (!deeper(element)) return false;
+            frames_.push_back({c, element});
+            expect_key_ = c == '{';
+            parts_ = 1;
+        } else if ((c == '}' || c == ']') && frames_.size() > 1) {
+            frames_.pop_back();
+        } else if (c == ',') {
+            expect_key_ = f.kind == '{';
+            parts_ = 1;
+        }
+        step();
+        return true;
+    }
+
+    // A [table] or [[array]] header at the start of a line: its depth is its key's parts.
+    bool header() {
+        int parts = 1;
+        step();
+        if (i_ < t_.size() && t_[i_] == '[') ++parts, step();
+        while (i_ < t_.size() && t_[i_] != ']' && t_[i_] != '\n') {
+            if (t_[i_] == '"' || t_[i_] == '\'') {
+                skip_string();
+                continue;
+            }
+            if (t_[i_] == '.' && !deeper(++parts)) return false;
+            step();
+        }
+        frames_.front().depth = parts;
+        expect_key_ = false;  // until the line ends
+        while (i_ < t_.size() && t_[i_] == ']') step();
+        return true;
+    }
+
+    // A basic or literal string, one-line or multi-line, from its opening quote.
+    void skip_string() {
+        char q = t_[i_];
+        bool multi = t_.substr(i_, 3) == std::string(3, q);
+        for (int k = 0; k < (multi ? 3 : 1); ++k) step();
+        while (i_ < t_.size()) {
+            if (q == '"' && t_[i_] == '\\') {
+                step();
+                if (i_ < t_.size()) step();
+                continue;
+            }
+            if (!multi && t_[i_] == '\n') return;  // unclosed: the parser says so
+            if (t_[i_] == q && (!multi || t_.substr(i_, 3) == std::string(3, q))) {
+                for (int k = 0; k < (multi ? 3 : 1); ++k) step();
+                return;
+            }
+            step();
+        }
+    }
+
+    std::string_view t_;
+    std::size_t i_ = 0;
+    std::uint32_t line_ = 1, col_ = 1;
+    std::vector<Frame> frames_;
+    bool expect_key_ = true;
+    int parts_ = 1, value_depth_ = 0;
+    std::pair<std::uint32_t, std::uint32_t> at_;
+};
+}  // namespace
+
+std::optional<std::pair<std::uint32_t, std::uint32_t>> too_deep(std::string_view text) {
+    return NestingScan(text).run();
+}
+
+namespace {
+// Every key and string in a parsed table is one line of printable text: names become device
+// and file names, urls go into HTTP requests, everything is printed to a terminal.
+bool check_printable(const toml::node& node, const toml::key* key, Diagnostics& diag) {
+    bool ok = true;
+    auto check = [&](std::string_view s, const toml::source_region& at, const char* what) {
+        if (auto c = text::control_character(s)) {
+            diag.error(location_of(at),
+                       fmt::format("{} contains {}: wanlab's keys, names, urls and values are one line "
+                                   "of printable text",
+                                   what, text::describe_control(s, *c)));
+            ok = false;
+        }
+    };
+    if (key) check(key->str(), key->source(), "this key");
+    if (const auto* s = node.as_string()) check(s->get(), node.source(), "this string");
+    if (const auto* t = node.as_table())
+        for (const auto& [k, v] : *t) ok = check_printable(v, &k, diag) && ok;
+    if (const auto* a = node.as_array())
+        for (const auto& v : *a) ok = check_printable(v, nullptr, diag) && ok;
+    return ok;
+}
+}  // namespace
+
 const toml::table* Documents::parse(std::string name, std::string text, Diagnostics& diag) {
     sources_.add(name, text);
+    if (auto at = too_deep(text)) {
+        diag.error(Location{name, at->first, at->second, 0},
+                   fmt::format("nested more than {} levels deep (tables, dotted keys, inline tables and arrays "
+                               "together); an experiment file needs at most 5",
+                               kMaxNesting));
+        return nullptr;
+    }
     try {
         tables_.push_back(toml::parse(text, name));
+        // Recursion is safe here: too_deep() bounded the depth before parsing.
+        if (!check_printable(tables_.back(), nullptr, diag)) return nullptr;
         return &tables_.back();
     } catch (const toml::parse_error& e) {
         report_syntax_error(e, sources_, diag);
@@ -261,9 +420,17 @@ const Node* Reader::leaf(std::string_view key) {
     return n;
 }
 
-std::optional<std::chrono::nanoseconds> Reader::duration(std::string_view key) {
+std::optional<std::chrono::nanoseconds> Reader::duration(std::string_view key, std::chrono::nanoseconds min,
+                                                         std::chrono::nanoseconds max) {
     const Node* n = leaf(key);
-    return n ? to_duration(*n, key, diag_) : std::nullopt;
+    auto d = n ? to_duration(*n, key, diag_) : std::nullopt;
+    if (!d || (*d >= min && *d <= max)) return d;
+    diag_.error(n->value_at,
+                fmt::format("`{}` = {} is out of range: {}", key, units::format_duration(*d),
+                            *d < min ? fmt::format("at least {}", units::format_duration(min))
+                                     : fmt::format("at most {}{}", units::format_duration(max),
+                                                   max == kMaxDuration ? " (a day), the longest wanlab accepts" : "")));
+    return std::nullopt;
 }
 
 std::optional<std::uint64_t> Reader::rate(std::string_view key) {
@@ -336,10 +503,13 @@ const Node* Reader::table_array(std::string_view key) {
 void Reader::finish() {
     for (const auto& [key, value] : table_.members) {
         if (std::find(asked_.begin(), asked_.end(), key) != asked_.end()) continue;
+        const Location& at = value.key_at.line ? value.key_at : value.value_at;
+        // Every trial reads the same base table: its unknown keys are reported once, and the
+        // guess is not worked out again for each trial.
+        if (diag_.reported_at(at)) continue;
         auto guess = did_you_mean(key, asked_);
-        diag_.error(value.key_at.line ? value.key_at : value.value_at,
-                    fmt::format("unknown key `{}` in {}{}", key, section_,
-                                guess.empty() ? "" : fmt::format("; did you mean `{}`?", guess)));
+        diag_.error(at, fmt::format("unknown key `{}` in {}{}", key, section_,
+                                    guess.empty() ? "" : fmt::format("; did you mean `{}`?", guess)));
     }
 }
 

@@ -55,11 +55,26 @@ struct Member {
     Node second;
 };
 
+/// The deepest nesting an experiment file may have, counting every table header component,
+/// dotted-key component, inline table and array (wanlab's own format needs at most 5). Deeper
+/// input is refused before it is parsed, so no recursion, in toml++ or here, can run out of
+/// stack on a hostile file.
+inline constexpr int kMaxNesting = 32;
+
+/// Where `text` first nests deeper than kMaxNesting, as a 1-based line and column; nullopt
+/// if it does not. A lexical scan (strings, comments, keys, brackets), linear in the text;
+/// syntax errors are left for the parser.
+std::optional<std::pair<std::uint32_t, std::uint32_t>> too_deep(std::string_view text);
+
+/// The longest duration an experiment may give anything: a day.
+inline constexpr std::chrono::nanoseconds kMaxDuration = std::chrono::hours{24};
+
 /// Owns parsed TOML documents so that Node leaves stay valid; also records their text for
 /// diagnostics.
 class Documents {
 public:
-    /// Parses `text` named `name`. On a syntax error reports it (located) and returns nullptr.
+    /// Parses `text` named `name`. On a syntax error, or nesting deeper than kMaxNesting,
+    /// reports it (located) and returns nullptr.
     const toml::table* parse(std::string name, std::string text, Diagnostics& diag);
     SourceSet& sources() { return sources_; }
     const SourceSet& sources() const { return sources_; }
@@ -92,7 +107,12 @@ public:
     const Node* raw(std::string_view key);
     bool has(std::string_view key) const { return table_.find(key) != nullptr; }
 
-    std::optional<std::chrono::nanoseconds> duration(std::string_view key);
+    /// A duration in [min, max]; every duration an experiment names (a probe's, a warmup,
+    /// a timeout, an interval) is at most kMaxDuration, so deadlines computed from it cannot
+    /// overflow.
+    std::optional<std::chrono::nanoseconds> duration(std::string_view key,
+                                                     std::chrono::nanoseconds min = std::chrono::nanoseconds{0},
+                                                     std::chrono::nanoseconds max = kMaxDuration);
     std::optional<std::uint64_t> rate(std::string_view key);  ///< bit/s
     std::optional<std::uint64_t> size(std::string_view key);  ///< bytes
     std::optional<double> percent(std::string_view key);      ///< fraction 0..1

@@ -6,19 +6,23 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace wanlab {
 
-void SourceSet::add(std::string name, std::string text) { texts_[std::move(name)] = std::move(text); }
+void SourceSet::add(std::string name, std::string text) { texts_[std::move(name)] = Text{std::move(text), {}}; }
 
 std::string_view SourceSet::line(const std::string& name, std::uint32_t line) const {
     auto it = texts_.find(name);
     if (it == texts_.end() || line == 0) return {};
-    std::string_view text = it->second;
-    for (std::uint32_t n = 1; n < line; ++n) {
-        auto nl = text.find('\n');
-        if (nl == std::string_view::npos) return {};
-        text.remove_prefix(nl + 1);
+    const Text& t = it->second;
+    if (t.starts.empty()) {
+        t.starts.push_back(0);
+        for (std::size_t i = 0; i < t.text.size(); ++i)
+            if (t.text[i] == '\n') t.starts.push_back(i + 1);
     }
+    if (line > t.starts.size()) return {};
+    std::string_view text = std::string_view(t.text).substr(t.starts[line - 1]);
     auto nl = text.find('\n');
     auto out = text.substr(0, nl);
     if (!out.empty() && out.back() == '\r') out.remove_suffix(1);
@@ -33,13 +37,14 @@ void Diagnostics::warning(Location where, std::string message, std::string note)
     add({Severity::warning, std::move(where), std::move(message), std::move(note)});
 }
 
+bool Diagnostics::reported_at(const Location& w) const { return error_places_.count({w.file, w.line, w.column}) != 0; }
+
 void Diagnostics::add(Diagnostic d) {
-    for (const auto& e : items_) {
-        if (e.severity == d.severity && e.message == d.message && e.where.file == d.where.file &&
-            e.where.line == d.where.line && e.where.column == d.where.column)
-            return;
+    if (!seen_.insert({d.severity, d.where.file, d.where.line, d.where.column, d.message}).second) return;
+    if (d.severity == Severity::error) {
+        ++errors_;
+        error_places_.insert({d.where.file, d.where.line, d.where.column});
     }
-    if (d.severity == Severity::error) ++errors_;
     items_.push_back(std::move(d));
 }
 
@@ -52,7 +57,10 @@ std::string Diagnostics::render(const SourceSet& sources) const {
                std::tie(b->where.file, b->where.line, b->where.column);
     });
     std::string out;
-    for (const auto* d : sorted) out += wanlab::render(*d, sources);
+    for (std::size_t i = 0; i < sorted.size() && i < kMaxShown; ++i) out += wanlab::render(*sorted[i], sources);
+    if (sorted.size() > kMaxShown)
+        out +=
+            fmt::format("note: {} more diagnostics not shown; fix the ones above first\n", sorted.size() - kMaxShown);
     return out;
 }
 
@@ -60,26 +68,32 @@ std::string render(const Diagnostic& d, const SourceSet& sources) {
     const char* kind = d.severity == Severity::error ? "error" : "warning";
     std::string out;
     const auto& w = d.where;
+    // A file's text and names from it reach the terminal escaped: a hostile file cannot
+    // move the cursor or retitle the window through an error message.
+    std::string file = text::terminal_safe(w.file), message = text::terminal_safe(d.message);
     if (w.file.empty())
-        out = fmt::format("{}: {}\n", kind, d.message);
+        out = fmt::format("{}: {}\n", kind, message);
     else if (w.line == 0)
-        out = fmt::format("{}: {}: {}\n", w.file, kind, d.message);
+        out = fmt::format("{}: {}: {}\n", file, kind, message);
     else
-        out = fmt::format("{}:{}:{}: {}: {}\n", w.file, w.line, w.column, kind, d.message);
+        out = fmt::format("{}:{}:{}: {}: {}\n", file, w.line, w.column, kind, message);
     auto text = sources.line(w.file, w.line);
     if (w.line != 0 && !text.empty()) {
         std::string gutter = fmt::format("{}", w.line);
         std::string pad(gutter.size(), ' ');
-        out += fmt::format(" {} | {}\n", gutter, text);
+        out += fmt::format(" {} | {}\n", gutter, text::terminal_safe(text));
         std::string marks;
-        // Tabs in the source line are kept so the caret lines up in a terminal.
-        for (std::uint32_t c = 1; c < w.column && c - 1 < text.size(); ++c) marks += text[c - 1] == '\t' ? '\t' : ' ';
+        // Tabs in the source line are kept so the caret lines up in a terminal; an escaped
+        // control character takes the width of its escape.
+        std::string before =
+            w.column > 1 ? text::terminal_safe(text.substr(0, std::min<std::size_t>(w.column - 1, text.size()))) : "";
+        for (char c : before) marks += c == '\t' ? '\t' : ' ';
         marks += '^';
         if (w.end_column > w.column + 1)
             marks += std::string(std::min<std::size_t>(w.end_column - w.column - 1, 200), '~');
         out += fmt::format(" {} | {}\n", pad, marks);
     }
-    if (!d.note.empty()) out += fmt::format("  = {}\n", d.note);
+    if (!d.note.empty()) out += fmt::format("  = {}\n", text::terminal_safe(d.note));
     return out;
 }
 

@@ -14,8 +14,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace wanlab {
@@ -46,7 +48,11 @@ public:
     std::string_view line(const std::string& name, std::uint32_t line) const;
 
 private:
-    std::map<std::string, std::string> texts_;
+    struct Text {
+        std::string text;
+        mutable std::vector<std::size_t> starts;  ///< where each line begins, built on first use
+    };
+    std::map<std::string, Text> texts_;
 };
 
 /// Collects diagnostics in the order found; identical repeats (same place, same text) are
@@ -56,14 +62,22 @@ public:
     void error(Location where, std::string message, std::string note = {});
     void warning(Location where, std::string message, std::string note = {});
     bool has_errors() const { return errors_ > 0; }
+    /// Whether an error was already reported at exactly this place (so a check repeated for
+    /// every trial can skip working out its message again).
+    bool reported_at(const Location& where) const;
     std::size_t error_count() const { return errors_; }
     const std::vector<Diagnostic>& items() const { return items_; }
-    /// All diagnostics rendered with source lines, errors and warnings in order.
+    /// The diagnostics rendered with source lines, errors and warnings in order: the first
+    /// kMaxShown of them, then a line counting the rest.
     std::string render(const SourceSet& sources) const;
+    static constexpr std::size_t kMaxShown = 50;
 
 private:
+    using Key = std::tuple<Severity, std::string, std::uint32_t, std::uint32_t, std::string>;
     void add(Diagnostic d);
     std::vector<Diagnostic> items_;
+    std::set<Key> seen_;
+    std::set<std::tuple<std::string, std::uint32_t, std::uint32_t>> error_places_;
     std::size_t errors_ = 0;
 };
 

@@ -4,8 +4,10 @@
 #include <linux/nsfs.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,9 +41,71 @@ void Fd::reset() noexcept {
     fd_ = -1;
 }
 
+std::string netns_name_problem(std::string_view name) {
+    if (name.empty()) return "the name is empty";
+    if (name.size() > 255) return "the name is longer than 255 bytes";
+    for (unsigned char c : name)
+        if (c < 0x20 || c == 0x7f) return "the name contains a control character";
+    if (name == "." || name == "..") return "the name is \".\" or \"..\"";
+    if (name.find('/') != std::string_view::npos) return "the name contains `/`";
+    return "";
+}
+
+std::string device_name_problem(std::string_view name) {
+    if (name.empty()) return "a device name cannot be empty";
+    if (name.size() > 15) return fmt::format("a device name has at most 15 bytes (IFNAMSIZ), not {}", name.size());
+    if (name == "." || name == "..") return "a device name cannot be \".\" or \"..\"";
+    for (unsigned char c : name) {
+        if (c < 0x20 || c == 0x7f) return "a device name cannot contain control characters";
+        if (c == '/' || c == ':' || c == ' ')
+            return fmt::format("a device name cannot contain `{}`", static_cast<char>(c));
+        if (std::isspace(c)) return "a device name cannot contain whitespace";
+    }
+    return "";
+}
+
 std::string netns_path(const std::string& name) {
-    if (name.starts_with('/')) return name;
+    if (name.starts_with('/')) {
+        // A path mounted elsewhere (/proc/PID/ns/net): any path, but no way back up.
+        if (name.find("/../") != std::string::npos || name.ends_with("/..") || name.find('\0') != std::string::npos)
+            throw InputError(fmt::format("network namespace path {}: must not contain `..`", name));
+        return name;
+    }
+    if (auto problem = netns_name_problem(name); !problem.empty())
+        throw InputError(fmt::format("network namespace name \"{}\": {}", name, problem));
     return fmt::format("{}/{}", kNetnsDir, name);
+}
+
+std::string read_file(const std::string& path, std::size_t max_bytes, std::string_view what, bool no_follow) {
+    auto failed = [&](const std::string& why) { return Error(fmt::format("{} {}: {}", what, path, why)); };
+    int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (no_follow ? O_NOFOLLOW : 0);
+    int raw = ::open(path.c_str(), flags);
+    if (raw < 0) {
+        if (errno == ELOOP && no_follow) throw failed("is a symbolic link, which wanlab does not follow here");
+        throw failed(std::strerror(errno));
+    }
+    Fd fd(raw);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) throw failed(std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) throw failed("is a directory, not a file");
+    if (!S_ISREG(st.st_mode)) throw failed("is not a regular file (a FIFO, socket or device); give a file");
+    auto limit = [&] {
+        bool mib = max_bytes >= (1u << 20) && max_bytes % (1u << 20) == 0;
+        return failed(fmt::format("is larger than {} {}, the most wanlab reads",
+                                  mib ? max_bytes >> 20 : max_bytes >> 10, mib ? "MiB" : "KiB"));
+    };
+    if (static_cast<std::uintmax_t>(st.st_size) > max_bytes) throw limit();
+    std::string out;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw failed(fmt::format("reading: {}", std::strerror(errno)));
+        if (n == 0) break;
+        out.append(buf, static_cast<std::size_t>(n));
+        if (out.size() > max_bytes) throw limit();  // it grew while being read
+    }
+    return out;
 }
 
 bool netns_exists(const std::string& name) { return name.empty() || ::access(netns_path(name).c_str(), F_OK) == 0; }

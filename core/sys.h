@@ -64,8 +64,28 @@ private:
 inline constexpr std::string_view kNetnsDir = "/run/netns";
 
 /// The file behind namespace `name`: /run/netns/NAME, or `name` itself when it is an
-/// absolute path. Not for "" (which has no file).
+/// absolute path. Not for "" (which has no file). Throws wanlab::InputError for a name that
+/// is not one `ip netns` could make: empty path components, "/", "." or "..", control
+/// characters, more than 255 bytes.
 std::string netns_path(const std::string& name);
+
+/// Why `name` cannot name a network namespace ("" when it can): the rules of netns_path().
+std::string netns_name_problem(std::string_view name);
+
+/// Why `name` cannot name a network device ("" when it can), by the kernel's own rule
+/// (dev_valid_name): 1 to 15 bytes, not "." or "..", no `/`, `:`, whitespace or control
+/// characters.
+std::string device_name_problem(std::string_view name);
+
+/// The largest experiment, profile or journal file wanlab reads.
+inline constexpr std::size_t kMaxInputBytes = 4u << 20;
+
+/// The whole contents of the regular file at `path`, for input wanlab reads whole
+/// (experiment files, profiles, journals). Opened without following a final symlink when
+/// `no_follow`, and without blocking (a FIFO is refused, never waited on); refuses anything
+/// but a regular file and a file larger than `max_bytes`. Throws wanlab::Error naming `what`
+/// and the path: "<what> PATH: is a directory", "... is larger than 4 MiB".
+std::string read_file(const std::string& path, std::size_t max_bytes, std::string_view what, bool no_follow = false);
 
 /// True for "" and for a namespace whose file exists.
 bool netns_exists(const std::string& name);

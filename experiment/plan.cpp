@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 #include "core/units.h"
 #include "netem/attributes.h"
 #include "netem/host.h"
@@ -55,10 +57,10 @@ json sysctl_json(const sysctl::SysctlSpec& s) {
     return j;
 }
 
-std::string sysctl_arg(const sysctl::Setting& s) {
-    if (s.value.find(' ') != std::string::npos) return fmt::format("{}=\"{}\"", s.key, s.value);
-    return fmt::format("{}={}", s.key, s.value);
-}
+// One shell word, so that a value with spaces, quotes or `$(...)` is pasted as data.
+std::string sysctl_arg(const sysctl::Setting& s) { return text::shell_quote(fmt::format("{}={}", s.key, s.value)); }
+
+std::string netns_exec(const std::string& ns) { return fmt::format("ip netns exec {} ", text::shell_quote(ns)); }
 
 std::string probe_summary(const probes::ProbeSpec& p) {
     const auto* kind = probes::find_kind(p.kind);
@@ -109,7 +111,7 @@ std::string direction_summary(const netem::Direction& d) {
 std::vector<std::string> trial_commands(const Trial& t, const LabNames& names) {
     std::vector<std::string> out;
     if (t.lab.mode == LabSpec::Mode::netns) {
-        std::string router = fmt::format("ip netns exec {} ", names.ns("router"));
+        std::string router = netns_exec(names.ns("router"));
         for (const auto& [dir, dev] :
              {std::pair{&t.link.up, LabNames::kRouterToServer}, std::pair{&t.link.down, LabNames::kRouterToClient}}) {
             if (!dir->impaired()) continue;
@@ -122,19 +124,20 @@ std::vector<std::string> trial_commands(const Trial& t, const LabNames& names) {
             for (auto& c : netem::tc_commands(t.link.up, t.lab.dev, "", t.lab.mtu, to_target))
                 out.push_back(std::move(c));
         if (t.link.down.impaired()) {
-            std::string ifb = netem::ifb_name(t.lab.dev);
+            std::string ifb = text::shell_quote(netem::ifb_name(t.lab.dev)), dev = text::shell_quote(t.lab.dev);
             out.push_back(fmt::format("ip link add {} type ifb && ip link set {} up", ifb, ifb));
-            out.push_back(fmt::format("tc qdisc replace dev {} handle ffff: ingress", t.lab.dev));
-            out.push_back(fmt::format(
-                "tc filter replace dev {} parent ffff: protocol ip prio 1 u32 match ip src {}{} "
-                "action mirred egress redirect dev {}",
-                t.lab.dev, t.lab.target, t.lab.port ? fmt::format(" match ip sport {} 0xffff", t.lab.port) : "", ifb));
+            out.push_back(fmt::format("tc qdisc replace dev {} handle ffff: ingress", dev));
+            out.push_back(
+                fmt::format("tc filter replace dev {} parent ffff: protocol ip prio 1 u32 match ip src {}{} "
+                            "action mirred egress redirect dev {}",
+                            dev, text::shell_quote(t.lab.target),
+                            t.lab.port ? fmt::format(" match ip sport {} 0xffff", t.lab.port) : "", ifb));
             for (auto& c : netem::tc_commands(t.link.down, ifb, "", t.lab.mtu)) out.push_back(std::move(c));
         }
     }
     for (const auto& g : t.sysctl.global) out.push_back("sysctl -w " + sysctl_arg(g));
     for (const auto& [host, list] : t.sysctl.per_host) {
-        std::string prefix = t.lab.mode == LabSpec::Mode::netns ? fmt::format("ip netns exec {} ", names.ns(host)) : "";
+        std::string prefix = t.lab.mode == LabSpec::Mode::netns ? netns_exec(names.ns(host)) : "";
         for (const auto& s : list) out.push_back(prefix + "sysctl -w " + sysctl_arg(s));
     }
     return out;

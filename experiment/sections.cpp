@@ -10,6 +10,7 @@
 
 #include "core/address.h"
 #include "core/error.h"
+#include "core/sys.h"
 #include "experiment/document.h"
 #include "probes/http.h"
 #include "probes/probe.h"
@@ -26,7 +27,12 @@ LabSpec parse_lab(const Node* table, Diagnostics& diag) {
     Reader r(*table, "[lab]", diag);
     if (auto m = r.choice("mode", {"netns", "host"}))
         lab.mode = *m == "host" ? LabSpec::Mode::host : LabSpec::Mode::netns;
-    if (auto v = r.string("dev")) lab.dev = *v;
+    if (auto v = r.string("dev")) {
+        if (auto why = sys::device_name_problem(*v); !why.empty())
+            diag.error(r.value_at("dev"), fmt::format("`dev` = \"{}\": {}", *v, why));
+        else
+            lab.dev = *v;
+    }
     if (auto v = r.string("target")) lab.target = *v;
     if (auto v = r.integer("port", 1, 65535)) lab.port = static_cast<std::uint16_t>(*v);
     if (auto v = r.integer("mtu", 68, 65535)) lab.mtu = static_cast<std::uint32_t>(*v);
@@ -39,7 +45,7 @@ LabSpec parse_lab(const Node* table, Diagnostics& diag) {
             lab.line_rate_bps = *v;
     }
     if (lab.mode == LabSpec::Mode::host) {
-        if (lab.dev.empty())
+        if (lab.dev.empty() && !r.has("dev"))  // an invalid one is reported where it is
             diag.error(r.key_at("mode"),
                        "[lab] mode = \"host\" needs `dev`: the interface to impair, e.g. dev = \"eth0\"");
         if (lab.target.empty())
@@ -83,11 +89,14 @@ std::optional<Node> load_profile(const std::string& kind, const Node& name_node,
                                 : fmt::format("available: {}", list));
         return std::nullopt;
     }
-    const toml::table* t = nullptr;
-    std::ifstream in(*path);
-    std::stringstream text;
-    text << in.rdbuf();
-    t = docs.parse(*path, text.str(), diag);
+    std::string text;
+    try {
+        text = sys::read_file(*path, sys::kMaxInputBytes, fmt::format("{} profile", kind));
+    } catch (const Error& e) {
+        diag.error(name_node.value_at, e.what());
+        return std::nullopt;
+    }
+    const toml::table* t = docs.parse(*path, text, diag);
     if (!t) return std::nullopt;
     Node doc = config::from_toml(*t);
     normalize(doc, diag);

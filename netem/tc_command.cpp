@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 #include "core/units.h"
 #include "netem/attributes.h"
 
@@ -45,9 +47,10 @@ std::string netem_arguments(const Netem& n, std::initializer_list<std::string_vi
     return out.empty() ? out : out.substr(1);  // each row writes " word ..."
 }
 
-std::vector<std::string> tc_commands(const Direction& d, const std::string& dev, const std::string& prefix,
+std::vector<std::string> tc_commands(const Direction& d, const std::string& device, const std::string& prefix,
                                      std::uint32_t mtu, const Filter& filter) {
     std::vector<std::string> out;
+    const std::string dev = text::shell_quote(device);  // every other word is one wanlab wrote
     auto tc = [&](const std::string& args) { out.push_back(fmt::format("{}tc {}", prefix, args)); };
     std::string netem_parent = "root";
     std::string netem_handle = "1:", netem_class = "1:1", shaper = "2:", queue = "3:";

@@ -15,11 +15,14 @@ namespace {
 using config::Node;
 using config::Reader;
 constexpr std::int64_t kBig = 1'000'000'000;
+// Duration options' lower bound, in nanoseconds: a 0 interval would make ping flood (as
+// root, `ping -i 0`), and a timer wheel of a zero period spins.
+constexpr std::int64_t kOneMs = 1'000'000;
 
 // Options every kind shares.
 std::vector<OptionSpec> common(std::vector<OptionSpec> own) {
     std::vector<OptionSpec> all{
-        {"duration", OptionType::duration, "@run.duration", "how long each repeat measures"},
+        {"duration", OptionType::duration, "@run.duration", "how long each repeat measures", kOneMs},
     };
     all.insert(all.end(), own.begin(), own.end());
     return all;
@@ -37,7 +40,7 @@ const std::vector<ProbeKind> kKinds{
           0,
           0,
           {"upload", "download", "both"}},
-         {"interval", OptionType::duration, "\"1s\"", "sampling interval"},
+         {"interval", OptionType::duration, "\"1s\"", "sampling interval", kOneMs},
          {"congestion_control", OptionType::string, "\"\"", "per-socket TCP_CONGESTION; empty = the sysctl"},
          {"sndbuf", OptionType::size, "0", "SO_SNDBUF asked for; 0 = autotuning"},
          {"rcvbuf", OptionType::size, "0", "SO_RCVBUF asked for; 0 = autotuning"},
@@ -61,7 +64,7 @@ const std::vector<ProbeKind> kKinds{
      common({
          {"method", OptionType::choice, "\"tcp\"", "tcp (connect timing), icmp or udp", 0, 0, {"tcp", "icmp", "udp"}},
          {"count", OptionType::integer, "100", "probes per repeat", 1, 10'000'000},
-         {"interval", OptionType::duration, "\"10ms\"", "time between probes"},
+         {"interval", OptionType::duration, "\"10ms\"", "time between probes", kOneMs},
          {"size", OptionType::size, "64", "payload bytes (icmp, udp)"},
          {"tool", OptionType::choice, "\"builtin\"", "builtin, ping or hping3", 0, 0, {"builtin", "ping", "hping3"}},
      }),
@@ -106,7 +109,7 @@ const std::vector<ProbeKind> kKinds{
          {"threads", OptionType::integer, "1", "load generator threads (epoll loops)", 1, 256},
          {"rate", OptionType::integer, "0",
           "requests per second in total, latency from each intended send time; 0 = closed loop", 0, kBig},
-         {"timeout", OptionType::duration, "\"2s\"", "a request unanswered this long counts as an error"},
+         {"timeout", OptionType::duration, "\"2s\"", "a request unanswered this long counts as an error", kOneMs},
          {"response_size", OptionType::size, "1024", "body bytes of the built-in server's answer"},
          {"server_threads", OptionType::integer, "1", "built-in server threads (epoll loops)", 1, 256},
          {"server_nodelay", OptionType::boolean, "true", "TCP_NODELAY on the built-in server"},
@@ -142,7 +145,10 @@ bool valid_name(const std::string& s) {
 std::optional<OptionValue> read_option(Reader& r, const OptionSpec& o) {
     switch (o.type) {
         case OptionType::duration:
-            if (auto v = r.duration(o.name)) return OptionValue{static_cast<std::int64_t>(v->count())};
+            // min and max, when given, are in nanoseconds.
+            if (auto v = o.max ? r.duration(o.name, std::chrono::nanoseconds{o.min}, std::chrono::nanoseconds{o.max})
+                               : r.duration(o.name, std::chrono::nanoseconds{o.min}))
+                return OptionValue{static_cast<std::int64_t>(v->count())};
             break;
         case OptionType::integer:
             if (auto v = r.integer(o.name, o.min, o.max)) return OptionValue{*v};

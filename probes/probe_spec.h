@@ -29,7 +29,7 @@ struct OptionSpec {
     OptionType type;
     const char* default_value;
     const char* help;
-    std::int64_t min = 0;  ///< integer options
+    std::int64_t min = 0;  ///< integer options; duration options in ns (max 0: kMaxDuration)
     std::int64_t max = 0;
     std::vector<std::string> choices = {};  ///< choice options
 };

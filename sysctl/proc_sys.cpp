@@ -10,10 +10,14 @@
 
 #include "core/error.h"
 #include "core/sys.h"
+#include "sysctl/sysctl_spec.h"
 
 namespace wanlab::sysctl {
 
 std::string proc_path(const std::string& key) {
+    // The last line of defence for keys from anywhere (a journal, a foreign results file):
+    // only a canonical net.* name becomes a path.
+    if (!valid_key_syntax(key)) throw Error(fmt::format("`{}` is not a canonical net.* sysctl name", key));
     std::string path = "/proc/sys/" + key;
     std::replace(path.begin() + 10, path.end(), '.', '/');
     return path;

@@ -81,13 +81,22 @@ bool distance_at_most(const std::string& a, const std::string& b, std::size_t n)
     return prev[b.size()] <= n;
 }
 
+}  // namespace
+
 bool valid_key_syntax(std::string_view key) {
-    if (!key.starts_with("net.") || key.size() < 5 || key.back() == '.') return false;
+    // Canonical: no empty component, so one key names one /proc/sys file and the other way
+    // round ("net.core..rmem_max" would reach net.core.rmem_max's file past every check
+    // keyed on the name).
+    if (!key.starts_with("net.") || key.size() < 5 || key.size() > 255 || key.back() == '.' ||
+        key.find("..") != std::string_view::npos)
+        return false;
     return std::all_of(key.begin(), key.end(), [](char c) {
         return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '.' ||
                c == '_' || c == '-';
     });
 }
+
+namespace {
 
 void flatten_into(const Node& table, const std::string& prefix, Node& out, Diagnostics& diag) {
     for (const auto& [key, value] : table.members) {
@@ -314,10 +323,16 @@ void read_table(const Node& table, const std::string& host, const std::vector<st
             std::vector<std::string> names;
             for (const auto& k : kKeys) names.emplace_back(k.key);
             auto guess = did_you_mean(key, names);
-            diag.error(value.key_at,
-                       fmt::format("`{}` is not a net.* sysctl name: wanlab changes only network settings, written "
-                                   "as in `sysctl -a` (\"net.core.rmem_max\"){}",
-                                   key, guess.empty() ? "" : fmt::format("; did you mean `{}`?", guess)));
+            if (key.find("..") != std::string::npos)
+                diag.error(value.key_at,
+                           fmt::format("`{}` has an empty component: write each name between dots once, as `sysctl "
+                                       "-a` does{}",
+                                       key, guess.empty() ? "" : fmt::format("; did you mean `{}`?", guess)));
+            else
+                diag.error(value.key_at,
+                           fmt::format("`{}` is not a net.* sysctl name: wanlab changes only network settings, written "
+                                       "as in `sysctl -a` (\"net.core.rmem_max\"){}",
+                                       key, guess.empty() ? "" : fmt::format("; did you mean `{}`?", guess)));
             continue;
         }
         if (!lookup(key)) {

@@ -33,6 +33,10 @@ struct KeyInfo {
     const char* meaning;
 };
 
+/// Whether `key` is a canonical net.* sysctl name: "net." then lowercase letters, digits,
+/// `_` and `-` in non-empty dot-separated components, at most 255 bytes.
+bool valid_key_syntax(std::string_view key);
+
 /// nullptr for a key wanlab has no table entry for.
 const KeyInfo* lookup(std::string_view key);
 const std::vector<KeyInfo>& known_keys();

@@ -1,0 +1,81 @@
+#include "core/text.h"
+
+#include <fmt/format.h>
+
+namespace wanlab::text {
+namespace {
+bool plain(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("-_.,:/=@%+").find(c) != std::string_view::npos;
+}
+
+// The length of the control character at s[i] (1 for C0/DEL, 2 for C1 in UTF-8), 0 if none.
+std::size_t control_at(std::string_view s, std::size_t i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) return 1;
+    if (c == 0xc2 && i + 1 < s.size()) {
+        auto d = static_cast<unsigned char>(s[i + 1]);
+        if (d >= 0x80 && d <= 0x9f) return 2;
+    }
+    return 0;
+}
+
+unsigned code_point(std::string_view s, std::size_t i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    return c == 0xc2 ? static_cast<unsigned char>(s[i + 1]) : c;
+}
+}  // namespace
+
+std::string shell_quote(std::string_view word) {
+    bool safe = !word.empty();
+    for (char c : word) safe = safe && plain(c);
+    // `=` is plain inside a word but makes a first word an assignment; `%` is harmless.
+    if (safe) return std::string(word);
+    std::string out = "'";
+    for (char c : word) {
+        if (c == '\'')
+            out += "'\\''";
+        else
+            out += c;
+    }
+    return out + "'";
+}
+
+std::string shell_join(const std::vector<std::string>& argv) {
+    std::string out;
+    for (const auto& a : argv) out += (out.empty() ? "" : " ") + shell_quote(a);
+    return out;
+}
+
+std::string terminal_safe(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size();) {
+        std::size_t n = s[i] == '\n' || s[i] == '\t' ? 0 : control_at(s, i);
+        if (n == 0) {
+            out += s[i++];
+            continue;
+        }
+        out += n == 1 ? fmt::format("\\x{:02x}", code_point(s, i)) : fmt::format("\\u{:04x}", code_point(s, i));
+        i += n;
+    }
+    return out;
+}
+
+std::optional<std::size_t> control_character(std::string_view s) {
+    for (std::size_t i = 0; i < s.size(); ++i)
+        if (s[i] != '\t' && control_at(s, i)) return i;
+    return std::nullopt;
+}
+
+std::string describe_control(std::string_view s, std::size_t at) {
+    unsigned cp = code_point(s, at);
+    const char* name = cp == '\n'   ? " (a line feed)"
+                       : cp == '\r' ? " (a carriage return)"
+                       : cp == 0x1b ? " (escape)"
+                       : cp == 0    ? " (a NUL byte)"
+                                    : "";
+    return fmt::format("U+{:04X}{}", cp, name);
+}
+
+}  // namespace wanlab::text
