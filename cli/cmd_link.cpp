@@ -23,6 +23,7 @@
 #include "cli/load.h"
 #include "core/error.h"
 #include "core/sys.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "experiment/experiment.h"
 #include "experiment/plan.h"
@@ -78,13 +79,19 @@ netem::Direction resolve(const Options& o) {
 }
 
 void write_file_synced(const fs::path& path, const std::string& text) {
-    fs::create_directories(path.parent_path());
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    lab::check_run_dir(path.parent_path().parent_path());
+    lab::check_run_dir(path.parent_path());
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) sys::fail_errno("writing " + path.string());
     bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
     int saved = errno;
     ::close(fd);
     if (!ok) sys::fail("writing " + path.string(), saved);
+}
+
+std::string read_snapshot(const fs::path& path) {
+    lab::check_run_dir(path.parent_path());
+    return sys::read_file(path.string(), sys::kMaxInputBytes, "saved qdiscs", true);
 }
 
 /// A watchdog that runs `wanlab link clear` for this device after `seconds`, whatever happens
@@ -101,8 +108,8 @@ int apply(const Options& o) {
     auto d = resolve(o);
     if (!o.dry_run) lab::refuse_if_ssh(o.netns, o.dev, "", 0, o.force);
     if (o.dry_run) {
-        for (const auto& line :
-             netem::tc_commands(d, o.dev, o.netns.empty() ? "" : "ip netns exec " + o.netns + " ", o.mtu))
+        for (const auto& line : netem::tc_commands(
+                 d, o.dev, o.netns.empty() ? "" : "ip netns exec " + text::shell_quote(o.netns) + " ", o.mtu))
             std::puts(line.c_str());
         return 0;
     }
@@ -112,10 +119,7 @@ int apply(const Options& o) {
     // The first apply saves what the device had; later ones keep that original snapshot.
     std::optional<netem::DeviceQdiscs> device;
     if (fs::exists(path)) {
-        std::ifstream in(path);
-        std::stringstream text;
-        text << in.rdbuf();
-        device.emplace(netem::DeviceQdiscs::from_serialized(kernel, o.dev, text.str()));
+        device.emplace(netem::DeviceQdiscs::from_serialized(kernel, o.dev, read_snapshot(path)));
     } else {
         device.emplace(kernel, o.dev);
         write_file_synced(path, device->serialize());
@@ -153,10 +157,7 @@ int clear(const Options& o) {
     }
     auto lock = lock_device(o);
     netem::NetlinkKernel kernel(o.netns);
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    auto device = netem::DeviceQdiscs::from_serialized(kernel, o.dev, text.str());
+    auto device = netem::DeviceQdiscs::from_serialized(kernel, o.dev, read_snapshot(path));
     device.restore();
     device.release();
     fs::remove(path);
@@ -208,8 +209,12 @@ Runner setup_link(CLI::App& sub) {
     auto action = std::make_shared<std::string>();
     sub.require_subcommand(1);
     auto common = [o](CLI::App* app) {
-        app->add_option("--dev", o->dev, "Network device")->required();
-        app->add_option("--netns", o->netns, "Network namespace (as `ip netns` names it) the device is in");
+        // Both names become paths under /run/wanlab and words in printed commands.
+        app->add_option("--dev", o->dev, "Network device")
+            ->required()
+            ->check(CLI::Validator([](std::string& v) { return sys::device_name_problem(v); }, "DEV"));
+        app->add_option("--netns", o->netns, "Network namespace (as `ip netns` names it) the device is in")
+            ->check(CLI::Validator([](std::string& v) { return sys::netns_name_problem(v); }, "NAME"));
     };
     CLI::App* a =
         sub.add_subcommand("apply", "Put link conditions on a device (replacing what wanlab put there before)");

@@ -2,18 +2,22 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/sys.h"
+#include "core/text.h"
+#include "sysctl/sysctl_spec.h"
 
 namespace wanlab::lab {
 namespace {
@@ -24,6 +28,13 @@ void fsync_dir(const std::filesystem::path& dir) {
     sys::Fd d(static_cast<int>(sys::check_sys(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC),
                                               fmt::format("opening {}", dir.string()))));
     sys::check_sys(::fsync(d.get()), fmt::format("syncing {}", dir.string()));
+}
+
+// The rule of session.cpp's check_run_id(), as a test: 1 to 24 of a-z, 0-9 and -.
+bool valid_run_id(const std::string& run) {
+    return !run.empty() && run.size() <= 24 && std::all_of(run.begin(), run.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+    });
 }
 
 std::string text_of(const json& e, const char* key) {
@@ -56,14 +67,40 @@ unsigned long long start_time_of(const std::string& fields) {
 
 unsigned long long process_start_time(pid_t pid) { return start_time_of(stat_after_comm(pid)); }
 
+void check_run_dir(const std::filesystem::path& dir) {
+    std::string d = dir.string();
+    std::error_code ec;
+    if (dir.has_parent_path()) std::filesystem::create_directories(dir.parent_path(), ec);
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) sys::fail_errno("creating " + d);
+    int raw = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (raw < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+        struct stat l {};
+        bool link = ::lstat(d.c_str(), &l) == 0 && S_ISLNK(l.st_mode);
+        throw Error(
+            fmt::format("{} is {}, not a directory of wanlab's: wanlab acts on the journals it finds there, so "
+                        "it trusts only a real directory it owns. Look at it, remove it (`rm {}`), and run "
+                        "again",
+                        d, link ? "a symbolic link" : "not a directory", d));
+    }
+    sys::Fd fd(static_cast<int>(sys::check_sys(raw, "opening " + d)));
+    struct stat st {};
+    sys::check_sys(::fstat(fd.get(), &st), "checking " + d);
+    if (st.st_uid != ::geteuid())
+        throw Error(
+            fmt::format("{} belongs to uid {}, not to uid {} (this wanlab): whoever owns it could plant "
+                        "journals that wanlab would replay as root. Check its contents, then remove it or "
+                        "`chown {}` it",
+                        d, st.st_uid, ::geteuid(), ::geteuid()));
+    // Older wanlab versions made it with the umask (0755); nobody else needs to read it.
+    if ((st.st_mode & 077) != 0) sys::check_sys(::fchmod(fd.get(), 0700), "making " + d + " private (0700)");
+}
+
 Journal::Journal(const std::filesystem::path& dir, const std::string& run)
     : path_(dir / (run + ".journal")), run_(run) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw Error(fmt::format("creating {}: {}", dir.string(), ec.message()));
-    fd_ =
-        static_cast<int>(sys::check_sys(::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644),
-                                        fmt::format("creating journal {}", path_.string())));
+    check_run_dir(dir);
+    fd_ = static_cast<int>(
+        sys::check_sys(::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600),
+                       fmt::format("creating journal {}", path_.string())));
     try {
         fsync_dir(dir);
         record({{"op", "begin"},
@@ -108,8 +145,12 @@ void Journal::record(const json& entry) {
 
 json netns_entry(const std::string& name) { return {{"op", "netns"}, {"name", name}}; }
 json link_entry(const std::string& ns, const std::string& name) { return {{"op", "link"}, {"ns", ns}, {"name", name}}; }
-json sysctl_entry(const std::string& ns, const std::string& key, const std::string& old) {
-    return {{"op", "sysctl"}, {"ns", ns}, {"key", key}, {"old", old}};
+json sysctl_entry(const std::string& ns, const std::string& key, const std::string& old, const std::string& wrote) {
+    return {{"op", "sysctl"}, {"ns", ns}, {"key", key}, {"old", old}, {"wrote", wrote}};
+}
+
+json sysctl_write_entry(const std::string& ns, const std::string& key, const std::string& value) {
+    return {{"op", "sysctl-write"}, {"ns", ns}, {"key", key}, {"value", value}};
 }
 
 json qdisc_entry(const std::string& ns, const std::string& dev, const std::string& snapshot) {
@@ -150,48 +191,147 @@ bool JournalFile::live() const {
 }
 
 JournalFile read_journal(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    if (!in) sys::fail_errno("reading journal " + path.string());
     JournalFile out;
     out.path = path;
     out.run = path.stem().string();
+    std::string text;
+    try {
+        text = sys::read_file(path.string(), sys::kMaxInputBytes, "journal", true);
+    } catch (const Error& e) {
+        out.problem = e.what();
+        return out;
+    }
+    std::istringstream in(text);
     std::string line;
+    bool begun = false;
     while (std::getline(in, line)) {
         if (line.empty()) continue;
         json e = json::parse(line, nullptr, false);
         if (e.is_discarded() || !e.is_object()) continue;  // a torn write: its change never started
         if (text_of(e, "op") == "begin") {
+            if (begun) continue;
+            begun = true;
             out.run = text_of(e, "run");
-            out.pid = e.value("pid", 0);
-            out.start_time = e.value("start_time", 0ULL);
+            auto pid = e.find("pid");
+            auto start = e.find("start_time");
+            if (pid != e.end() && pid->is_number_integer()) out.pid = pid->get<pid_t>();
+            if (start != e.end() && start->is_number_unsigned()) out.start_time = start->get<unsigned long long>();
             continue;
         }
         out.entries.push_back(std::move(e));
     }
+    if (!begun)
+        out.problem = fmt::format("journal {} has no begin entry: not a journal wanlab wrote", path.string());
+    else if (out.run != path.stem().string() || !valid_run_id(out.run))
+        out.problem = fmt::format("journal {} names run \"{}\", which does not match its file name", path.string(),
+                                  text::terminal_safe(out.run));
+    if (!out.problem.empty()) out.run = path.stem().string();  // what `restore --forget RUN` takes
     return out;
 }
 
 std::vector<JournalFile> find_journals(const std::filesystem::path& dir) {
     std::vector<JournalFile> out;
     std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(dir, ec))) return out;
+    check_run_dir(dir);
     for (const auto& f : std::filesystem::directory_iterator(dir, ec))
         if (f.path().extension() == ".journal") out.push_back(read_journal(f.path()));
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.run < b.run; });
     return out;
 }
 
+namespace {
+std::string one_line_problem(const json& e, const char* key) {
+    auto it = e.find(key);
+    if (it == e.end() || !it->is_string()) return fmt::format("`{}` is missing or not a string", key);
+    if (auto c = text::control_character(it->get<std::string>()))
+        return fmt::format("`{}` contains {}", key, text::describe_control(it->get<std::string>(), *c));
+    return "";
+}
+
+// A namespace a run's journal may name: one of the run's own, or "" (the host) if allowed.
+std::string netns_problem(const json& e, const char* key, const std::string& run, bool host_allowed) {
+    if (auto p = one_line_problem(e, key); !p.empty()) return p;
+    std::string ns = text_of(e, key);
+    if (ns.empty()) return host_allowed ? "" : fmt::format("`{}` is empty", key);
+    if (!ns.starts_with("wanlab-" + run + "-"))
+        return fmt::format("`{}` = \"{}\" is not one of run {}'s namespaces (wanlab-{}-...)", key, ns, run, run);
+    if (auto p = sys::netns_name_problem(ns); !p.empty()) return fmt::format("`{}`: {}", key, p);
+    return "";
+}
+
+std::string device_problem(const json& e, const char* key) {
+    if (auto p = one_line_problem(e, key); !p.empty()) return p;
+    if (auto p = sys::device_name_problem(text_of(e, key)); !p.empty()) return fmt::format("`{}`: {}", key, p);
+    return "";
+}
+
+std::string sysctl_key_problem(const json& e) {
+    if (auto p = one_line_problem(e, "key"); !p.empty()) return p;
+    if (!sysctl::valid_key_syntax(text_of(e, "key"))) return "`key` is not a canonical net.* sysctl name";
+    return "";
+}
+}  // namespace
+
+std::string entry_problem(const json& e, const std::string& run) {
+    std::string op = text_of(e, "op");
+    std::vector<std::string> problems;
+    auto add = [&](std::string p) {
+        if (!p.empty()) problems.push_back(std::move(p));
+    };
+    if (op == "netns") {
+        add(netns_problem(e, "name", run, false));
+    } else if (op == "link" || op == "qdisc") {
+        add(netns_problem(e, "ns", run, false));
+        add(device_problem(e, op == "link" ? "name" : "dev"));
+        if (op == "qdisc" && !e.contains("snapshot")) add("`snapshot` is missing");
+    } else if (op == "sysctl" || op == "sysctl-write") {
+        add(netns_problem(e, "ns", run, true));
+        add(sysctl_key_problem(e));
+        add(one_line_problem(e, op == "sysctl" ? "old" : "value"));
+        if (op == "sysctl" && e.contains("wrote")) add(one_line_problem(e, "wrote"));
+    } else if (op == "host") {
+        add(netns_problem(e, "ns", run, true));
+        add(device_problem(e, "dev"));
+        std::string ifb = text_of(e, "ifb");
+        if (!ifb.empty() && (!ifb.starts_with("wlifb-") || !sys::device_name_problem(ifb).empty()))
+            add(fmt::format("`ifb` = \"{}\" is not a device wanlab makes (wlifb-...)", ifb));
+    } else {
+        add(fmt::format("unknown operation \"{}\"", op));
+    }
+    std::string out;
+    for (const auto& p : problems) out += (out.empty() ? "" : "; ") + p;
+    return text::terminal_safe(out);
+}
+
 std::vector<std::string> replay(const JournalFile& journal, const Undo& undo) {
     std::vector<std::string> failures;
+    if (!journal.problem.empty()) return {journal.problem};
+    // What the run wrote last to each key: a later sysctl-write entry overrides the first.
+    std::map<std::pair<std::string, std::string>, std::string> wrote;
+    for (const json& e : journal.entries) {
+        std::string op = text_of(e, "op");
+        if ((op == "sysctl" || op == "sysctl-write") && entry_problem(e, journal.run).empty())
+            wrote[{text_of(e, "ns"), text_of(e, "key")}] = text_of(e, op == "sysctl" ? "wrote" : "value");
+    }
     for (auto it = journal.entries.rbegin(); it != journal.entries.rend(); ++it) {
         const json& e = *it;
         std::string op = text_of(e, "op");
+        if (auto problem = entry_problem(e, journal.run); !problem.empty()) {
+            failures.push_back(fmt::format("journal entry left alone, not one wanlab writes ({}): {}", problem,
+                                           text::terminal_safe(e.dump())));
+            continue;
+        }
         try {
-            if (op == "netns" && undo.netns)
+            if (op == "sysctl-write")
+                continue;  // the entry before the key's first change undoes it
+            else if (op == "netns" && undo.netns)
                 undo.netns(text_of(e, "name"));
             else if (op == "link" && undo.link)
                 undo.link(text_of(e, "ns"), text_of(e, "name"));
             else if (op == "sysctl" && undo.sysctl)
-                undo.sysctl(text_of(e, "ns"), text_of(e, "key"), text_of(e, "old"));
+                undo.sysctl(text_of(e, "ns"), text_of(e, "key"), text_of(e, "old"),
+                            wrote[{text_of(e, "ns"), text_of(e, "key")}]);
             else if (op == "qdisc" && undo.qdisc)
                 undo.qdisc(text_of(e, "ns"), text_of(e, "dev"), text_of(e, "snapshot"));
             else if (op == "host" && undo.host)
@@ -206,9 +346,8 @@ std::vector<std::string> replay(const JournalFile& journal, const Undo& undo) {
 }
 
 FileLock::FileLock(const std::filesystem::path& path, bool wait, const std::string& what) {
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    fd_ = static_cast<int>(sys::check_sys(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644),
+    check_run_dir(path.parent_path());
+    fd_ = static_cast<int>(sys::check_sys(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600),
                                           fmt::format("opening lock {}", path.string())));
     int rc;
     do rc = ::flock(fd_, LOCK_EX | (wait ? 0 : LOCK_NB));

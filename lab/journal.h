@@ -10,13 +10,20 @@
 //   {"op":"begin","run":"r1","pid":123,"start_time":456789,"version":1}
 //   {"op":"netns","name":"wanlab-r1-client"}
 //   {"op":"link","ns":"wanlab-r1-router","name":"wl-rc"}
-//   {"op":"sysctl","ns":"","key":"net.core.rmem_max","old":"212992"}
+//   {"op":"sysctl","ns":"","key":"net.core.rmem_max","old":"212992","wrote":"67108864"}
+//   {"op":"sysctl-write","ns":"","key":"net.core.rmem_max","value":"212992"}  (each later write)
 //   {"op":"qdisc","ns":"wanlab-r1-router","dev":"wl-rs","snapshot":"device wl-rs\nqdisc 2400..."}
 //   {"op":"host","ns":"","dev":"eth0","snapshot":"...","ifb":"wlifb-eth0","ingress_created":true,
 //    "filter_parent":4294901760,"filter_prio":1,"v6":false}      (host mode: netem::HostUndo)
 // Replay undoes entries newest first. Journal removes its file on destruction, after the
 // run's resources (declared after it) have been undone, unless keep() was called because an
 // undo failed. Not thread-safe.
+//
+// The directory is a trust boundary: root reads it and acts on what it says. It is kept
+// 0700 and owned by this user (check_run_dir(), on every use), its files are opened without
+// following symlinks, and replay checks every field of an entry before acting on it: a
+// namespace must be one of the run's own ("wanlab-RUN-..."), a device name one the kernel
+// could have made, a sysctl key a canonical net.* name, a value one line.
 #pragma once
 
 #include <sys/types.h>
@@ -34,6 +41,12 @@ namespace wanlab::lab {
 
 /// Where journals and locks live.
 inline const char* const kRunDir = "/run/wanlab";
+
+/// Makes `dir` if it is missing (0700) and checks it is safe to trust: a real directory (not
+/// a symlink), owned by this user, not writable by anyone else; tightens a looser mode that
+/// an older wanlab left (0755) to 0700. Throws wanlab::Error saying what is wrong and how to
+/// fix it.
+void check_run_dir(const std::filesystem::path& dir);
 
 class Journal {
 public:
@@ -59,7 +72,11 @@ private:
 
 nlohmann::json netns_entry(const std::string& name);
 nlohmann::json link_entry(const std::string& ns, const std::string& name);
-nlohmann::json sysctl_entry(const std::string& ns, const std::string& key, const std::string& old);
+/// Before a key's first change: its old value and the value about to be written.
+nlohmann::json sysctl_entry(const std::string& ns, const std::string& key, const std::string& old,
+                            const std::string& wrote);
+/// Before each later write of the key.
+nlohmann::json sysctl_write_entry(const std::string& ns, const std::string& key, const std::string& value);
 /// Before the first change to `dev`'s qdiscs: its tree as netem::DeviceQdiscs::serialize()
 /// writes it (the kernel's own messages in hex), which restore replays.
 nlohmann::json qdisc_entry(const std::string& ns, const std::string& dev, const std::string& snapshot);
@@ -75,11 +92,16 @@ struct JournalFile {
     pid_t pid = 0;
     unsigned long long start_time = 0;    ///< of `pid`, in clock ticks since boot (/proc/PID/stat)
     std::vector<nlohmann::json> entries;  ///< after the begin entry, oldest first
+    /// Why the journal cannot be trusted or read ("" if it can): not a regular file, a
+    /// symlink, too large, no valid begin entry. Such a journal is never replayed; `wanlab
+    /// restore --forget RUN` removes it.
+    std::string problem;
     /// True while the process that wrote it is still running (a live run, not a stale one).
     bool live() const;
 };
 
-/// Reads a journal; a torn or unparsable last line is dropped.
+/// Reads a journal; a torn or unparsable last line is dropped. Never throws for what the
+/// file holds: a journal that cannot be read comes back with `problem` set.
 JournalFile read_journal(const std::filesystem::path& path);
 /// Every <run>.journal in `dir`, sorted by run.
 std::vector<JournalFile> find_journals(const std::filesystem::path& dir);
@@ -91,13 +113,19 @@ unsigned long long process_start_time(pid_t pid);
 struct Undo {
     std::function<void(const std::string& name)> netns;
     std::function<void(const std::string& ns, const std::string& name)> link;
-    std::function<void(const std::string& ns, const std::string& key, const std::string& old)> sysctl;
+    /// `wrote`: what the run wrote last ("" for a journal from before wanlab recorded it).
+    std::function<void(const std::string& ns, const std::string& key, const std::string& old, const std::string& wrote)>
+        sysctl;
     std::function<void(const std::string& ns, const std::string& dev, const std::string& snapshot)> qdisc;
     std::function<void(const std::string& ns, const netem::HostUndo& undo)> host;
 };
 
+/// Why `entry` of `run`'s journal is not one wanlab could have written ("" if it is): every
+/// field replay would act on, checked.
+std::string entry_problem(const nlohmann::json& entry, const std::string& run);
+
 /// Undoes the entries newest first; returns one message per entry that could not be undone
-/// (the others are undone regardless). Idempotent.
+/// or failed entry_problem() (the others are undone regardless). Idempotent.
 std::vector<std::string> replay(const JournalFile& journal, const Undo& undo);
 
 /// An exclusive flock on a file, held for the object's life.

@@ -11,6 +11,7 @@
 #include "lab/netns.h"
 #include "netem/device.h"
 #include "netem/kernel.h"
+#include "sysctl/snapshot.h"
 
 namespace wanlab::lab {
 
@@ -30,9 +31,16 @@ Undo machine_undo(sysctl::ProcSys& proc, const Log& log) {
         VethPair::remove(ns, name);
         say(fmt::format("deleted device {} {}", name, sysctl::where(ns)));
     };
-    u.sysctl = [say, &proc](const std::string& ns, const std::string& key, const std::string& old) {
+    u.sysctl = [say, &proc](const std::string& ns, const std::string& key, const std::string& old,
+                            const std::string& wrote) {
         if (!proc.namespace_exists(ns)) return;
-        if (proc.read(ns, key) == old) return;
+        auto now = proc.read(ns, key);
+        if (!now || sysctl::same_value(*now, old)) return;
+        // Someone else's value, set after wanlab's: theirs to keep.
+        if (!wrote.empty() && !sysctl::same_value(*now, wrote)) {
+            say("left alone: " + sysctl::left_alone(ns, key, *now, wrote, old));
+            return;
+        }
         proc.write(ns, key, old);
         say(fmt::format("restored {} = \"{}\" {}", key, old, sysctl::where(ns)));
     };
@@ -73,6 +81,13 @@ std::vector<JournalFile> stale_journals(const std::filesystem::path& dir) {
 void settle_stale_journals(const std::filesystem::path& dir, bool restore, sysctl::ProcSys& proc, const Log& log) {
     auto stale = stale_journals(dir);
     if (stale.empty()) return;
+    for (const auto& j : stale)
+        if (!j.problem.empty())
+            throw Error(
+                fmt::format("{}; nothing was changed.\nwanlab cannot undo what this journal describes. Check "
+                            "the machine by hand (`ip netns`, `tc qdisc`, `sysctl net`), then remove it with "
+                            "`wanlab restore --forget {}`.",
+                            j.problem, j.run));
     if (!restore) {
         std::string list;
         for (const auto& j : stale) list += fmt::format("\n  run {} (pid {}): {}", j.run, j.pid, j.path.string());
@@ -87,6 +102,10 @@ void settle_stale_journals(const std::filesystem::path& dir, bool restore, sysct
         if (failures.empty()) continue;
         std::string msg = fmt::format("restoring run {} failed; nothing new was changed:", j.run);
         for (const auto& f : failures) msg += "\n  " + f;
+        msg += fmt::format(
+            "\nFix what is named and run `wanlab restore` again; for entries wanlab did not write, "
+            "check the machine by hand, then `wanlab restore --forget {}`.",
+            j.run);
         throw Error(msg);
     }
 }

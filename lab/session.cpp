@@ -84,8 +84,8 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
     Journal* journal = &*journal_;
     sysctls_.emplace(
         proc,
-        [journal](const std::string& ns, const std::string& key, const std::string& old) {
-            journal->record(sysctl_entry(ns, key, old));
+        [journal](const std::string& ns, const std::string& key, const std::string* old, const std::string& value) {
+            journal->record(old ? sysctl_entry(ns, key, *old, value) : sysctl_write_entry(ns, key, value));
         },
         [journal] { journal->keep(); });
 }

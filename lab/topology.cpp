@@ -38,8 +38,9 @@ Topology::Topology(const LabSpec& spec, const std::string& run, Journal* journal
         add_default_route(client, Addressing::kClientGateway);
         add_default_route(server, Addressing::kServerGateway);
     }
-    forwarding_.emplace(proc, [journal](const std::string& n, const std::string& key, const std::string& old) {
-        if (journal) journal->record(sysctl_entry(n, key, old));
+    forwarding_.emplace(proc, [journal](const std::string& n, const std::string& key, const std::string* old,
+                                        const std::string& value) {
+        if (journal) journal->record(old ? sysctl_entry(n, key, *old, value) : sysctl_write_entry(n, key, value));
     });
     forwarding_->set(ns("router"), "net.ipv4.ip_forward", "1");
     step("links");

@@ -199,9 +199,22 @@ void undo_host(QdiscKernel& kernel, const HostUndo& u) {
     if (int ifindex = exists(u.dev)) {
         if (u.ingress_created) {
             attempt([&] {
-                if (ingress_of(kernel.dump(ifindex, false)))
+                // The ingress qdisc wanlab made goes only while it is still wanlab's: an
+                // `ingress` carrying wanlab's filter and nobody else's. One a CNI or a user
+                // made meanwhile (a clsact, or filters at other priorities) stays; only
+                // wanlab's filter leaves it.
+                auto qdiscs = kernel.dump(ifindex, false);
+                const TcObject* ingress = ingress_of(qdiscs);
+                // A clsact in its place means the hook was replaced, wanlab's filter with it.
+                if (!ingress || ingress->kind != "ingress") return;
+                bool ours = false, foreign = false;
+                for (const auto& f : kernel.dump_filters(ifindex, 0xffff0000))
+                    ((f.info >> 16) == u.filter_prio && (f.kind.empty() || f.kind == "u32") ? ours : foreign) = true;
+                if (ours && !foreign)
                     kernel.send(
                         delete_qdisc(ifindex, TC_H_INGRESS, 0, fmt::format("delete ingress qdisc of {}", u.dev)));
+                else if (ours)
+                    kernel.send(delete_filters(ifindex, u.dev, 0xffff0000, u.filter_prio, u.v6));
             });
         } else if (u.filter_parent) {
             attempt([&] {

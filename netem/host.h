@@ -53,10 +53,10 @@ struct HostUndo {
 };
 
 /// Undoes whatever a HostImpairment with plan `u` changed, looking at the kernel first so
-/// every step is skipped when its change is absent (never made, or already undone; a root
-/// tree identical to the snapshot is left alone): safe to run any number of times, from any
-/// process. Throws wanlab::Error listing the steps that
-/// failed; the others are done regardless.
+/// every step is skipped when its change is absent, and the ingress qdisc wanlab created is
+/// deleted only while it carries wanlab's filter and no other (else only that filter goes); (never made, or already
+/// undone; a root tree identical to the snapshot is left alone): safe to run any number of times, from any process.
+/// Throws wanlab::Error listing the steps that failed; the others are done regardless.
 void undo_host(QdiscKernel& kernel, const HostUndo& u);
 
 class HostImpairment {

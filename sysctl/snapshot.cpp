@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -19,9 +20,28 @@ SysctlSnapshot::SysctlSnapshot(SysctlSnapshot&& o) noexcept
     o.saved_.clear();
 }
 
+bool same_value(const std::string& a, const std::string& b) {
+    std::istringstream x(a), y(b);
+    std::string u, v;
+    for (;;) {
+        bool more_x = static_cast<bool>(x >> u), more_y = static_cast<bool>(y >> v);
+        if (more_x != more_y) return false;
+        if (!more_x) return true;
+        if (u != v) return false;
+    }
+}
+
+std::string left_alone(const std::string& ns, const std::string& key, const std::string& now, const std::string& wrote,
+                       const std::string& old) {
+    return fmt::format(
+        "{} {} was changed during the run (now \"{}\", wanlab wrote \"{}\"): left as it is, not "
+        "restored to \"{}\"",
+        key, where(ns), now, wrote, old);
+}
+
 SysctlSnapshot::~SysctlSnapshot() {
     try {
-        restore();
+        for (const auto& note : restore()) std::fputs(fmt::format("wanlab: warning: {}\n", note).c_str(), stderr);
     } catch (const std::exception& e) {
         std::fputs(fmt::format("wanlab: warning: {}\n", e.what()).c_str(), stderr);
         if (on_failure_) on_failure_();
@@ -29,28 +49,40 @@ SysctlSnapshot::~SysctlSnapshot() {
 }
 
 void SysctlSnapshot::set(const std::string& ns, const std::string& key, const std::string& value) {
-    bool known = std::any_of(saved_.begin(), saved_.end(), [&](const Saved& s) { return s.ns == ns && s.key == key; });
-    if (!known) {
+    auto known = std::find_if(saved_.begin(), saved_.end(), [&](const Saved& s) { return s.ns == ns && s.key == key; });
+    if (known == saved_.end()) {
         auto old = proc_->read(ns, key);
         if (!old) throw Error(fmt::format("setting {} {}: no such key", key, where(ns)));
-        if (before_) before_(ns, key, *old);
-        saved_.push_back({ns, key, *old});
+        if (before_) before_(ns, key, &*old, value);
+        saved_.push_back({ns, key, *old, value});
+    } else {
+        if (before_) before_(ns, key, nullptr, value);
+        known->wrote = value;
     }
     proc_->write(ns, key, value);
 }
 
-void SysctlSnapshot::restore() {
+std::vector<std::string> SysctlSnapshot::restore() {
     std::string failures;
+    std::vector<std::string> notes;
     while (!saved_.empty()) {
         Saved s = std::move(saved_.back());
         saved_.pop_back();
         try {
-            if (proc_->namespace_exists(s.ns)) proc_->write(s.ns, s.key, s.old);
+            if (!proc_->namespace_exists(s.ns)) continue;
+            auto now = proc_->read(s.ns, s.key);
+            if (!now || same_value(*now, s.old)) continue;
+            if (!same_value(*now, s.wrote)) {
+                notes.push_back(left_alone(s.ns, s.key, *now, s.wrote, s.old));
+                continue;
+            }
+            proc_->write(s.ns, s.key, s.old);
         } catch (const std::exception& e) {
             failures += fmt::format("\n  {}", e.what());
         }
     }
     if (!failures.empty()) throw Error("restoring sysctls failed:" + failures);
+    return notes;
 }
 
 }  // namespace wanlab::sysctl

@@ -2,9 +2,11 @@
 //
 // Creates: new values in /proc/sys (through a ProcSys). Undoes: writes back, in reverse
 // order, the exact text each key held before wanlab first touched it (read just before that
-// first write), in its destructor or on an explicit restore(). A key in a namespace that no
-// longer exists is skipped: its values went with it. The destructor never throws; it reports
-// failures on stderr and through on_failure. Move-only; not thread-safe.
+// first write), in its destructor or on an explicit restore(), but only while the key still
+// holds what wanlab last wrote: a value someone else set during the run is theirs, and stays
+// (with a note saying so). A key in a namespace that no longer exists is skipped: its values
+// went with it. The destructor never throws; it reports failures on stderr and through
+// on_failure. Move-only; not thread-safe.
 #pragma once
 
 #include <functional>
@@ -17,9 +19,11 @@ namespace wanlab::sysctl {
 
 class SysctlSnapshot {
 public:
-    /// Called with the exact old value before a key is first changed (the journal's hook);
-    /// if it throws, nothing is written.
-    using BeforeChange = std::function<void(const std::string& ns, const std::string& key, const std::string& old)>;
+    /// Called before every write (the journal's hook) with the value about to be written and,
+    /// on a key's first change, the exact old value (nullptr after that); if it throws,
+    /// nothing is written.
+    using BeforeChange = std::function<void(const std::string& ns, const std::string& key, const std::string* old,
+                                            const std::string& value)>;
 
     explicit SysctlSnapshot(ProcSys& proc, BeforeChange before = {}, std::function<void()> on_failure = {});
     ~SysctlSnapshot();
@@ -32,12 +36,14 @@ public:
     /// Throws wanlab::Error when the key does not exist or the kernel refuses the value.
     void set(const std::string& ns, const std::string& key, const std::string& value);
 
-    /// Writes every recorded value back, newest first, and forgets them. Throws wanlab::Error
-    /// listing the keys that could not be restored (the others are restored regardless).
-    void restore();
+    /// Writes every recorded value back, newest first, and forgets them; returns one note per
+    /// key left alone because its value changed under wanlab. Throws wanlab::Error listing the
+    /// keys that could not be restored (the others are restored regardless).
+    std::vector<std::string> restore();
 
     struct Saved {
         std::string ns, key, old;
+        std::string wrote;  ///< what wanlab wrote last
     };
     /// What will be restored, oldest first.
     const std::vector<Saved>& saved() const { return saved_; }
@@ -48,5 +54,14 @@ private:
     std::function<void()> on_failure_;
     std::vector<Saved> saved_;
 };
+
+/// Whether two /proc/sys texts are the same value: the kernel reads a triplet back with tabs
+/// however it was written ("4096 131072 6291456" is "4096\t131072\t6291456").
+bool same_value(const std::string& a, const std::string& b);
+
+/// The note for a key wanlab leaves alone: "net.core.rmem_max on the host was changed during
+/// the run (now "1", wanlab wrote "2"): left as it is, not restored to "3"".
+std::string left_alone(const std::string& ns, const std::string& key, const std::string& now, const std::string& wrote,
+                       const std::string& old);
 
 }  // namespace wanlab::sysctl

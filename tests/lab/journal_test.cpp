@@ -28,8 +28,8 @@ Undo recording(std::vector<std::string>& log) {
     Undo u;
     u.netns = [&log](const std::string& n) { log.push_back("netns " + n); };
     u.link = [&log](const std::string& ns, const std::string& n) { log.push_back("link " + ns + " " + n); };
-    u.sysctl = [&log](const std::string& ns, const std::string& k, const std::string& old) {
-        log.push_back("sysctl " + ns + " " + k + "=" + old);
+    u.sysctl = [&log](const std::string& ns, const std::string& k, const std::string& old, const std::string& wrote) {
+        log.push_back("sysctl " + ns + " " + k + "=" + old + (wrote.empty() ? "" : " (wrote " + wrote + ")"));
     };
     return u;
 }
@@ -43,7 +43,7 @@ TEST_CASE("a journal records entries in order and removes its file when the run 
         Journal j(dir.path, "r1");
         path = j.path();
         j.record(netns_entry("wanlab-r1-client"));
-        j.record(sysctl_entry("", "net.core.rmem_max", "4096\t8192"));
+        j.record(sysctl_entry("", "net.core.rmem_max", "4096\t8192", "1"));
         auto back = read_journal(path);
         CHECK(back.run == "r1");
         CHECK(back.pid == ::getpid());
@@ -122,15 +122,17 @@ TEST_CASE("replay reports entries it cannot undo and still undoes the rest") {
         std::ofstream out(dir.path / "r5.journal");
         out << R"({"op":"begin","run":"r5","pid":1,"start_time":1})"
             << "\n"
-            << R"({"op":"netns","name":"a"})"
+            << R"({"op":"netns","name":"wanlab-r5-a"})"
             << "\n"
-            << R"({"op":"qdisc","dev":"wl-rs"})"
+            << R"({"op":"qdisc","ns":"wanlab-r5-router","dev":"wl-rs","snapshot":""})"
             << "\n";
     }
     std::vector<std::string> log;
     auto failures = replay(read_journal(dir.path / "r5.journal"), recording(log));
-    CHECK(failures == std::vector<std::string>{R"(no way to undo journal entry {"dev":"wl-rs","op":"qdisc"})"});
-    CHECK(log == std::vector<std::string>{"netns a"});
+    CHECK(failures ==
+          std::vector<std::string>{
+              R"(no way to undo journal entry {"dev":"wl-rs","ns":"wanlab-r5-router","op":"qdisc","snapshot":""})"});
+    CHECK(log == std::vector<std::string>{"netns wanlab-r5-a"});
 }
 
 TEST_CASE("a qdisc entry carries the device's snapshot to the undo function") {
@@ -163,7 +165,7 @@ TEST_CASE("a host entry carries everything undoing host mode takes", "[journal][
     plan.v6 = true;
     {
         Journal j(dir.path, "r7");
-        j.record(sysctl_entry("", "net.core.rmem_max", "212992"));
+        j.record(sysctl_entry("", "net.core.rmem_max", "212992", "4096"));
         j.record(host_entry("", plan));
         j.keep();
     }
@@ -214,4 +216,101 @@ TEST_CASE("missing capabilities are named one by one") {
     CHECK(missing_capabilities(1ULL << 12) == std::vector<std::string>{"CAP_SYS_ADMIN"});
     CHECK(missing_capabilities(1ULL << 21) == std::vector<std::string>{"CAP_NET_ADMIN"});
     CHECK(missing_capabilities((1ULL << 12) | (1ULL << 21)).empty());
+}
+
+TEST_CASE("replay acts on no entry that wanlab could not have written", "[journal][security]") {
+    TempDir dir;
+    {
+        std::ofstream out(dir.path / "r8.journal");
+        out << R"({"op":"begin","run":"r8","pid":1,"start_time":1})"
+            << "\n";
+        for (const char* line : {
+                 R"({"op":"netns","name":"../../etc/passwd"})",                         // a path, not a name
+                 R"({"op":"netns","name":"wanlab-other-client"})",                      // another run's
+                 R"({"op":"link","ns":"","name":"eth0"})",                              // the host's own NIC
+                 R"({"op":"link","ns":"wanlab-r8-router","name":"wl-rs\nX"})",          // not a device name
+                 R"({"op":"sysctl","ns":"","key":"kernel.core_pattern","old":"|/x"})",  // not net.*
+                 R"({"op":"sysctl","ns":"","key":"net.core..rmem_max","old":"1"})",     // not canonical
+                 R"({"op":"sysctl","ns":"","key":"net.core.rmem_max","old":"1\n2"})",   // two lines
+                 R"({"op":"host","ns":"","dev":"eth0","ifb":"eth1","snapshot":""})",    // not wanlab's ifb
+                 R"({"op":"reboot"})",
+             })
+            out << line << "\n";
+        out << R"({"op":"netns","name":"wanlab-r8-client"})"
+            << "\n";
+    }
+    std::vector<std::string> log;
+    Undo u = recording(log);
+    u.host = [&log](const std::string&, const wanlab::netem::HostUndo& h) { log.push_back("host " + h.dev); };
+    auto failures = replay(read_journal(dir.path / "r8.journal"), u);
+    CHECK(log == std::vector<std::string>{"netns wanlab-r8-client"});  // the one valid entry
+    REQUIRE(failures.size() == 9);
+    for (const auto& f : failures) CHECK_THAT(f, Catch::StartsWith("journal entry left alone"));
+    CHECK_THAT(failures[0], Catch::Contains("unknown operation \"reboot\""));
+    CHECK_THAT(failures[1], Catch::Contains("`ifb` = \"eth1\" is not a device wanlab makes"));
+    CHECK_THAT(failures[3], Catch::Contains("`key` is not a canonical net.* sysctl name"));
+    CHECK_THAT(failures[5], Catch::Contains("`name` contains U+000A (a line feed)"));
+    CHECK_THAT(failures[6], Catch::Contains("`ns` is empty"));  // a device of the host: never
+    CHECK_THAT(failures[7], Catch::Contains("`name` = \"wanlab-other-client\" is not one of run r8's namespaces"));
+    CHECK_THAT(failures[8], Catch::Contains("`name` = \"../../etc/passwd\" is not one of run r8's namespaces"));
+}
+
+TEST_CASE("replay restores a sysctl with what the run wrote last, for the undo to compare", "[journal]") {
+    TempDir dir;
+    {
+        Journal j(dir.path, "r9");
+        j.record(sysctl_entry("", "net.core.rmem_max", "212992", "1000"));
+        j.record(sysctl_write_entry("", "net.core.rmem_max", "2000"));
+        j.keep();
+    }
+    std::vector<std::string> log;
+    CHECK(replay(read_journal(dir.path / "r9.journal"), recording(log)).empty());
+    CHECK(log == std::vector<std::string>{"sysctl  net.core.rmem_max=212992 (wrote 2000)"});
+}
+
+TEST_CASE("a journal that is a symlink, too large or has no begin entry is not trusted", "[journal][security]") {
+    TempDir dir;
+    std::ofstream(dir.path / "elsewhere") << R"({"op":"begin","run":"s1","pid":1,"start_time":1})"
+                                          << "\n";
+    fs::create_symlink(dir.path / "elsewhere", dir.path / "s1.journal");
+    std::ofstream(dir.path / "s2.journal") << R"({"op":"netns","name":"wanlab-s2-a"})"
+                                           << "\n";
+    std::ofstream(dir.path / "s3.journal") << R"({"op":"begin","run":"other","pid":1,"start_time":1})"
+                                           << "\n";
+    auto js = find_journals(dir.path);
+    REQUIRE(js.size() == 3);
+    CHECK_THAT(js[0].problem, Catch::Contains("is a symbolic link"));
+    CHECK_THAT(js[1].problem, Catch::Contains("has no begin entry"));
+    CHECK_THAT(js[2].problem, Catch::Contains("names run \"other\""));
+    std::vector<std::string> log;
+    for (const auto& j : js) CHECK(replay(j, recording(log)) == std::vector<std::string>{j.problem});
+    CHECK(log.empty());
+}
+
+TEST_CASE("the journal directory must be a private directory of this user", "[journal][security]") {
+    TempDir dir;
+    fs::path run = dir.path / "run";
+    check_run_dir(run);  // made 0700
+    CHECK((fs::status(run).permissions() & fs::perms::all) == fs::perms::owner_all);
+    fs::permissions(run, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                             fs::perms::others_exec);
+    Journal j(run, "p1");  // an older wanlab's 0755 is tightened on use
+    CHECK((fs::status(run).permissions() & fs::perms::all) == fs::perms::owner_all);
+    fs::create_symlink(run, dir.path / "link");
+    CHECK_THROWS_WITH(check_run_dir(dir.path / "link"),
+                      Catch::Contains("is a symbolic link, not a directory of wanlab's"));
+    CHECK_THROWS_WITH(Journal(dir.path / "link", "p2"), Catch::Contains("is a symbolic link"));
+    CHECK_THROWS_WITH(FileLock(dir.path / "link" / "lock", false, "x"), Catch::Contains("is a symbolic link"));
+    CHECK_FALSE(fs::exists(run / "p2.journal"));
+    CHECK_FALSE(fs::exists(run / "lock"));
+    // A lock file planted as a symlink is not followed.
+    std::ofstream(dir.path / "target") << "keep";
+    fs::create_symlink(dir.path / "target", run / "planted.lock");
+    CHECK_THROWS(FileLock(run / "planted.lock", false, "x"));
+    if (::geteuid() == 0) {
+        fs::path foreign = dir.path / "foreign";
+        check_run_dir(foreign);
+        REQUIRE(::chown(foreign.c_str(), 65534, 65534) == 0);
+        CHECK_THROWS_WITH(check_run_dir(foreign), Catch::Contains("belongs to uid 65534"));
+    }
 }

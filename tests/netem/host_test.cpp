@@ -149,3 +149,39 @@ TEST_CASE("a user's root tree with filters is refused before anything changes, a
     CHECK(k.filters[2].size() == 1);
     CHECK(k.qdiscs[2].size() == 1);
 }
+
+TEST_CASE("replay after a kill leaves an ingress hook that is no longer wanlab's alone", "[netem][host][security]") {
+    constexpr std::uint32_t kIngress = 0xfffffff1, kClsactIngress = 0xfffffff2;
+    for (int meanwhile : {0, 1}) {
+        INFO((meanwhile == 0 ? "a CNI replaced wanlab's ingress with its clsact"
+                             : "a CNI added its own filter to wanlab's ingress"));
+        RecordingKernel k;
+        auto link = link_of("[link.down]\ndelay = \"20ms\"\n");
+        RecordingKernel killed;
+        HostUndo plan;
+        {
+            HostImpairment h(k, "eth0", Filter{"198.18.0.2", 0, false}, 10'000'000'000);
+            plan = h.undo_plan();
+            REQUIRE(plan.ingress_created);
+            h.apply(link.up, link.down, 1500, Psched{});
+            killed = k;  // SIGKILL: nothing undone
+        }
+        if (meanwhile == 0) {
+            killed.send(delete_qdisc(2, kIngress, 0, "the CNI deletes wanlab's ingress"));
+            add_users(killed, "clsact", kIngress, 0xffff0000, Filter{"198.18.9.0/24", 0, true}, 0);
+            // add_users hung its filter at the qdisc's handle; a clsact's ingress filters
+            // hang at ffff:fff2, where wanlab's priority 1 is the CNI's.
+            for (auto& f : killed.filters[2]) f.parent = kClsactIngress;
+        } else {
+            killed.send(target_filter(2, "eth0", 0xffff0000, Filter{"198.18.9.0/24", 0, true}, 0, 100, 7));
+        }
+        killed.sent.clear();
+        undo_host(killed, plan);
+        bool hook = false;
+        for (const auto& q : killed.qdiscs[2]) hook = hook || q.parent == kIngress;
+        CHECK(hook);  // the qdisc stays
+        REQUIRE(killed.filters[2].size() == 1);
+        CHECK((killed.filters[2][0].info >> 16) == (meanwhile == 0 ? 1u : 7u));  // the CNI's filter stays
+        CHECK(killed.devices.count("wlifb-eth0") == 0);                          // wanlab's ifb goes
+    }
+}

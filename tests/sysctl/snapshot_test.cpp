@@ -44,18 +44,21 @@ TEST_CASE("a snapshot writes back the exact text each key held, newest first") {
 TEST_CASE("the before-change hook sees the old value before the write happens") {
     auto p = host();
     std::vector<std::string> journal;
-    SysctlSnapshot s(p, [&](const std::string& ns, const std::string& key, const std::string& old) {
-        journal.push_back(ns + "|" + key + "|" + old + "|now=" + *p.read(ns, key));
-    });
+    SysctlSnapshot s(
+        p, [&](const std::string& ns, const std::string& key, const std::string* old, const std::string& value) {
+            journal.push_back(ns + "|" + key + "|" + (old ? *old : "-") + "|" + value + "|now=" + *p.read(ns, key));
+        });
     s.set("", "net.core.rmem_max", "1000");
     s.set("", "net.core.rmem_max", "2000");
-    CHECK(journal == std::vector<std::string>{"|net.core.rmem_max|212992|now=212992"});
+    CHECK(journal ==
+          std::vector<std::string>{"|net.core.rmem_max|212992|1000|now=212992", "|net.core.rmem_max|-|2000|now=1000"});
 }
 
 TEST_CASE("a hook that throws stops the change before anything is written") {
     auto p = host();
-    SysctlSnapshot s(
-        p, [](const std::string&, const std::string&, const std::string&) { throw wanlab::Error("journal full"); });
+    SysctlSnapshot s(p, [](const std::string&, const std::string&, const std::string*, const std::string&) {
+        throw wanlab::Error("journal full");
+    });
     CHECK_THROWS_WITH(s.set("", "net.core.rmem_max", "1000"), "journal full");
     CHECK(p.writes.empty());
     CHECK(s.saved().empty());
@@ -110,4 +113,25 @@ TEST_CASE("a key that does not exist cannot be set and leaves nothing to restore
     SysctlSnapshot s(p);
     CHECK_THROWS_WITH(s.set("", "net.core.nope", "1"), "setting net.core.nope on the host: no such key");
     CHECK(s.saved().empty());
+}
+
+TEST_CASE("a value someone else set during the run is theirs: restore leaves it and says so", "[security]") {
+    auto p = host();
+    SysctlSnapshot s(p);
+    s.set("", "net.core.rmem_max", "1000");
+    s.set("ns1", "net.ipv4.tcp_rmem", "4096 131072 67108864");
+    p.set("", "net.core.rmem_max", "5555");  // another tool, mid-run
+    auto notes = s.restore();
+    CHECK(notes == std::vector<std::string>{"net.core.rmem_max on the host was changed during the run (now \"5555\", "
+                                            "wanlab wrote \"1000\"): left as it is, not restored to \"212992\""});
+    CHECK(p.read("", "net.core.rmem_max") == "5555");
+    // Still wanlab's, read back with the kernel's tabs: restored.
+    CHECK(p.read("ns1", "net.ipv4.tcp_rmem") == "4096\t131072\t6291456");
+}
+
+TEST_CASE("values compare as the kernel prints them") {
+    CHECK(same_value("4096 131072 6291456", "4096\t131072\t6291456"));
+    CHECK(same_value("bbr", "bbr"));
+    CHECK_FALSE(same_value("4096 131072", "4096 131072 6291456"));
+    CHECK_FALSE(same_value("1", "10"));
 }
