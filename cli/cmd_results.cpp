@@ -17,12 +17,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path database(const std::string& out) {
+/// The results database in `out`, opened read-only: reading never creates or changes it.
+std::unique_ptr<results::Store> database(const std::string& out) {
     auto db = fs::path(out) / "results.db";
-    if (!fs::exists(db))
+    std::error_code ec;
+    if (fs::symlink_status(db, ec).type() == fs::file_type::not_found)
         throw InputError(
             fmt::format("no results database {} (give the folder `wanlab run --out` wrote with --out)", db.string()));
-    return db;
+    return std::make_unique<results::Store>(db, results::Store::Access::read_only);
 }
 
 /// The asserts of the run's experiment, re-read from the text stored with it; none (and a
@@ -59,10 +61,10 @@ struct CompareArgs {
 };
 
 int list(const ListArgs& a) {
-    results::Store store(database(a.out));
-    auto runs = store.list_runs();
+    auto store = database(a.out);
+    auto runs = store->list_runs();
     if (runs.empty()) {
-        std::printf("no runs in %s\n", store.path().c_str());
+        std::printf("no runs in %s\n", store->path().c_str());
         return 0;
     }
     std::printf("%-10s %-21s %-12s %-8s %-24s %s\n", "run", "started", "status", "trials", "experiment", "where");
@@ -73,8 +75,7 @@ int list(const ListArgs& a) {
 }
 
 int show(const ShowArgs& a) {
-    results::Store store(database(a.out));
-    auto data = store.load_run(a.run);
+    auto data = database(a.out)->load_run(a.run);
     if (a.export_as == "json") {
         std::puts(results::to_json(data).dump(2).c_str());
         return 0;
@@ -91,15 +92,9 @@ int show(const ShowArgs& a) {
 }
 
 int compare(const CompareArgs& a) {
-    results::Store store(database(a.out));
-    auto first = store.load_run(a.a);
-    results::RunData second;
-    if (a.other.empty()) {
-        second = store.load_run(a.b);
-    } else {
-        results::Store other(database(a.other));
-        second = other.load_run(a.b);
-    }
+    auto store = database(a.out);
+    auto first = store->load_run(a.a);
+    auto second = a.other.empty() ? store->load_run(a.b) : database(a.other)->load_run(a.b);
     if (first.run.experiment != second.run.experiment)
         std::fputs(fmt::format("wanlab: warning: comparing different experiments ({} and {}); only trials with the "
                                "same id are compared\n",

@@ -94,6 +94,10 @@ constexpr const char* kRunColumns =
 constexpr const char* kNewestFirst = " ORDER BY started DESC, rowid DESC";
 
 [[noreturn]] void fail(sqlite3* db, const fs::path& path, const std::string& action) {
+    // Only a read-only store's time limit (the progress handler) interrupts a statement.
+    if (db != nullptr && sqlite3_errcode(db) == SQLITE_INTERRUPT)
+        throw Error(fmt::format("results database {}: {}: the database took too long: is it a wanlab results database?",
+                                path.string(), action));
     throw Error(fmt::format("results database {}: {}: {}", path.string(), action,
                             db != nullptr ? sqlite3_errmsg(db) : "out of memory"));
 }
@@ -253,6 +257,63 @@ void ensure_schema(sqlite3* db, const fs::path& path) {
     // Another process may have created it between the check and the lock.
     if (user_version(db, path) == 0) create_schema(db, path);
     tx.commit();
+}
+
+// The tables wanlab reads and writes; each must be a real table (a view could recurse forever,
+// a virtual table could be anything).
+constexpr const char* kTables[] = {"runs", "trials", "measurements", "metrics", "samples", "meta"};
+
+[[noreturn]] void refuse_schema(const fs::path& path, const std::string& why) {
+    throw InputError(fmt::format("results database {}: {}: is it a wanlab results database?", path.string(), why));
+}
+
+void check_tables(sqlite3* db, const fs::path& path) {
+    Statement s(db, path, "SELECT type, sql FROM sqlite_master WHERE name = ? COLLATE NOCASE", "checking the schema");
+    for (const char* table : kTables) {
+        s.reset();
+        s.bind(std::string(table));
+        if (!s.step()) refuse_schema(path, fmt::format("it has no table `{}`", table));
+        if (s.text(0) != "table") refuse_schema(path, fmt::format("`{}` is a {}, not a table", table, s.text(0)));
+        if (s.text(1).starts_with("CREATE VIRTUAL"))
+            refuse_schema(path, fmt::format("`{}` is a virtual table, not a table", table));
+    }
+}
+
+/// A read-only store's schema: the version this wanlab reads, with its tables as tables.
+void check_schema(sqlite3* db, const fs::path& path) {
+    int version = user_version(db, path);
+    if (version > kSchemaVersion) refuse_newer(db, path, version);
+    if (version < kSchemaVersion) refuse_schema(path, fmt::format("it has schema version {}", version));
+    check_tables(db, path);
+}
+
+/// The file itself, before SQLite opens it: never through a symbolic link (SQLITE_OPEN_NOFOLLOW
+/// refuses one too, but says only "unable to open database file"); a read-only store's must exist.
+void check_file(const fs::path& path, Store::Access access) {
+    std::error_code ec;
+    auto st = fs::symlink_status(path, ec);
+    if (st.type() == fs::file_type::not_found) {
+        if (access == Store::Access::read_write) return;
+        throw InputError(fmt::format("no results database {}", path.string()));
+    }
+    if (ec) throw Error(fmt::format("results database {}: {}", path.string(), ec.message()));
+    if (fs::is_symlink(st))
+        throw InputError(
+            fmt::format("results database {} is a symbolic link; wanlab opens only the file itself", path.string()));
+    if (!fs::is_regular_file(st))
+        throw InputError(fmt::format("results database {} is not a regular file", path.string()));
+}
+
+/// Defences against a crafted file (https://sqlite.org/security.html): no functions with
+/// side effects from its schema, no writes to it through its schema.
+void harden(sqlite3* db, const fs::path& path) {
+    if (sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr) != SQLITE_OK ||
+        sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr) != SQLITE_OK)
+        fail(db, path, "configuring a read-only connection");
+}
+
+int past_deadline(void* deadline) {
+    return std::chrono::steady_clock::now() > *static_cast<std::chrono::steady_clock::time_point*>(deadline) ? 1 : 0;
 }
 
 void configure(sqlite3* db, const fs::path& path) {
@@ -422,12 +483,28 @@ Statement& bind_trial(Statement& s, const std::string& run_id, const Trial& t) {
 
 }  // namespace
 
-Store::Store(const fs::path& db) : path_(db) {
-    int rc = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+Store::Store(const fs::path& db, Access access, std::chrono::milliseconds read_limit)
+    : path_(db), access_(access), read_limit_(read_limit) {
+    check_file(path_, access_);
+    const bool read_only = access_ == Access::read_only;
+    const int flags =
+        SQLITE_OPEN_NOFOLLOW | (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    int rc = sqlite3_open_v2(path_.c_str(), &db_, flags, nullptr);
     try {
         if (rc != SQLITE_OK) fail(db_, path_, "opening");
-        configure(db_, path_);
-        ensure_schema(db_, path_);
+        if (read_only) {
+            harden(db_, path_);
+            if (sqlite3_busy_timeout(db_, kBusyTimeoutMs) != SQLITE_OK) fail(db_, path_, "setting the busy timeout");
+            // Every kProgressSteps virtual-machine instructions SQLite asks whether to stop.
+            constexpr int kProgressSteps = 1000;
+            sqlite3_progress_handler(db_, kProgressSteps, &past_deadline, &deadline_);
+            start_read();
+            check_schema(db_, path_);
+        } else {
+            configure(db_, path_);
+            ensure_schema(db_, path_);
+            check_tables(db_, path_);
+        }
     } catch (...) {
         sqlite3_close(db_);
         throw;
@@ -435,6 +512,8 @@ Store::Store(const fs::path& db) : path_(db) {
 }
 
 Store::~Store() { sqlite3_close(db_); }
+
+void Store::start_read() { deadline_ = std::chrono::steady_clock::now() + read_limit_; }
 
 void Store::begin_run(const Run& run, const std::vector<Trial>& trials) {
     const std::string action = fmt::format("recording run `{}`", run.id);
@@ -493,6 +572,7 @@ void Store::finish_run(const std::string& run_id, const std::string& status, con
 }
 
 std::vector<Run> Store::list_runs() {
+    start_read();
     Transaction tx(db_, path_, "BEGIN", "listing runs");
     Statement s(db_, path_, fmt::format("SELECT {} FROM runs{}", kRunColumns, kNewestFirst), "listing runs");
     std::vector<Run> runs;
@@ -502,6 +582,7 @@ std::vector<Run> Store::list_runs() {
 }
 
 RunData Store::load_run(const std::string& id) {
+    start_read();
     const std::string action = fmt::format("reading run `{}`", id);
     Transaction tx(db_, path_, "BEGIN", action);
     Statement s(db_, path_, fmt::format("SELECT {} FROM runs WHERE id = ?", kRunColumns), action);

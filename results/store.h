@@ -5,13 +5,18 @@
 // atomic commits, so a run killed mid-way keeps every measurement committed before the kill;
 // many runs (and runs of different experiments) side by side in the same file.
 //
-// Contract: Store opens (creating if needed) the database and its schema (versioned with
-// PRAGMA user_version; a newer version is refused with a clear error). Each write is its own
+// Contract: Store opens the database read-write (creating it and its schema if needed) or
+// read-only. The schema is versioned with PRAGMA user_version (a newer version is refused with
+// a clear error) and its tables must be tables (a view or virtual table in place of one is
+// refused). A symbolic link in place of the file is refused in both modes. Read-only stores
+// never create or change the file, and bound every read in time (Store::kReadLimit), so a
+// crafted database cannot hang a reader. Each write is its own
 // transaction, committed before the call returns, so partial results survive Ctrl-C, an
 // error or SIGKILL. Readers see runs as the model in model.h describes them. Failures throw
 // wanlab::Error naming the database and SQLite's message. Not thread-safe: one Store per thread.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -25,7 +30,16 @@ namespace wanlab::results {
 
 class Store {
 public:
-    explicit Store(const std::filesystem::path& db);
+    enum class Access { read_write, read_only };
+    /// How long one read of a read-only store may take before it fails (a few seconds:
+    /// reading a 1,000-trial run takes well under one).
+    static constexpr std::chrono::milliseconds kReadLimit{5000};
+
+    /// read_write: creates the file and schema if missing (`wanlab run`). read_only: a missing
+    /// file throws wanlab::InputError; each list_runs() or load_run() (and the schema check on
+    /// opening) fails after `read_limit` with "took too long: is it a wanlab results database?".
+    explicit Store(const std::filesystem::path& db, Access access = Access::read_write,
+                   std::chrono::milliseconds read_limit = kReadLimit);
     ~Store();
     Store(const Store&) = delete;
     Store& operator=(const Store&) = delete;
@@ -50,7 +64,13 @@ public:
     const std::filesystem::path& path() const { return path_; }
 
 private:
+    /// Starts the time limit of one read (read-only stores).
+    void start_read();
+
     std::filesystem::path path_;
+    Access access_;
+    std::chrono::milliseconds read_limit_;
+    std::chrono::steady_clock::time_point deadline_{};
     sqlite3* db_ = nullptr;
 };
 

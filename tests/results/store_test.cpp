@@ -3,12 +3,17 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
+#include <fstream>
+#include <iterator>
+
 #include "core/error.h"
 #include "results/store.h"
 #include "tests/results/sample_run.h"
 
 using namespace wanlab::results;
 using wanlab::results::testing::require_same;
+using wanlab::results::testing::sample_measurement;
 using wanlab::results::testing::sample_run;
 using wanlab::results::testing::sample_run_header;
 using wanlab::results::testing::TempDir;
@@ -234,4 +239,122 @@ TEST_CASE("a second store on the same file sees what the first committed", "[res
     RunData seen = first.load_run("latest");
     CHECK(seen.trials.size() == 1);
     CHECK(seen.measurements.size() == 1);
+}
+
+namespace {
+
+std::string bytes_of(const std::filesystem::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// A database wanlab wrote, holding sample_run().
+std::filesystem::path written_db(const TempDir& dir) {
+    const auto db = dir.path / "results.db";
+    Store store(db);
+    store_whole(store, sample_run());
+    return db;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+TEST_CASE("a read-only store reads what a run wrote and leaves the file byte-identical", "[results]") {
+    TempDir dir;
+    const auto db = written_db(dir);
+    const std::string before = bytes_of(db);
+    Store store(db, Store::Access::read_only);
+    REQUIRE(store.list_runs().size() == 1);
+    require_same(store.load_run("latest"), sample_run());
+    CHECK(bytes_of(db) == before);
+}
+
+TEST_CASE("a symbolic link in place of the database is refused and its target left byte-identical", "[results]") {
+    TempDir dir;
+    const auto text = dir.path / "notes.txt", empty = dir.path / "empty", link = dir.path / "results.db";
+    std::ofstream(text) << "a user's file, not a database\n";
+    std::ofstream{empty};
+    for (const auto& target : {text, empty}) {
+        std::filesystem::remove(link);
+        std::filesystem::create_symlink(target, link);
+        const std::string before = bytes_of(target);
+        const std::string refused =
+            "results database " + link.string() + " is a symbolic link; wanlab opens only the file itself";
+        CHECK_THROWS_WITH(Store(link, Store::Access::read_only), refused);
+        CHECK_THROWS_WITH(Store(link), refused);  // `wanlab run` does not write through one either
+        CHECK(bytes_of(target) == before);
+    }
+}
+
+TEST_CASE("a read-only store refuses a file that is not a wanlab database and leaves it unchanged", "[results]") {
+    TempDir dir;
+    const auto text = dir.path / "text.db", empty = dir.path / "empty.db";
+    std::ofstream(text) << "not sqlite, just text long enough to fill a header of one hundred bytes ...............\n";
+    std::ofstream{empty};
+    const std::string before = bytes_of(text);
+    CHECK_THROWS_WITH(Store(text, Store::Access::read_only), Catch::Contains("file is not a database"));
+    CHECK(bytes_of(text) == before);
+    CHECK_THROWS_WITH(
+        Store(empty, Store::Access::read_only),
+        "results database " + empty.string() + ": it has schema version 0: is it a wanlab results database?");
+    CHECK(std::filesystem::file_size(empty) == 0);
+}
+
+TEST_CASE("a read-only store refuses a missing database and does not create it", "[results]") {
+    TempDir dir;
+    const auto db = dir.path / "results.db";
+    CHECK_THROWS_AS(Store(db, Store::Access::read_only), wanlab::InputError);
+    CHECK_THROWS_WITH(Store(db, Store::Access::read_only), "no results database " + db.string());
+    CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(db)));
+}
+
+TEST_CASE("a recursive view in place of the runs table is refused at once, not read", "[results]") {
+    TempDir dir;
+    const auto db = written_db(dir);
+    // Selecting from this view never ends: the counter has no limit.
+    sql(db,
+        "DROP TABLE runs; CREATE VIEW runs AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
+        "SELECT x AS id, '' AS experiment, '' AS file, '' AS text, '[]' AS sets, '' AS baseline, '' AS started, "
+        "'' AS finished, '' AS status, '' AS error, 0 AS planned_trials, '{}' AS env FROM c;");
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH(
+        Store(db, Store::Access::read_only).list_runs(),
+        "results database " + db.string() + ": `runs` is a view, not a table: is it a wanlab results database?");
+    CHECK(seconds_since(start) < 1);
+}
+
+TEST_CASE("a table replaced by a view or a virtual table is refused", "[results]") {
+    TempDir dir;
+    const auto db = written_db(dir);
+    sql(db, "DROP TABLE samples; CREATE VIEW samples AS SELECT measurement_id, name, 0 AS seq, value FROM metrics;");
+    CHECK_THROWS_WITH(
+        Store(db, Store::Access::read_only),
+        "results database " + db.string() + ": `samples` is a view, not a table: is it a wanlab results database?");
+    CHECK_THROWS_WITH(Store(db), Catch::Contains("`samples` is a view, not a table"));
+    sql(db, "DROP VIEW samples; CREATE VIRTUAL TABLE samples USING fts5(measurement_id, name, seq, value);");
+    CHECK_THROWS_WITH(Store(db, Store::Access::read_only),
+                      Catch::Contains("`samples` is a virtual table, not a table"));
+    sql(db, "DROP TABLE samples;");
+    CHECK_THROWS_WITH(Store(db, Store::Access::read_only), Catch::Contains(": it has no table `samples`: "));
+}
+
+TEST_CASE("a read that takes longer than the read-only limit stops with a clear error", "[results]") {
+    TempDir dir;
+    const auto db = dir.path / "results.db";
+    {
+        Store store(db);
+        store.begin_run(sample_run_header("big"));
+        Measurement m = sample_measurement(1, 1);
+        m.samples["throughput"].assign(100000, 1.0);  // reading these takes tens of milliseconds
+        store.add_measurement("big", m);
+    }
+    REQUIRE(Store(db, Store::Access::read_only).load_run("big").measurements.size() == 1);
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH(Store(db, Store::Access::read_only, std::chrono::milliseconds(1)).load_run("big"),
+                      Catch::StartsWith("results database " + db.string() + ": ") &&
+                          Catch::EndsWith(": the database took too long: is it a wanlab results database?"));
+    CHECK(seconds_since(start) < 1);
 }
