@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <exception>
 #include <optional>
 #include <set>
 
@@ -126,6 +127,27 @@ private:
     double& done_;
 };
 
+struct Ending {
+    std::string status, error;
+    int exit_code;
+};
+
+/// How the exception that ended a run ends its record: any exception, since a library's
+/// (json, std::stod) left the run "running" forever when only wanlab's were caught.
+Ending ending_of(const std::exception_ptr& e) {
+    try {
+        std::rethrow_exception(e);
+    } catch (const sys::Interrupted& x) {
+        return {"interrupted", x.what(), 130};
+    } catch (const Error& x) {
+        return {"failed", x.what(), x.exit_code()};
+    } catch (const std::exception& x) {
+        return {"failed", x.what(), 1};
+    } catch (...) {
+        return {"failed", "an unknown exception", 1};
+    }
+}
+
 }  // namespace
 
 std::string utc_now() {
@@ -186,6 +208,32 @@ results::Environment environment(const lab::Experiment& exp, const std::string& 
     return env;
 }
 
+int recorded_run(results::Store& store, results::RunData& data,
+                 const std::function<void(results::Trial*& current)>& measure, const std::function<void()>& restore) {
+    store.begin_run(data.run, data.trials);  // one transaction: one commit per trial cost seconds at 1,000 trials
+    int exit_code = 0;
+    results::Trial* current = nullptr;
+    try {
+        measure(current);
+        restore();  // before the run counts as complete
+        data.run.status = "complete";
+    } catch (...) {
+        restore();
+        auto end = ending_of(std::current_exception());
+        data.run.status = end.status;
+        data.run.error = end.error;
+        exit_code = end.exit_code;
+    }
+    if (current) {
+        current->status = data.run.status == "interrupted" ? "interrupted" : "failed";
+        current->error = data.run.error;
+        store.put_trial(data.run.id, *current);
+    }
+    data.run.finished = utc_now();
+    store.finish_run(data.run.id, data.run.status, data.run.finished, data.run.error);
+    return exit_code;
+}
+
 Outcome run_experiment(const lab::Experiment& exp, const std::string& text, const RunnerOptions& options,
                        results::Store& store, Progress& progress, const probes::Tick& tick) {
     Outcome out;
@@ -220,42 +268,23 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
     session.emplace(exp.trials, so, proc);  // throws before anything is recorded
 
     data.run.started = utc_now();
-    store.begin_run(data.run, data.trials);  // one transaction: one commit per trial cost seconds at 1,000 trials
-    progress.line(fmt::format("run {}: {} trials, about {} of measuring; results in {}", data.run.id, exp.trials.size(),
-                              Progress::clock(planned), store.path().string()));
-
     double done = 0;
-    results::Trial* current = nullptr;
-    try {
-        TrialRunner runner(exp, store, progress, tick, data, done);
-        for (std::size_t i = 0; i < exp.trials.size(); ++i) {
-            current = &data.trials[i];
-            session->apply_trial(exp.trials[i]);
-            runner.run(exp.trials[i], *current, session->testbed());
-            current->status = "done";
-            store.put_trial(data.run.id, *current);
-            current = nullptr;
-        }
-        session.reset();  // restore before the run counts as complete
-        data.run.status = "complete";
-    } catch (const sys::Interrupted& e) {
-        session.reset();
-        data.run.status = "interrupted";
-        data.run.error = e.what();
-        out.exit_code = 130;
-    } catch (const Error& e) {
-        session.reset();
-        data.run.status = "failed";
-        data.run.error = e.what();
-        out.exit_code = e.exit_code();
-    }
-    if (current) {
-        current->status = data.run.status == "interrupted" ? "interrupted" : "failed";
-        current->error = data.run.error;
-        store.put_trial(data.run.id, *current);
-    }
-    data.run.finished = utc_now();
-    store.finish_run(data.run.id, data.run.status, data.run.finished, data.run.error);
+    out.exit_code = recorded_run(
+        store, data,
+        [&](results::Trial*& current) {
+            progress.line(fmt::format("run {}: {} trials, about {} of measuring; results in {}", data.run.id,
+                                      exp.trials.size(), Progress::clock(planned), store.path().string()));
+            TrialRunner runner(exp, store, progress, tick, data, done);
+            for (std::size_t i = 0; i < exp.trials.size(); ++i) {
+                current = &data.trials[i];
+                session->apply_trial(exp.trials[i]);
+                runner.run(exp.trials[i], *current, session->testbed());
+                current->status = "done";
+                store.put_trial(data.run.id, *current);
+                current = nullptr;
+            }
+        },
+        [&session] { session.reset(); });
     return out;
 }
 

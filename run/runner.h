@@ -45,6 +45,15 @@ struct Outcome {
 Outcome run_experiment(const lab::Experiment& exp, const std::string& text, const RunnerOptions& options,
                        results::Store& store, Progress& progress, const probes::Tick& tick);
 
+/// The recorded part of a run: begins `data`'s record in `store` (status "running", its planned
+/// trials), calls `measure`, which sets `current` to the trial it is in (nullptr between
+/// trials), then `restore` (which must not throw), then ends the record: "complete", or on any
+/// exception "interrupted" (sys::Interrupted, exit 130) or "failed" (exit the wanlab::Error's
+/// code, 1 for any other exception) with the exception's message, the current trial likewise.
+/// Returns the exit code; the exception does not propagate. Store errors of the final writes do.
+int recorded_run(results::Store& store, results::RunData& data,
+                 const std::function<void(results::Trial*& current)>& measure, const std::function<void()>& restore);
+
 /// The trial as the results model records it (configuration that explanations need).
 results::Trial trial_record(const lab::Trial& t);
 

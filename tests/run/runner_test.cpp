@@ -2,12 +2,18 @@
 // long a trial is planned to take, how progress is written.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
+#include "core/signals.h"
+#include "results/store.h"
 #include "run/check.h"
 #include "run/progress.h"
 #include "run/runner.h"
+#include "tests/results/sample_run.h"
 #include "tests/support/load_helper.h"
 
 using namespace wanlab;
@@ -135,4 +141,70 @@ TEST_CASE("clock times read as h/m/s", "[run]") {
     CHECK(run::Progress::clock(245) == "4m05s");
     CHECK(run::Progress::clock(3720) == "1h02m");
     CHECK(run::Progress::clock(-1) == "?");
+}
+
+namespace {
+
+/// A run of two pending trials, as run_experiment() hands it to recorded_run().
+results::RunData planned_run() {
+    results::RunData d;
+    d.run = results::testing::sample_run_header("r1");
+    d.run.status = "running";
+    for (std::size_t i = 1; i <= 2; ++i) {
+        results::Trial t;
+        t.index = i;
+        t.id = "t" + std::to_string(i);
+        t.variant = "default";
+        d.trials.push_back(t);
+    }
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("a run whose probe throws std::invalid_argument ends failed with its message", "[run]") {
+    results::testing::TempDir dir;
+    results::Store store(dir.path / "results.db");
+    auto data = planned_run();
+    bool restored = false;
+    int code = run::recorded_run(
+        store, data,
+        [&](results::Trial*& current) {
+            current = &data.trials[0];
+            throw std::invalid_argument("stod");  // what a probe's std::stod throws on bad tool output
+        },
+        [&] { restored = true; });
+    CHECK(code == 1);
+    CHECK(restored);
+    auto stored = store.load_run("r1");
+    CHECK(stored.run.status == "failed");
+    CHECK(stored.run.error == "stod");
+    CHECK_FALSE(stored.run.finished.empty());
+    CHECK(stored.trials.at(0).status == "failed");
+    CHECK(stored.trials.at(0).error == "stod");
+    CHECK(stored.trials.at(1).status == "pending");
+}
+
+TEST_CASE("a recorded run ends complete, interrupted, or failed with a wanlab error's exit code", "[run]") {
+    results::testing::TempDir dir;
+    results::Store store(dir.path / "results.db");
+    struct Case {
+        std::string id;
+        std::function<void()> body;
+        int code;
+        std::string status, error;
+    } cases[] = {
+        {"ok", [] {}, 0, "complete", ""},
+        {"int", [] { throw sys::Interrupted(SIGINT); }, 130, "interrupted", "interrupted by SIGINT"},
+        {"bad", [] { throw InputError("bad input"); }, 2, "failed", "bad input"},
+    };
+    for (const auto& c : cases) {
+        auto data = planned_run();
+        data.run.id = c.id;
+        CHECK(run::recorded_run(
+                  store, data, [&](results::Trial*&) { c.body(); }, [] {}) == c.code);
+        auto stored = store.load_run(c.id);
+        CHECK(stored.run.status == c.status);
+        CHECK(stored.run.error == c.error);
+    }
 }
