@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,20 @@ Progress::Mode Progress::detect(std::FILE* stream) {
     const char* term = std::getenv("TERM");
     bool dumb = term && std::strcmp(term, "dumb") == 0;
     return ::isatty(::fileno(stream)) && !dumb ? Mode::terminal : Mode::lines;
+}
+
+double EtaEstimator::at(double elapsed, double done) {
+    if (!started_) {
+        started_ = true;
+        first_elapsed_ = elapsed;
+        first_done_ = done;
+    }
+    const double measured_plan = done - first_done_;
+    // Beyond plan per planned second; a faster-than-planned run can at most halve what is left.
+    const double overhead =
+        measured_plan > 0 ? std::max(-0.5, (elapsed - first_elapsed_ - measured_plan) / measured_plan) : 0.0;
+    const double trust = measured_plan / (measured_plan + kTrustSeconds);
+    return std::max(0.0, planned_ - done) * (1 + trust * overhead);
 }
 
 Progress::Progress(Mode mode, std::FILE* stream) : mode_(mode), out_(stream) {}
@@ -36,9 +51,7 @@ void Progress::put(const std::string& text) {
 void Progress::status(const std::string& what, std::chrono::duration<double> done) {
     if (mode_ == Mode::quiet) return;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    // Planned time left, stretched by how much slower than planned the run has been so far.
-    double pace = done.count() > 1 ? elapsed / done.count() : 1.0;
-    double eta = std::max(0.0, planned_ - done.count()) * pace;
+    double eta = eta_.at(elapsed, done.count());
     std::string text = fmt::format("{} | {} elapsed, ETA {}", what, clock(elapsed), clock(eta));
     if (mode_ == Mode::terminal) {
         put("\r\x1b[K" + text);

@@ -10,6 +10,26 @@
 
 namespace wanlab::run {
 
+/// The time left of a run, from its plan and the overhead measured so far: the planned
+/// seconds left, stretched by the time beyond plan (apply, process starts, slack) per planned
+/// second since the first estimate. That overhead is trusted in proportion to the plan it was
+/// measured over (none at first, half after kTrustSeconds), so the first few steps, which
+/// carry the lab's set-up, do not swing the ETA. Pure; not thread-safe.
+class EtaEstimator {
+public:
+    static constexpr double kTrustSeconds = 30;
+
+    /// `planned`: the run's total planned seconds.
+    void plan(double planned) { planned_ = planned; }
+    /// Seconds left when `elapsed` wall seconds have gone and `done` planned seconds are covered.
+    double at(double elapsed, double done);
+
+private:
+    double planned_ = 0;
+    bool started_ = false;
+    double first_elapsed_ = 0, first_done_ = 0;
+};
+
 class Progress {
 public:
     enum class Mode { terminal, lines, quiet };
@@ -22,9 +42,9 @@ public:
     Progress& operator=(const Progress&) = delete;
 
     /// The total planned measuring time, for the ETA.
-    void plan(std::chrono::duration<double> planned) { planned_ = planned.count(); }
+    void plan(std::chrono::duration<double> planned) { eta_.plan(planned.count()); }
     /// Where the run is: "[3/6] large-buffers link.rtt=40ms: bulk repeat 2/3". `done` is
-    /// the planned time already covered, which scales the ETA to the pace so far.
+    /// the planned time already covered, from which EtaEstimator gives the ETA.
     void status(const std::string& what, std::chrono::duration<double> done);
     /// A line that stays (clears the status line first on a terminal).
     void line(const std::string& text);
@@ -38,7 +58,7 @@ private:
     Mode mode_;
     std::FILE* out_;
     std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-    double planned_ = 0;
+    EtaEstimator eta_;
     bool dirty_ = false;
 };
 

@@ -25,6 +25,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// What an emulation check is planned to take (its RTT and rate measurements), for the ETA.
+constexpr double kCheckSeconds = 2;
+
 double ns_to_s(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 
 // The keys a report needs to explain buffer effects, recorded even when no trial sets them.
@@ -92,6 +95,7 @@ public:
             rec.check.note = why;  // apply_trial() has read the qdiscs back
         else
             rec.check = check_emulation(t, where, tick_);
+        if (checks_emulation(t)) done_ += kCheckSeconds;  // planned_seconds() counts it: so must the ETA
         if (rec.check.checked && !rec.check.held)
             progress_.line(fmt::format("{}: emulation did not hold: {}", label, rec.check.note));
         store_.put_trial(data_.run.id, rec);
@@ -160,7 +164,7 @@ std::string utc_now() {
 }
 
 double planned_seconds(const lab::Trial& t, const lab::RunSpec& run) {
-    double s = checks_emulation(t) ? 2 : 0;
+    double s = checks_emulation(t) ? kCheckSeconds : 0;
     for (const auto& p : t.probes)
         s += (warms_up(p) ? ns_to_s(run.warmup.count()) : 0) +
              run.repeats * (probe_seconds(p) + ns_to_s(run.cooldown.count()));

@@ -1,5 +1,5 @@
 // The runner's pure parts: what a trial is expected to show, when the emulation holds, how
-// long a trial is planned to take, how progress is written.
+// long a trial is planned to take, how a run's record ends, how progress and its ETA are written.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/signals.h"
 #include "results/store.h"
@@ -207,4 +208,37 @@ TEST_CASE("a recorded run ends complete, interrupted, or failed with a wanlab er
         CHECK(stored.run.status == c.status);
         CHECK(stored.run.error == c.error);
     }
+}
+
+TEST_CASE("the ETA stays within 25% of the real time left and moves smoothly from step to step", "[run]") {
+    // Ten trials of the main example's shape: a 2 s check, a 2 s warm-up, 3 repeats of 5 s +
+    // 1 s cooldown (22 s planned), each really taking 28 s, after 8 s of building the lab. The old
+    // estimate (planned left x elapsed / done) read over 20 minutes at the first repeat.
+    struct Step {
+        double planned, actual;
+    };
+    std::vector<Step> steps;
+    for (int t = 0; t < 10; ++t) {
+        steps.push_back({2, 3.1});
+        steps.push_back({2, 2.4});
+        for (int r = 0; r < 3; ++r) steps.push_back({6, 6.0 + (r % 2 ? 1.9 : 1.3)});
+    }
+    double planned = 0, actual = 0;
+    for (const auto& s : steps) planned += s.planned, actual += s.actual;
+    run::EtaEstimator eta;
+    eta.plan(planned);
+    double elapsed = 8, done = 0, previous = -1, step = 0;
+    for (const auto& s : steps) {
+        double estimate = eta.at(elapsed, done), left = actual - (elapsed - 8);
+        INFO("elapsed " << elapsed << " s, real time left " << left << " s, ETA " << estimate << " s");
+        CHECK(estimate >= 0.75 * left);
+        CHECK(estimate <= 1.25 * left);
+        // From one step to the next the ETA moves by the step's own length, give or take 10%.
+        if (previous >= 0) CHECK(std::abs(estimate - (previous - step)) <= 0.1 * previous);
+        previous = estimate;
+        step = s.actual;
+        elapsed += s.actual;
+        done += s.planned;
+    }
+    CHECK(eta.at(elapsed, done) == 0);
 }
