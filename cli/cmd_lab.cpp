@@ -126,7 +126,8 @@ Runner setup_lab(CLI::App& sub) {
     up_cmd->add_option("FILE", up->file, "Experiment file (TOML)")->required();
     up_cmd->add_option("--set", up->sets, "Override a key (repeatable)")->type_name("KEY=VALUE");
     up_cmd->add_option("--run", up->run, "Run id (default: random); namespaces are wanlab-RUN-{client,router,server}");
-    up_cmd->add_option("--trial", up->trial, "Which trial's [lab] and sysctls to apply (default 1)");
+    up_cmd->add_option("--trial", up->trial,
+                       "Which trial's [lab] and sysctls to apply: its 1-based number in `wanlab plan` (default 1)");
     up_cmd->add_flag("--restore", up->restore,
                      "Restore a stale journal left by a killed run first, instead of refusing");
     up_cmd->add_flag(

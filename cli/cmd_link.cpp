@@ -41,6 +41,28 @@ namespace {
 
 namespace fs = std::filesystem;
 
+/// What a [link] flag's value is, with its unit, for --help (as docs/experiment-format.md
+/// describes each key).
+std::string value_of(const std::string& key) {
+    static const std::map<std::string, std::string> kValues = {
+        {"delay", "a duration (e.g. 20ms), one way"},
+        {"jitter", "a duration (e.g. 2ms)"},
+        {"distribution", "uniform, normal, pareto, paretonormal, experimental or a .dist path"},
+        {"limit", "packets, or auto"},
+        {"rate", "bit/s (e.g. 100mbit)"},
+        {"shaper", "netem, tbf or htb"},
+        {"qdisc", "none, pfifo, bfifo, fq_codel or cake"},
+        {"qdisc_limit", "packets (bfifo: a size in bytes, e.g. 64KiB)"},
+        {"ecn", "true or false"},
+        {"gap", "packets"},
+        {"packet_overhead", "bytes"},
+        {"cell_size", "bytes"},
+        {"cell_overhead", "bytes"},
+    };
+    if (auto it = kValues.find(key); it != kValues.end()) return it->second;
+    return "a percentage (e.g. 1%)";  // loss, corrupt, duplicate, reorder and their correlations
+}
+
 struct Options {
     std::string dev;
     std::string netns;
@@ -223,9 +245,8 @@ Runner setup_link(CLI::App& sub) {
     for (const auto& attr : netem::attributes()) {
         if (!attr.flag) continue;
         const char* key = attr.key;
-        a->add_option_function<std::string>(
-            std::string("--") + key, [o, key](const std::string& v) { o->values[key] = v; },
-            fmt::format("[link] {} (see docs/experiment-format.md)", key));
+        add_key_option(*a, key, fmt::format("[link] {}: {} (see docs/experiment-format.md)", key, value_of(key)),
+                       [o, key](const std::string& v) { o->values[key] = v; });
     }
     a->add_option("--profile", o->profile, "A link profile to start from (profiles/link/NAME.toml)");
     a->add_option("--mtu", o->mtu, "MTU the netem limit is sized for (bytes)");

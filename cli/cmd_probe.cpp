@@ -1,9 +1,10 @@
-// `wanlab probe KIND [--OPTION VALUE]... [--json]`: one probe, ad hoc. Without --address it
-// builds a bare two-namespace lab (wanlab-probe-PID-a and -b joined by a veth pair,
-// 198.18.100.1 <-> 198.18.100.2), measures across it and removes it; with --address it
-// measures between namespaces the user already has. Every option of the kind is a flag of
-// the same name and goes through the [[probe]] parser, so values are checked exactly as in
-// an experiment file.
+// `wanlab probe KIND [--OPTION VALUE]... [--json]`: one probe, ad hoc. Without --address (or
+// an http probe's --url) it builds a bare two-namespace lab (wanlab-probe-PID-a and -b joined
+// by a veth pair, 198.18.100.1 <-> 198.18.100.2), measures across it and removes it; with
+// --address it measures between namespaces the user already has, and with --url it loads
+// that server from --client-ns or here. Every option of the kind is a flag of the same name
+// spelled with dashes and goes through the [[probe]] parser, so values are checked exactly
+// as in an experiment file.
 #include <unistd.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cmd_probe.h"
 #include "cli/command.h"
 #include "cli/load.h"
 #include "core/config.h"
@@ -32,15 +34,24 @@
 namespace wanlab::cli {
 namespace {
 
-struct Options {
-    std::string kind;
-    std::map<std::string, std::string> values;
-    std::string server_ns, client_ns, address, client_address;
-    std::uint16_t port = 0;
-    bool json = false, samples = false;
-};
+/// What a [[probe]] option's value is, with its unit, for --help.
+const char* value_of(probes::OptionType type) {
+    switch (type) {
+        case probes::OptionType::duration: return "a duration, e.g. 10s or 250ms";
+        case probes::OptionType::size: return "bytes, e.g. 1500 or 64KiB";
+        case probes::OptionType::rate: return "bit/s, e.g. 100mbit";
+        case probes::OptionType::percent: return "a percentage, e.g. 1%";
+        case probes::OptionType::boolean: return "true or false";
+        case probes::OptionType::integer: return "a count";
+        case probes::OptionType::choice:
+        case probes::OptionType::string: break;
+    }
+    return "";
+}
 
-probes::ProbeSpec resolve(const Options& o) {
+}  // namespace
+
+probes::ProbeSpec resolve(const ProbeArgs& o) {
     std::string text = fmt::format("[[probe]]\nkind = {}\n", toml_value(o.kind));
     for (const auto& [k, v] : o.values) text += fmt::format("{} = {}\n", k, toml_value(v));
     config::Documents docs;
@@ -58,6 +69,22 @@ probes::ProbeSpec resolve(const Options& o) {
         throw InputError("the probe options have errors (shown above as the [[probe]] table they make)");
     return spec;
 }
+
+std::optional<probes::Endpoints> given_endpoints(const ProbeArgs& o, const probes::ProbeSpec& spec) {
+    auto url = spec.options.find("url");
+    const bool has_url = url != spec.options.end() && !std::get<std::string>(url->second).empty();
+    if (o.address.empty() && !has_url) {
+        if (!o.server_ns.empty() || !o.client_ns.empty())
+            throw InputError("--server-ns and --client-ns need --address (the server's address in --server-ns)");
+        return std::nullopt;
+    }
+    probes::Endpoints where;
+    where.server = {o.server_ns, o.address, o.port, has_url};  // a url's server runs already
+    where.client = {o.client_ns, o.client_address, 0};
+    return where;
+}
+
+namespace {
 
 void print_human(const probes::ProbeKind& kind, const probes::ProbeResult& r) {
     std::printf("%s (%s)\n", kind.name, r.tool.c_str());
@@ -114,22 +141,15 @@ nlohmann::json to_json(const probes::ProbeKind& kind, const probes::ProbeSpec& s
     return j;
 }
 
-int run(const Options& o) {
+int run(const ProbeArgs& o) {
     sys::SignalEvents signals;  // before any thread exists, so every thread blocks them
     auto spec = resolve(o);
     const auto* kind = probes::find_kind(spec.kind);
     auto probe = probes::make_probe(spec);
     std::optional<lab::PairTopology> bare;
-    probes::Endpoints where;
-    if (o.address.empty()) {
-        if (!o.server_ns.empty() || !o.client_ns.empty())
-            throw InputError("--server-ns and --client-ns need --address (the server's address in --server-ns)");
-        bare.emplace(fmt::format("wanlab-probe-{}", ::getpid()));
-        where = bare->endpoints(o.port);
-    } else {
-        where.server = {o.server_ns, o.address, o.port};
-        where.client = {o.client_ns, o.client_address, 0};
-    }
+    auto given = given_endpoints(o, spec);
+    if (!given) bare.emplace(fmt::format("wanlab-probe-{}", ::getpid()));
+    const probes::Endpoints where = given ? *given : bare->endpoints(o.port);
     auto result = probe->run(where, [&signals] { signals.check(); });
     if (o.json)
         std::puts(to_json(*kind, spec, result, o.samples).dump(2).c_str());
@@ -140,33 +160,40 @@ int run(const Options& o) {
 
 }  // namespace
 
-Runner setup_probe(CLI::App& sub) {
-    auto o = std::make_shared<Options>();
+void add_probe_options(CLI::App& sub, ProbeArgs& o) {
     std::string kinds;
     for (const auto& k : probes::probe_kinds()) kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", k.name);
-    sub.add_option("kind", o->kind, "Probe kind: " + kinds)->required();
+    sub.add_option("kind", o.kind, "Probe kind: " + kinds)->required();
     std::set<std::string> seen;
     for (const auto& k : probes::probe_kinds())
         for (const auto& opt : k.options) {
             if (!seen.insert(opt.name).second) continue;
-            std::string name = opt.name;
-            sub.add_option_function<std::string>(
-                "--" + name, [o, name](const std::string& v) { o->values[name] = v; },
-                fmt::format("{} (default {})", opt.help, opt.default_value));
+            std::string name = opt.name, value = value_of(opt.type);
+            add_key_option(
+                sub, name,
+                fmt::format("{} ({}default {})", opt.help, value.empty() ? "" : value + "; ", opt.default_value),
+                [&o, name](const std::string& v) { o.values[name] = v; });
         }
-    sub.add_option("--server-ns", o->server_ns,
+    sub.add_option("--server-ns", o.server_ns,
                    "Namespace (as `ip netns` names it) the server runs in; needs --address");
-    sub.add_option("--client-ns", o->client_ns, "Namespace the client runs in");
-    sub.add_option("--address", o->address, "Server address (IPv4) to measure to, instead of a bare lab");
-    sub.add_option("--client-address", o->client_address, "Address the client binds to");
-    sub.add_option("--port", o->port, "Server port (default: any free one; iperf3: 5201)");
-    sub.add_flag("--json", o->json, "JSON in base units (seconds, bit/s, bytes, fractions)");
-    sub.add_flag("--samples", o->samples, "With --json: every latency sample of an rr probe too");
+    sub.add_option("--client-ns", o.client_ns, "Namespace the client runs in");
+    sub.add_option("--address", o.address,
+                   "Server address (IPv4) to measure to, instead of a bare lab (http: --url names the server)");
+    sub.add_option("--client-address", o.client_address, "Address (IPv4) the client binds to");
+    sub.add_option("--port", o.port, "Server TCP/UDP port number (default: any free one; iperf3: 5201)");
+    sub.add_flag("--json", o.json, "JSON in base units (seconds, bit/s, bytes, fractions)");
+    sub.add_flag("--samples", o.samples, "With --json: every latency sample (seconds) of an rr probe too");
+}
+
+Runner setup_probe(CLI::App& sub) {
+    auto o = std::make_shared<ProbeArgs>();
+    add_probe_options(sub, *o);
     sub.footer(
         "Examples:\n"
         "  wanlab probe throughput --streams 4 --duration 5s\n"
         "  wanlab probe rtt --method icmp --count 20 --json\n"
-        "  wanlab probe rr --server_split_write true --server_nodelay false\n"
+        "  wanlab probe rr --server-split-write true --server-nodelay false\n"
+        "  wanlab probe http --url http://192.0.2.10:8080/ --duration 5s\n"
         "  wanlab probe throughput --tool iperf3 --address 198.18.0.6 --server-ns wanlab-RUN-server "
         "--client-ns wanlab-RUN-client");
     return [o] { return run(*o); };

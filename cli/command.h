@@ -9,6 +9,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@ struct Command {
     const char* name;
     const char* summary;
     Runner (*setup)(CLI::App& sub);
+    bool hidden = false;  ///< left out of --help (tooling such as `completion`)
 };
 
 /// The arguments after the first `--`, exactly as given (main() records them before CLI11
@@ -33,18 +36,33 @@ void set_command_after_dashdash(std::vector<std::string> args);
 /// All sub-commands, in the order `wanlab --help` lists them.
 std::span<const Command> commands();
 
+/// The `wanlab` command line: every entry of commands() declared on it; `runners` gets the
+/// runner of each sub-command.
+std::unique_ptr<CLI::App> make_app(std::map<CLI::App*, Runner>& runners);
+
+/// Declares `--KEY VALUE` for a TOML key (a [link] or [[probe]] key), spelled with dashes as
+/// command-line flags are (`--server-split-write`), with the key's own underscore spelling
+/// kept as a hidden alias. `set` gets the value as written.
+CLI::Option* add_key_option(CLI::App& app, const std::string& key, const std::string& help,
+                            std::function<void(const std::string&)> set);
+
+/// Shell completion scripts for `app`'s commands and options (`wanlab completion bash|zsh`).
+std::string bash_completion(const CLI::App& app);
+std::string zsh_completion(const CLI::App& app);
+
 // One setup function per sub-command, each in its own cmd_*.cpp.
 Runner setup_validate(CLI::App& sub);
 Runner setup_plan(CLI::App& sub);
 Runner setup_link(CLI::App& sub);
 Runner setup_doctor(CLI::App& sub);
-Runner setup_lab(CLI::App& sub);       // cli/cmd_lab.cpp
-Runner setup_restore(CLI::App& sub);   // cli/cmd_restore.cpp
-Runner setup_vm(CLI::App& sub);        // cli/cmd_vm.cpp
-Runner setup_probe(CLI::App& sub);     // cli/cmd_probe.cpp
-Runner setup_profiles(CLI::App& sub);  // cli/cmd_profiles.cpp
-Runner setup_run(CLI::App& sub);       // cli/cmd_run.cpp
-Runner setup_results(CLI::App& sub);   // cli/cmd_results.cpp
-Runner setup_compare(CLI::App& sub);   // cli/cmd_results.cpp
+Runner setup_lab(CLI::App& sub);         // cli/cmd_lab.cpp
+Runner setup_restore(CLI::App& sub);     // cli/cmd_restore.cpp
+Runner setup_vm(CLI::App& sub);          // cli/cmd_vm.cpp
+Runner setup_probe(CLI::App& sub);       // cli/cmd_probe.cpp
+Runner setup_profiles(CLI::App& sub);    // cli/cmd_profiles.cpp
+Runner setup_run(CLI::App& sub);         // cli/cmd_run.cpp
+Runner setup_results(CLI::App& sub);     // cli/cmd_results.cpp
+Runner setup_compare(CLI::App& sub);     // cli/cmd_results.cpp
+Runner setup_completion(CLI::App& sub);  // cli/completion.cpp
 
 }  // namespace wanlab::cli

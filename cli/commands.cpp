@@ -1,5 +1,9 @@
 #include "cli/command.h"
 
+#include <algorithm>
+
+#include "core/version.h"
+
 namespace wanlab::cli {
 
 namespace {
@@ -18,6 +22,7 @@ constexpr Command kCommands[] = {
      &setup_probe},
     {"profiles", "List the named link and tuning profiles (yours first), or show one in full", &setup_profiles},
     {"vm", "Run commands in a throwaway micro-VM with a stock kernel (real netem anywhere)", &setup_vm},
+    {"completion", "Print the bash or zsh completion script (installed by cmake --install)", &setup_completion, true},
 };
 }  // namespace
 
@@ -29,6 +34,38 @@ std::vector<std::string>& dashdash() {
     return args;
 }
 }  // namespace
+
+std::unique_ptr<CLI::App> make_app(std::map<CLI::App*, Runner>& runners) {
+    auto app = std::make_unique<CLI::App>(
+        "wanlab: emulate WAN links, sweep kernel network settings, measure the difference.\n"
+        "Experiments are TOML files; see docs/experiment-format.md.",
+        "wanlab");
+    app->set_version_flag("--version", std::string("wanlab ") + kVersion);
+    app->footer(
+        "Examples:\n"
+        "  wanlab validate examples/buffer-sweep.toml\n"
+        "  wanlab plan examples/buffer-sweep.toml --set run.repeats=1\n"
+        "  wanlab plan examples/buffer-sweep.toml --json\n"
+        "Run `wanlab COMMAND --help` for a command's options. Exit status: 0 ok, 1 failure,\n"
+        "2 bad input, 3 an [[assert]] failed, 130 interrupted.");
+    app->require_subcommand(1);
+    app->fallthrough(false);
+    for (const auto& cmd : commands()) {
+        CLI::App* sub = app->add_subcommand(cmd.name, cmd.summary);
+        if (cmd.hidden) sub->group("");
+        runners[sub] = cmd.setup(*sub);
+    }
+    return app;
+}
+
+CLI::Option* add_key_option(CLI::App& app, const std::string& key, const std::string& help,
+                            std::function<void(const std::string&)> set) {
+    std::string dashed = key;
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    CLI::Option* option = app.add_option_function<std::string>("--" + dashed, set, help);
+    if (dashed != key) app.add_option_function<std::string>("--" + key, set, "Alias of --" + dashed)->group("");
+    return option;
+}
 
 const std::vector<std::string>& command_after_dashdash() { return dashdash(); }
 void set_command_after_dashdash(std::vector<std::string> args) { dashdash() = std::move(args); }

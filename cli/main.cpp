@@ -14,36 +14,21 @@
 #include "cli/command.h"
 #include "core/diagnostic.h"
 #include "core/error.h"
-#include "core/version.h"
 
 int main(int argc, char** argv) {
     // A reader that goes away (`| head`, a tee killed with the SSH session) must not kill
     // wanlab while it holds the machine's network: writes fail with EPIPE instead, and the
     // run still gives everything back. Tools wanlab starts get the default back (ToolProcess).
     ::signal(SIGPIPE, SIG_IGN);
-    CLI::App app{
-        "wanlab: emulate WAN links, sweep kernel network settings, measure the difference.\n"
-        "Experiments are TOML files; see docs/experiment-format.md.",
-        "wanlab"};
-    app.set_version_flag("--version", std::string("wanlab ") + wanlab::kVersion);
-    app.footer(
-        "Examples:\n"
-        "  wanlab validate examples/buffer-sweep.toml\n"
-        "  wanlab plan examples/buffer-sweep.toml --set run.repeats=1\n"
-        "  wanlab plan examples/buffer-sweep.toml --json\n"
-        "Run `wanlab COMMAND --help` for a command's options. Exit status: 0 ok, 1 failure,\n"
-        "2 bad input, 3 an [[assert]] failed, 130 interrupted.");
-    app.require_subcommand(1);
-    app.fallthrough(false);
     std::map<CLI::App*, wanlab::cli::Runner> runners;
+    auto app = wanlab::cli::make_app(runners);
+    std::vector<std::string> names, shown;  // `completion` runs, but is never suggested
     for (const auto& cmd : wanlab::cli::commands()) {
-        CLI::App* sub = app.add_subcommand(cmd.name, cmd.summary);
-        runners[sub] = cmd.setup(*sub);
+        names.emplace_back(cmd.name);
+        if (!cmd.hidden) shown.emplace_back(cmd.name);
     }
-    std::vector<std::string> names;
-    for (const auto& cmd : wanlab::cli::commands()) names.emplace_back(cmd.name);
     if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
-        auto guess = wanlab::did_you_mean(argv[1], names);
+        auto guess = wanlab::did_you_mean(argv[1], shown);
         std::fputs(fmt::format("wanlab: unknown command `{}`{}; run `wanlab --help` for the list\n", argv[1],
                                guess.empty() ? "" : fmt::format(" (did you mean `{}`?)", guess))
                        .c_str(),
@@ -56,9 +41,9 @@ int main(int argc, char** argv) {
             break;
         }
     try {
-        app.parse(argc, argv);
+        app->parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        int code = app.exit(e);
+        int code = app->exit(e);
         return code == 0 ? 0 : 2;
     }
     try {

@@ -1,0 +1,135 @@
+// The `wanlab` command line as the binary builds it: how options are spelled, what parses,
+// and that the generated completions offer every command and option.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/cmd_probe.h"
+#include "cli/command.h"
+#include "core/error.h"
+
+using namespace wanlab;
+
+namespace {
+
+struct Named {
+    std::string path;
+    const CLI::App* app;
+};
+
+/// Every sub-command, nested ones too, hidden ones too, with its path ("wanlab link apply").
+std::vector<Named> every_command(const CLI::App& app, const std::string& path = "wanlab") {
+    std::vector<Named> out{{path, &app}};
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+        for (const auto& n : every_command(*sub, path + " " + sub->get_name())) out.push_back(n);
+    return out;
+}
+
+bool visible(const CLI::Option* o) { return !o->get_group().empty(); }
+
+/// The text between `start` and the next `end` in `script` ("" when `start` is absent).
+std::string between(const std::string& script, const std::string& start, const std::string& end) {
+    auto from = script.find(start);
+    if (from == std::string::npos) return "";
+    from += start.size();
+    return script.substr(from, script.find(end, from) - from);
+}
+
+struct Parsed {
+    cli::ProbeArgs args;
+    probes::ProbeSpec spec;
+};
+
+Parsed probe_line(const std::string& line) {
+    Parsed p;
+    CLI::App app;
+    cli::add_probe_options(app, p.args);
+    app.parse(line, false);
+    p.spec = cli::resolve(p.args);
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("every long option of every command is spelled with dashes, underscores only as hidden aliases", "[cli]") {
+    std::map<CLI::App*, cli::Runner> runners;
+    auto app = cli::make_app(runners);
+    std::size_t options = 0;
+    for (const auto& [path, cmd] : every_command(*app))
+        for (const CLI::Option* o : cmd->get_options())
+            for (const auto& name : o->get_lnames()) {
+                INFO(path << " --" << name);
+                ++options;
+                if (visible(o)) {
+                    CHECK(name.find('_') == std::string::npos);
+                } else if (name.find('_') != std::string::npos) {
+                    std::string dashed = name;
+                    std::replace(dashed.begin(), dashed.end(), '_', '-');
+                    const CLI::Option* alias_of = cmd->get_option_no_throw("--" + dashed);
+                    REQUIRE(alias_of != nullptr);
+                    CHECK(visible(alias_of));
+                }
+            }
+    CHECK(options > 50);  // the walk saw the commands' options, not only --help
+}
+
+TEST_CASE("a key option parses with dashes and with its TOML underscore spelling", "[cli]") {
+    auto dashed = probe_line("rr --server-split-write true --request-size 64KiB");
+    auto underscored = probe_line("rr --server_split_write true --request_size 64KiB");
+    CHECK(dashed.args.values ==
+          std::map<std::string, std::string>{{"server_split_write", "true"}, {"request_size", "64KiB"}});
+    CHECK(underscored.args.values == dashed.args.values);
+    CHECK(std::get<bool>(underscored.spec.options.at("server_split_write")));
+
+    std::map<CLI::App*, cli::Runner> runners;
+    auto app = cli::make_app(runners);
+    CHECK_NOTHROW(app->parse("link apply --dev eth0 --packet_overhead 14 --rate 10mbit", false));
+    app = cli::make_app(runners);
+    CHECK_NOTHROW(app->parse("link apply --dev eth0 --packet-overhead 14 --rate 10mbit", false));
+    app = cli::make_app(runners);
+    CHECK_THROWS_AS(app->parse("link apply --dev eth0 --packet_overheat 14", false), CLI::ExtrasError);
+}
+
+TEST_CASE("an http probe with --url alone measures that server from here, without --address", "[cli]") {
+    auto p = probe_line("http --url http://192.0.2.10:8080/index.html --duration 2s");
+    auto where = cli::given_endpoints(p.args, p.spec);
+    REQUIRE(where);
+    CHECK(where->server.remote);
+    CHECK(where->client.netns.empty());  // the namespace wanlab runs in, which can reach the url
+    CHECK(where->client.address.empty());
+
+    auto bare = probe_line("http --duration 2s");
+    CHECK_FALSE(cli::given_endpoints(bare.args, bare.spec));
+    auto ns_only = probe_line("rtt --server-ns x");
+    CHECK_THROWS_AS(cli::given_endpoints(ns_only.args, ns_only.spec), InputError);
+}
+
+TEST_CASE("the completion scripts offer every command and every option of each", "[cli]") {
+    std::map<CLI::App*, cli::Runner> runners;
+    auto app = cli::make_app(runners);
+    const std::string bash = cli::bash_completion(*app), zsh = cli::zsh_completion(*app);
+    for (const auto& [path, cmd] : every_command(*app)) {
+        if (cmd->get_group().empty()) continue;  // `completion` itself
+        INFO(path);
+        // What each script offers after the command's path.
+        const std::string words = " " + between(bash, "\n        '" + path + "') words='", "' ;;") + " ";
+        const std::string items = between(zsh, "\n    ('" + path + "') items=(", " ) ;;");
+        CHECK(words.size() > 2);
+        for (const CLI::App* sub : cmd->get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); })) {
+            CHECK(words.find(" " + sub->get_name() + " ") != std::string::npos);
+            CHECK(items.find(" '" + sub->get_name() + ":") != std::string::npos);
+        }
+        for (const CLI::Option* o : cmd->get_options(visible))
+            for (const auto& name : o->get_lnames()) {
+                INFO("--" << name);
+                CHECK(words.find(" --" + name + " ") != std::string::npos);
+                CHECK(items.find(" '--" + name + ":") != std::string::npos);
+            }
+    }
+    CHECK(bash.find("--server_split_write") == std::string::npos);
+    CHECK(bash.find("complete -o default -F _wanlab wanlab") != std::string::npos);
+    CHECK(zsh.rfind("#compdef wanlab\n", 0) == 0);
+}
