@@ -1,10 +1,11 @@
 // `wanlab probe KIND [--OPTION VALUE]... [--json]`: one probe, ad hoc. Without --address (or
 // an http probe's --url) it builds a bare two-namespace lab (wanlab-probe-PID-a and -b joined
-// by a veth pair, 198.18.100.1 <-> 198.18.100.2), measures across it and removes it; with
-// --address it measures between namespaces the user already has, and with --url it loads
-// that server from --client-ns or here. Every option of the kind is a flag of the same name
-// spelled with dashes and goes through the [[probe]] parser, so values are checked exactly
-// as in an experiment file.
+// by a veth pair, 198.18.100.1 <-> 198.18.100.2), journaled as run probe-PID so `wanlab
+// restore` removes it after a kill -9, measures across it and removes it; with --address it
+// measures between namespaces the user already has, and with --url it loads that server from
+// --client-ns or here. Every option of the kind is a flag of the same name spelled with
+// dashes and goes through the [[probe]] parser, so values are checked exactly as in an
+// experiment file.
 #include <unistd.h>
 
 #include <cmath>
@@ -24,9 +25,8 @@
 #include "core/error.h"
 #include "core/signals.h"
 #include "core/units.h"
-#include "lab/link.h"
-#include "lab/netns.h"
-#include "lab/topology.h"
+#include "lab/capabilities.h"
+#include "lab/session.h"
 #include "probes/human.h"
 #include "probes/probe.h"
 #include "probes/probe_spec.h"
@@ -146,10 +146,13 @@ int run(const ProbeArgs& o) {
     auto spec = resolve(o);
     const auto* kind = probes::find_kind(spec.kind);
     auto probe = probes::make_probe(spec);
-    std::optional<lab::PairTopology> bare;
+    std::optional<lab::PairSession> bare;
     auto given = given_endpoints(o, spec);
-    if (!given) bare.emplace(fmt::format("wanlab-probe-{}", ::getpid()));
-    const probes::Endpoints where = given ? *given : bare->endpoints(o.port);
+    if (!given) {
+        lab::require_capabilities("wanlab probe");
+        bare.emplace(fmt::format("probe-{}", ::getpid()));
+    }
+    const probes::Endpoints where = given ? *given : bare->pair().endpoints(o.port);
     auto result = probe->run(where, [&signals] { signals.check(); });
     if (o.json)
         std::puts(to_json(*kind, spec, result, o.samples).dump(2).c_str());

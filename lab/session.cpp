@@ -111,4 +111,15 @@ void LabSession::apply_trial(const Trial& trial) {
     if (options_.progress) options_.progress("qdiscs");
 }
 
+PairSession::PairSession(const std::string& run, const std::filesystem::path& dir) {
+    check_run_id(run);
+    {
+        FileLock start(dir / "lock", true, "the journal directory");
+        sysctl::RealProcSys proc;  // only read: stale journals are refused, never replayed here
+        settle_stale_journals(dir, false, proc);
+        journal_.emplace(dir, run);
+    }
+    pair_.emplace("wanlab-" + run, &*journal_);  // wanlab-RUN-a, wanlab-RUN-b
+}
+
 }  // namespace wanlab::lab

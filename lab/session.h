@@ -81,4 +81,27 @@ private:
     std::optional<sysctl::SysctlSnapshot> sysctls_;
 };
 
+/// PairSession: `wanlab probe`'s bare lab (lab/topology.h PairTopology), journaled as a run
+/// is, so `wanlab restore` removes it after a SIGKILL.
+///
+/// Creates, in order: (under the lock <dir>/lock, after refusing stale journals, as a run
+/// does) the journal of run `run`, then the pair's namespaces wanlab-RUN-a and -b and its
+/// veth, each journaled before it is made. Undoes: the pair, then removes the journal (kept
+/// if an undo failed). Not thread-safe.
+class PairSession {
+public:
+    /// `run` is a run id (check_run_id()); throws wanlab::Error if a stale journal is left.
+    PairSession(const std::string& run, const std::filesystem::path& dir = kRunDir);
+    PairSession(const PairSession&) = delete;
+    PairSession& operator=(const PairSession&) = delete;
+
+    const PairTopology& pair() const { return *pair_; }
+    const Journal& journal() const { return *journal_; }
+
+private:
+    // Creation order; destruction runs in reverse.
+    std::optional<Journal> journal_;
+    std::optional<PairTopology> pair_;
+};
+
 }  // namespace wanlab::lab

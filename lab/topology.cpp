@@ -46,8 +46,9 @@ Topology::Topology(const LabSpec& spec, const std::string& run, Journal* journal
     step("links");
 }
 
-PairTopology::PairTopology(const std::string& prefix) : a_(prefix + "-a", nullptr), b_(prefix + "-b", nullptr) {
-    veth_.emplace(a_.name(), "wlp-a", b_.name(), "wlp-b", LinkOptions{1500, 1000, true}, nullptr);
+PairTopology::PairTopology(const std::string& prefix, Journal* journal)
+    : a_(prefix + "-a", journal), b_(prefix + "-b", journal) {
+    veth_.emplace(a_.name(), "wlp-a", b_.name(), "wlp-b", LinkOptions{1500, 1000, true}, journal);
     RouteSocket sa(a_.name()), sb(b_.name());
     set_up(sa, "lo");
     set_up(sb, "lo");

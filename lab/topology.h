@@ -72,14 +72,15 @@ private:
 ///   PREFIX-a  wlp-a 198.18.100.1/30 ---- wlp-b 198.18.100.2/30  PREFIX-b
 ///
 /// Creates: the two namespaces (loopback up), the pair (kernel-default offloads on, MTU
-/// 1500), the addresses; nothing is journaled (a killed probe leaves namespaces named for
-/// its pid). Undoes: the pair and both namespaces, by member destruction order.
+/// 1500), the addresses; each namespace and the pair journaled before it is made when a
+/// Journal is given, so `wanlab restore` removes them after a killed probe. Undoes: the
+/// pair and both namespaces, by member destruction order.
 class PairTopology {
 public:
     static constexpr const char* kClientIp = "198.18.100.1";
     static constexpr const char* kServerIp = "198.18.100.2";
 
-    explicit PairTopology(const std::string& prefix);
+    PairTopology(const std::string& prefix, Journal* journal);
     PairTopology(const PairTopology&) = delete;
     PairTopology& operator=(const PairTopology&) = delete;
 

@@ -121,3 +121,52 @@ TEST_CASE("wanlab lab down stops a running lab from another process", "[root]") 
     CHECK(up.wait() == 0);
     CHECK(capture() == before);
 }
+
+TEST_CASE("after kill -9 of wanlab probe mid-measurement, wanlab restore removes its bare lab", "[root]") {
+    if (skip_unless_root()) return;
+    auto before = capture();
+    std::string run, a, b;
+    {
+        Wanlab probe({"probe", "throughput", "--duration", "30s"});
+        run = fmt::format("probe-{}", probe.pid());
+        a = fmt::format("wanlab-{}-a", run), b = fmt::format("wanlab-{}-b", run);
+        // Named for the probe's pid: nobody else's namespaces.
+        struct Gone {
+            std::string a, b;
+            ~Gone() { sh(fmt::format("ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null", a, b)); }
+        } gone{a, b};
+        REQUIRE(eventually([&] { return sh(fmt::format("ip -n {} link show wlp-b 2>/dev/null", b)).size() > 0; }));
+        ::sleep(2);  // the probe is measuring now
+        probe.signal(SIGKILL);
+        CHECK(probe.wait() == 128 + SIGKILL);
+        std::string left = sh("ip netns list");
+        CHECK_THAT(left, Catch::Contains(a) && Catch::Contains(b));
+        CHECK(std::filesystem::exists("/run/wanlab/" + run + ".journal"));
+
+        int status = 0;
+        std::string restored = sh(fmt::format("{} restore 2>&1", WANLAB_BINARY), &status);
+        INFO(restored);
+        CHECK(status == 0);
+        CHECK_THAT(restored, Catch::Contains("deleted network namespace " + a));
+        CHECK(sh("ip netns list").find("wanlab-" + run) == std::string::npos);
+        CHECK_FALSE(std::filesystem::exists("/run/wanlab/" + run + ".journal"));
+    }
+    CHECK(capture() == before);
+}
+
+TEST_CASE("wanlab probe refuses to build its lab while a killed run's journal is left", "[root]") {
+    if (skip_unless_root()) return;
+    ExperimentFile file;
+    Cleanup cleanup("fpj");
+    {
+        Wanlab up({"lab", "up", file.path.string(), "--run", "fpj", "--hold-after", "journal"});
+        REQUIRE(up.wait_for_line(stage_line("journal")));
+        up.signal(SIGKILL);
+        up.wait();
+    }
+    int status = 0;
+    std::string refused = sh(fmt::format("{} probe rtt --count 1 2>&1", WANLAB_BINARY), &status);
+    CHECK(status == 1);
+    CHECK_THAT(refused, Catch::Contains("ended without giving the machine back; nothing was changed"));
+    CHECK_THAT(refused, !Catch::Contains("rtt ("));  // no measurement: it stopped before its lab
+}

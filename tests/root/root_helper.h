@@ -107,17 +107,18 @@ kind = "rtt"
 /// `wanlab ARGS...` as a child with its stdout on a pipe.
 class Wanlab {
 public:
-    explicit Wanlab(const std::vector<std::string>& args) {
+    /// `binary`: another copy of wanlab to run (a test that replaces the file under it).
+    explicit Wanlab(const std::vector<std::string>& args, const std::string& binary = WANLAB_BINARY) {
         int fds[2];
         REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
         pid_ = ::fork();
         REQUIRE(pid_ >= 0);
         if (pid_ == 0) {
             ::dup2(fds[1], 1);
-            std::vector<char*> argv{const_cast<char*>(WANLAB_BINARY)};
+            std::vector<char*> argv{const_cast<char*>(binary.c_str())};
             for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
             argv.push_back(nullptr);
-            ::execv(WANLAB_BINARY, argv.data());
+            ::execv(binary.c_str(), argv.data());
             ::_exit(127);
         }
         ::close(fds[1]);
@@ -151,6 +152,7 @@ public:
         }
     }
     void signal(int s) { ::kill(pid_, s); }
+    pid_t pid() const { return pid_; }
     /// Waits for the child; returns the exit status, or 128 + signal.
     int wait() {
         int st = 0;
@@ -179,5 +181,24 @@ struct Cleanup {
             sh(fmt::format("ip netns del wanlab-{}-{} 2>/dev/null", run, h));
     }
 };
+
+/// True while process `pid` runs (a zombie nobody has reaped yet does not count).
+inline bool alive(pid_t pid) {
+    std::ifstream in(fmt::format("/proc/{}/stat", pid));
+    std::string stat;
+    if (!std::getline(in, stat)) return false;
+    auto close = stat.rfind(')');
+    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z' && stat[close + 2] != 'X';
+}
+
+/// Polls `done` every 100 ms for up to `timeout`; true once it holds.
+template <typename Done>
+bool eventually(Done done, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+    for (auto end = std::chrono::steady_clock::now() + timeout; std::chrono::steady_clock::now() < end;) {
+        if (done()) return true;
+        ::usleep(100'000);
+    }
+    return done();
+}
 
 }  // namespace wanlab::root_testing
