@@ -14,7 +14,10 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -126,6 +129,14 @@ pid_t arm_auto_restore(const Options& o, unsigned seconds) {
     return lab::arm_watchdog(w);
 }
 
+/// Ends a watchdog whose change failed and was undone: it must not restore later.
+void stand_down(const Options& o, pid_t watchdog) {
+    ::kill(watchdog, SIGKILL);
+    while (::waitpid(watchdog, nullptr, 0) < 0 && errno == EINTR) {}
+    std::printf("%s: the change failed and was undone; watchdog pid %d stood down\n", o.dev.c_str(), watchdog);
+    std::fflush(stdout);
+}
+
 int apply(const Options& o) {
     auto d = resolve(o);
     if (!o.dry_run) lab::refuse_if_ssh(o.netns, o.dev, "", 0, o.force);
@@ -146,10 +157,20 @@ int apply(const Options& o) {
         device.emplace(kernel, o.dev);
         write_file_synced(path, device->serialize());
     }
+    // Armed before the change, once the snapshot it restores from is on disk: a wanlab killed
+    // half-way through the change is still undone at the deadline.
+    pid_t watchdog = 0;
+    if (o.auto_restore_s > 0) {
+        watchdog = arm_auto_restore(o, o.auto_restore_s);
+        std::printf("%s: auto-restore in %u s by watchdog pid %d (`kill %d` keeps the conditions)\n", o.dev.c_str(),
+                    o.auto_restore_s, watchdog, watchdog);
+        std::fflush(stdout);
+    }
     try {
         device->apply(d, o.mtu, netem::Psched::from_proc());
     } catch (...) {
-        // Give the device back and forget the snapshot, whatever restore() says.
+        // Give the device back and forget the snapshot, whatever restore() says; the
+        // watchdog then has nothing to undo.
         try {
             device->restore();
         } catch (const Error& e) {
@@ -158,16 +179,12 @@ int apply(const Options& o) {
         device->release();
         std::error_code ec;
         fs::remove(path, ec);
+        if (watchdog > 0) stand_down(o, watchdog);
         throw;
     }
     device->release();  // stays applied until `wanlab link clear`
     std::printf("%s: %s (saved the previous qdiscs; `wanlab link clear --dev %s` restores them)\n", o.dev.c_str(),
                 lab::direction_summary(d).c_str(), o.dev.c_str());
-    if (o.auto_restore_s > 0) {
-        pid_t pid = arm_auto_restore(o, o.auto_restore_s);
-        std::printf("%s: auto-restore in %u s by watchdog pid %d (`kill %d` keeps the conditions)\n", o.dev.c_str(),
-                    o.auto_restore_s, pid, pid);
-    }
     return 0;
 }
 

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <ctime>
 
+extern char** environ;
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -37,6 +39,8 @@ long now_ms() {
 // What the child needs, prepared before fork.
 struct Prepared {
     pid_t parent;
+    int exe;              ///< the running wanlab image, opened at arm time (see arm_watchdog)
+    bool journal_exists;  ///< the journal was there when the watchdog was armed
     const char* journal;
     const char* log;
     const char* deadline_note;  ///< written to the log when the deadline ends the run
@@ -46,7 +50,7 @@ struct Prepared {
 [[noreturn]] void watch(const WatchdogOptions& o, const Prepared& p) {
     const pid_t parent = p.parent;
     const long deadline = now_ms() + static_cast<long>(o.seconds) * 1000;
-    bool seen = false;
+    bool seen = p.journal_exists;
     auto exists = [&p] { return ::access(p.journal, F_OK) == 0; };
     for (;;) {
         if (o.watch_parent) {
@@ -71,7 +75,8 @@ struct Prepared {
         }
         nap_ms(100);
     }
-    ::execv(p.argv[0], p.argv);
+    // The image wanlab was started from, even if the file has been rebuilt or deleted since.
+    ::fexecve(p.exe, p.argv, environ);
     static const char failed[] = "wanlab watchdog: could not start wanlab to restore; run `wanlab restore`\n";
     (void)!::write(2, failed, sizeof failed - 1);
     ::_exit(127);
@@ -98,13 +103,17 @@ WatchdogOptions run_watchdog(const std::string& run, unsigned seconds, const std
 }
 
 pid_t arm_watchdog(const WatchdogOptions& o) {
-    // Everything the child needs, prepared before fork.
+    // Everything the child needs, prepared before fork. /proc/self/exe opens the image this
+    // process runs, not whatever the path names now: a rebuild during a long run leaves it be.
+    sys::Fd exe(static_cast<int>(
+        sys::check_sys(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC), "opening the wanlab binary (/proc/self/exe)")));
     std::vector<std::string> args = o.argv;
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     std::string journal = o.journal.string(), log = o.log.empty() ? "/dev/null" : o.log.string();
     pid_t parent = ::getpid();
+    bool journal_exists = o.watch_parent && ::access(journal.c_str(), F_OK) == 0;
     std::string note = fmt::format(
         "wanlab watchdog: the --auto-restore deadline of {} s has passed: SIGTERM to wanlab "
         "(pid {}), which gives the machine back\n",
@@ -113,6 +122,9 @@ pid_t arm_watchdog(const WatchdogOptions& o) {
     if (pid < 0) sys::fail_errno("starting the --auto-restore watchdog");
     if (pid > 0) return pid;
     ::setsid();
+    // Above stdio, whatever descriptor open() returned; close-on-exec, so the restore it
+    // starts does not inherit it (fexecve of an ELF binary reads it before closing it).
+    const int image = ::fcntl(exe.get(), F_DUPFD_CLOEXEC, 3);
     sigset_t none;
     ::sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);  // wanlab blocks SIGINT/SIGTERM for its signalfd
@@ -123,10 +135,12 @@ pid_t arm_watchdog(const WatchdogOptions& o) {
         ::dup2(out, 1);
         ::dup2(out, 2);
     }
-    // No lock, socket or pipe of wanlab's stays open in the watchdog.
-    if (::close_range(3, ~0U, 0) != 0)
-        for (int fd = 3; fd < 65536; ++fd) ::close(fd);
-    watch(o, Prepared{parent, journal.c_str(), log.c_str(), note.c_str(), argv.data()});
+    // No lock, socket or pipe of wanlab's stays open in the watchdog: only the image.
+    const unsigned keep = static_cast<unsigned>(image);
+    if (image < 0 || (keep > 3 && ::close_range(3, keep - 1, 0) != 0) || ::close_range(keep + 1, ~0U, 0) != 0)
+        for (int fd = 3; fd < 65536; ++fd)
+            if (fd != image) ::close(fd);
+    watch(o, Prepared{parent, image, journal_exists, journal.c_str(), log.c_str(), note.c_str(), argv.data()});
 }
 
 }  // namespace wanlab::lab

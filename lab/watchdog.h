@@ -3,15 +3,17 @@
 //
 // Contract: arm_watchdog() forks a child in its own session (so Ctrl-C in the terminal and
 // a hang-up of the session do not reach it), with stdio on /dev/null or a log file, which
-// waits and then execs `argv` (a `wanlab` command that restores). Without a watched process
+// waits and then runs `argv` (a `wanlab` command that restores) with the wanlab image that
+// armed it: the executable is opened at arm time and exec'd from that descriptor
+// (fexecve), so a rebuild or removal of the binary during a long run does not break it. Without a watched process
 // it fires when `seconds` have passed (`wanlab link apply --auto-restore`, whose change
 // outlives wanlab on purpose). With one (this process, for `wanlab run` and `lab up`), it
 // also fires as soon as that process dies while its journal is still there (a SIGKILL: the
 // journal is then stale and `wanlab restore` replays it), at the deadline first ends the
 // process (SIGTERM, by which it restores itself; SIGKILL 10 s later if it has not), and it
-// stands down without doing anything once the journal, having appeared, is gone (the run
-// gave the machine back). The child makes only async-signal-safe calls before exec, so it
-// may be armed after threads exist. Thread-safe.
+// stands down without doing anything once the journal, present when it was armed or seen
+// later, is gone (the run gave the machine back, or failed and undid its change). The child makes only
+// async-signal-safe calls before exec, so it may be armed after threads exist. Thread-safe.
 #pragma once
 
 #include <sys/types.h>
@@ -24,7 +26,7 @@ namespace wanlab::lab {
 
 struct WatchdogOptions {
     unsigned seconds = 0;           ///< the deadline, from arming
-    std::vector<std::string> argv;  ///< what restores: argv[0] is an absolute path
+    std::vector<std::string> argv;  ///< wanlab's arguments that restore; argv[0] is only a name
     bool watch_parent = false;      ///< watch the calling process (see above)
     std::filesystem::path journal;  ///< with watch_parent: the run's journal
     std::filesystem::path log;      ///< where argv's output goes ("" = /dev/null)
@@ -37,7 +39,7 @@ WatchdogOptions run_watchdog(const std::string& run, unsigned seconds, const std
 /// Starts the watchdog; returns its pid. Throws wanlab::Error if it cannot be started.
 pid_t arm_watchdog(const WatchdogOptions& options);
 
-/// The running wanlab binary (/proc/self/exe), for argv[0].
+/// The path the running wanlab binary was started from (/proc/self/exe), for argv[0].
 std::string self_exe();
 
 }  // namespace wanlab::lab
