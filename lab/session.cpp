@@ -68,7 +68,9 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
     LabNames names{options.run};
     auto layers = change_layers(trials, names);
     validate_layers(proc, layers);  // before anything changes
-    check_testbed(trials, options.force);
+    std::vector<sysctl::Change> all;
+    for (const auto& layer : layers) all.insert(all.end(), layer.begin(), layer.end());
+    check_testbed(trials, all, proc, options.force);
     {
         FileLock start(options.dir / "lock", true, "the journal directory");
         settle_stale_journals(options.dir, options.restore_stale, proc, options.log);

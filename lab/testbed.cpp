@@ -158,7 +158,8 @@ private:
 
 }  // namespace
 
-void check_testbed(const std::vector<Trial>& trials, bool force) {
+void check_testbed(const std::vector<Trial>& trials, const std::vector<sysctl::Change>& changes, sysctl::ProcSys& proc,
+                   bool force) {
     const auto& lab = trials.front().lab;
     if (lab.mode != LabSpec::Mode::host) return;
     try {
@@ -168,6 +169,11 @@ void check_testbed(const std::vector<Trial>& trials, bool force) {
             fmt::format("[lab] dev = \"{}\": {}; `ip link` lists this machine's interfaces", lab.dev, e.what()));
     }
     refuse_if_ssh("", lab.dev, lab.target, lab.port, force);
+    // Host mode's sysctls go on this machine itself, under every session it has.
+    std::vector<HostSysctl> host;
+    for (const auto& c : changes)
+        if (c.ns.empty()) host.push_back({c.key, c.value, proc.read("", c.key).value_or("")});
+    refuse_sysctls_if_ssh(host, force);
     if (any_down(trials)) {
         if (auto why = netem::ifb_autoload_problem(); !why.empty())
             throw InputError(

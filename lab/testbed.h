@@ -27,6 +27,7 @@
 #include "lab/topology.h"
 #include "probes/probe.h"
 #include "sysctl/proc_sys.h"
+#include "sysctl/validate.h"
 
 namespace wanlab::lab {
 
@@ -51,9 +52,12 @@ public:
 };
 
 /// Everything the testbed for `trials` can check before anything changes (host mode: the
-/// device exists, no SSH session it would cut off unless `force`, the ifb module's state).
-/// Throws InputError naming what to do.
-void check_testbed(const std::vector<Trial>& trials, bool force);
+/// device exists, no SSH session it, or a device stacked on it, carries and the filter would
+/// cut off, no sysctl of `changes` in this machine's own namespace that could cut an SSH
+/// session (read against its value now through `proc`), each unless `force`; the ifb
+/// module's state). Throws InputError naming what to do.
+void check_testbed(const std::vector<Trial>& trials, const std::vector<sysctl::Change>& changes, sysctl::ProcSys& proc,
+                   bool force);
 
 /// Why, on the testbed of `lab`, a measured RTT and rate cannot be compared with the
 /// configured ones, or "" when they can (the emulation check runs only then).
