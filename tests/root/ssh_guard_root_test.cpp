@@ -30,15 +30,19 @@ struct BridgedPair {
            &status);
         REQUIRE(status == 0);
     }
-    ~BridgedPair() { sh(fmt::format("ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null", a, b)); }
+    ~BridgedPair() {
+        sh(fmt::format("ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null", a, b));
+        std::error_code ec;  // `link apply` leaves its device lock file (by design); this one is ours
+        std::filesystem::remove(fmt::format("/run/wanlab/dev-{}--va.lock", a), ec);
+    }
 };
 
-/// A child process named "sshd" listening on 198.18.200.1:2222 in namespace `ns`, and one
+/// A child process named "sshd" listening on `address`:2222 in namespace `ns`, and one
 /// established connection to it from namespace `client_ns`: an SSH session as the guard sees
 /// it. The child is killed on destruction.
 class FakeSshd {
 public:
-    FakeSshd(const std::string& ns, const std::string& client_ns) {
+    FakeSshd(const std::string& ns, const std::string& client_ns, const char* address = "198.18.200.1") {
         int ready[2];
         REQUIRE(::pipe(ready) == 0);
         pid_ = ::fork();
@@ -50,7 +54,7 @@ public:
             sockaddr_in at{};
             at.sin_family = AF_INET;
             at.sin_port = htons(2222);
-            ::inet_pton(AF_INET, "198.18.200.1", &at.sin_addr);
+            ::inet_pton(AF_INET, address, &at.sin_addr);
             if (nsfd < 0 || ::setns(nsfd, CLONE_NEWNET) != 0 || (s = ::socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
                 ::bind(s, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0 || ::listen(s, 4) != 0)
                 ::_exit(1);
@@ -68,7 +72,7 @@ public:
         sockaddr_in to{};
         to.sin_family = AF_INET;
         to.sin_port = htons(2222);
-        ::inet_pton(AF_INET, "198.18.200.1", &to.sin_addr);
+        ::inet_pton(AF_INET, address, &to.sin_addr);
         REQUIRE(eventually([&] { return ::connect(client_, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0; },
                            std::chrono::seconds(5)));
     }
@@ -109,4 +113,52 @@ TEST_CASE("link apply refuses a bridge port whose bridge carries a session on ss
            &status);
     INFO(out);
     CHECK_THAT(out, !Catch::Contains("carries the SSH session"));
+}
+
+TEST_CASE("host mode refuses a sysctl that could cut a session on sshd's port before changing anything", "[root]") {
+    if (skip_unless_root()) return;
+    // wanlab runs inside namespace H, which stands in for "this machine": d0 198.18.201.1/24
+    // there, its peer 198.18.201.2/24 in namespace P, where the session comes from.
+    std::string h = fmt::format("wlt-sys-{}-h", ::getpid()), p = fmt::format("wlt-sys-{}-p", ::getpid());
+    struct Gone {
+        std::string h, p;
+        ~Gone() { sh(fmt::format("ip netns del {} 2>/dev/null; ip netns del {} 2>/dev/null", h, p)); }
+    } gone{h, p};
+    int status = 0;
+    sh(fmt::format("ip netns add {0} && ip netns add {1} && ip -n {0} link set lo up && "
+                   "ip -n {0} link add d0 type veth peer name d1 netns {1} && "
+                   "ip -n {0} addr add 198.18.201.1/24 dev d0 && ip -n {0} link set d0 up && "
+                   "ip -n {1} addr add 198.18.201.2/24 dev d1 && ip -n {1} link set d1 up",
+                   h, p),
+       &status);
+    REQUIRE(status == 0);
+    std::string now = sh(fmt::format("ip netns exec {} cat /proc/sys/net/ipv4/conf/all/rp_filter", h));
+    std::string value = now.rfind("0", 0) == 0 ? "1" : now.rfind("1", 0) == 0 ? "2" : "1";
+    ExperimentFile file;  // only for a temporary path
+    std::ofstream(file.path) << fmt::format(R"(name = "guard"
+[lab]
+mode = "host"
+dev = "d0"
+target = "198.18.201.9"
+[sysctl.host]
+"net.ipv4.conf.all.rp_filter" = {}
+[[probe]]
+name = "p"
+kind = "rtt"
+method = "icmp"
+)",
+                                            value);
+    FakeSshd sshd(h, p, "198.18.201.1");
+    // Unguarded, the lab would come up and wait: the timeout's SIGINT then takes it down.
+    std::string out =
+        sh(fmt::format("ip netns exec {} env -u SSH_CONNECTION timeout -s INT 30 {} lab up {} --run gsy 2>&1", h,
+                       WANLAB_BINARY, file.path.string()),
+           &status);
+    INFO(out);
+    CHECK(status == 2);
+    CHECK_THAT(out,
+               Catch::Contains(fmt::format("host mode sets net.ipv4.conf.all.rp_filter = \"{}\"", value)) &&
+                   Catch::Contains("could cut the SSH session from 198.18.201.2 (to 198.18.201.1 port 2222 on d0)"));
+    CHECK(sh(fmt::format("ip netns exec {} cat /proc/sys/net/ipv4/conf/all/rp_filter", h)) == now);
+    CHECK_FALSE(std::filesystem::exists("/run/wanlab/gsy.journal"));
 }

@@ -53,6 +53,7 @@ struct DeviceNamespace {
         sh(fmt::format("ip netns del {} 2>/dev/null", ns));
         std::error_code ec;
         std::filesystem::remove(fmt::format("/run/wanlab/link/{}--d0.snapshot", ns), ec);
+        std::filesystem::remove(fmt::format("/run/wanlab/dev-{}--d0.lock", ns), ec);
     }
 };
 
