@@ -174,8 +174,7 @@ const CuttingSysctl kCuttingSysctls[] = {
      "switches the interface between host and router (IPv6: router advertisements, and with them the default "
      "route, are ignored while forwarding)"},
     {"ip_forward", Cuts::any_change,
-     "switches this machine between host and router, resetting its per-interface "
-     "settings"},
+     "switches this machine between host and router, resetting its per-interface settings"},
     {"rp_filter", Cuts::nonzero, "drops packets that arrive on an interface the reply would not leave by"},
     {"arp_ignore", Cuts::nonzero, "stops answering ARP for addresses on other interfaces"},
     {"arp_filter", Cuts::nonzero, "answers ARP only on the interface the reply would leave by"},
