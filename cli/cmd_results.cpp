@@ -1,5 +1,6 @@
 // `wanlab results list|show` and `wanlab compare`: reading the results database a run wrote
 // (results/store.h) and reporting from it (report/report.h), without measuring.
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -8,6 +9,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "experiment/experiment.h"
 #include "report/report.h"
 #include "results/store.h"
@@ -68,9 +70,12 @@ int list(const ListArgs& a) {
         return 0;
     }
     std::printf("%-10s %-21s %-12s %-8s %-24s %s\n", "run", "started", "status", "trials", "experiment", "where");
+    // A database can come from another machine: what it says reaches the terminal escaped.
     for (const auto& r : runs)
-        std::printf("%-10s %-21s %-12s %-8zu %-24s %s\n", r.id.c_str(), r.started.c_str(), r.status.c_str(),
-                    r.planned_trials, r.experiment.c_str(), r.env.where.c_str());
+        std::fputs(text::terminal_safe(fmt::format("{:<10} {:<21} {:<12} {:<8} {:<24} {}\n", r.id, r.started, r.status,
+                                                   r.planned_trials, r.experiment, r.env.where))
+                       .c_str(),
+                   stdout);
     return 0;
 }
 
@@ -81,13 +86,14 @@ int show(const ShowArgs& a) {
         return 0;
     }
     if (a.export_as == "csv") {
-        std::fputs(results::to_csv(data).c_str(), stdout);
+        std::string csv = results::to_csv(data);
+        std::fputs((::isatty(STDOUT_FILENO) ? text::terminal_safe(csv) : csv).c_str(), stdout);
         return 0;
     }
     report::ReportOptions ro;
     ro.format = report::parse_format(a.format);
     ro.pivot = a.pivot;
-    std::fputs(report::render(data, stored_asserts(data.run), ro).c_str(), stdout);
+    std::fputs(text::terminal_safe(report::render(data, stored_asserts(data.run), ro)).c_str(), stdout);
     return 0;
 }
 
@@ -96,12 +102,13 @@ int compare(const CompareArgs& a) {
     auto first = store->load_run(a.a);
     auto second = a.other.empty() ? store->load_run(a.b) : database(a.other)->load_run(a.b);
     if (first.run.experiment != second.run.experiment)
-        std::fputs(fmt::format("wanlab: warning: comparing different experiments ({} and {}); only trials with the "
-                               "same id are compared\n",
-                               first.run.experiment, second.run.experiment)
+        std::fputs(text::terminal_safe(fmt::format("wanlab: warning: comparing different experiments ({} and {}); only "
+                                                   "trials with the same id are compared\n",
+                                                   first.run.experiment, second.run.experiment))
                        .c_str(),
                    stderr);
-    std::fputs(report::render_comparison(first, second, report::parse_format(a.format)).c_str(), stdout);
+    std::fputs(text::terminal_safe(report::render_comparison(first, second, report::parse_format(a.format))).c_str(),
+               stdout);
     return 0;
 }
 

@@ -2,14 +2,20 @@
 // and that the generated completions offer every command and option.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "cli/cmd_probe.h"
 #include "cli/command.h"
 #include "core/error.h"
+#include "results/store.h"
 
 using namespace wanlab;
 
@@ -132,4 +138,26 @@ TEST_CASE("the completion scripts offer every command and every option of each",
     CHECK(bash.find("--server_split_write") == std::string::npos);
     CHECK(bash.find("complete -o default -F _wanlab wanlab") != std::string::npos);
     CHECK(zsh.rfind("#compdef wanlab\n", 0) == 0);
+}
+
+TEST_CASE("what a foreign results database says reaches the terminal escaped", "[cli][security]") {
+    char tmpl[] = "/tmp/wanlab-foreign-db-XXXXXX";
+    std::filesystem::path dir = ::mkdtemp(tmpl);
+    {
+        results::Store store(dir / "results.db");
+        results::Run run;
+        run.id = "r1";
+        run.experiment = "x\x1b]0;pwned\x07\x1b[2J";
+        run.started = "2026-12-01T00:00:00Z";
+        store.begin_run(run);
+    }
+    FILE* p = ::popen(fmt::format("{} results list --out {} 2>&1", WANLAB_BINARY, dir.string()).c_str(), "r");
+    REQUIRE(p);
+    std::string out;
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    CHECK(::pclose(p) == 0);
+    CHECK(out.find('\x1b') == std::string::npos);
+    CHECK(out.find("x\\x1b]0;pwned\\x07\\x1b[2J") != std::string::npos);
+    std::filesystem::remove_all(dir);
 }
