@@ -3,6 +3,9 @@
 // has it): each test asserts what the kernel it runs on must do.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <unistd.h>
 #include <array>
 #include <cstdio>
@@ -391,6 +394,46 @@ TEST_CASE("host mode keeps a user's own ingress qdisc and filters and gives them
     }
     CHECK(run(fmt::format("tc -n {} -j qdisc show", p.left)) == before);
     CHECK(run(fmt::format("tc -n {} filter show dev a0 ingress", p.left)) == filters_before);
+}
+
+TEST_CASE("replay after a kill leaves the clsact a CNI put in place of wanlab's ingress", "[root][netem][physical]") {
+    if (!netem_or_skip()) return;
+    Pair p;
+    HostUndo plan;
+    {
+        NetlinkKernel k(p.left);
+        plan = HostImpairment(k, "a0", Filter{"198.18.0.2/32", 0, false}, 10'000'000'000).undo_plan();
+    }
+    REQUIRE(plan.ingress_created);
+    // The run: impairs the way in, then dies without undoing anything, as a SIGKILL leaves it.
+    pid_t run_pid = ::fork();
+    REQUIRE(run_pid >= 0);
+    if (run_pid == 0) {
+        try {
+            NetlinkKernel k(p.left);
+            auto* host = new HostImpairment(k, "a0", Filter{"198.18.0.2/32", 0, false}, 10'000'000'000);
+            host->apply(Direction{}, up_of("delay = \"20ms\"\n"), 1500, Psched::from_proc());
+        } catch (...) {
+            ::_exit(1);
+        }
+        ::_exit(0);
+    }
+    int st = 0;
+    REQUIRE(::waitpid(run_pid, &st, 0) == run_pid);
+    REQUIRE((WIFEXITED(st) && WEXITSTATUS(st) == 0));
+    REQUIRE(run(fmt::format("tc -n {} qdisc show dev a0", p.left)).find("ingress") != std::string::npos);
+    // Meanwhile a CNI replaces the ingress hook with its clsact and a filter of its own.
+    run(
+        fmt::format("tc -n {} qdisc del dev a0 ingress && tc -n {} qdisc add dev a0 clsact && tc -n {} filter add dev "
+                    "a0 ingress prio 1 protocol ip u32 match ip src 198.18.0.77/32 flowid 1:1",
+                    p.left, p.left, p.left));
+    {
+        NetlinkKernel k(p.left);
+        undo_host(k, plan);  // what `wanlab restore` does with the journal's host entry
+    }
+    CHECK(run(fmt::format("tc -n {} qdisc show dev a0", p.left)).find("clsact") != std::string::npos);
+    CHECK(run(fmt::format("tc -n {} filter show dev a0 ingress", p.left)).find("pref 1") != std::string::npos);
+    CHECK(run(fmt::format("ip -n {} -br link", p.left)).find(plan.ifb) == std::string::npos);  // wanlab's ifb went
 }
 
 // ---- Probes through netem: run in the micro-VM with the rest of this file.
