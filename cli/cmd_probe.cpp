@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/signals.h"
+#include "core/sys.h"
 #include "core/units.h"
 #include "lab/capabilities.h"
 #include "lab/session.h"
@@ -177,9 +178,10 @@ void add_probe_options(CLI::App& sub, ProbeArgs& o) {
                 fmt::format("{} ({}default {})", opt.help, value.empty() ? "" : value + "; ", opt.default_value),
                 [&o, name](const std::string& v) { o.values[name] = v; });
         }
-    sub.add_option("--server-ns", o.server_ns,
-                   "Namespace (as `ip netns` names it) the server runs in; needs --address");
-    sub.add_option("--client-ns", o.client_ns, "Namespace the client runs in");
+    auto netns_name = CLI::Validator([](std::string& v) { return sys::netns_name_problem(v); }, "NAME");
+    sub.add_option("--server-ns", o.server_ns, "Namespace (as `ip netns` names it) the server runs in; needs --address")
+        ->check(netns_name);
+    sub.add_option("--client-ns", o.client_ns, "Namespace the client runs in")->check(netns_name);
     sub.add_option("--address", o.address,
                    "Server address (IPv4) to measure to, instead of a bare lab (http: --url names the server)");
     sub.add_option("--client-address", o.client_address, "Address (IPv4) the client binds to");

@@ -12,6 +12,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "lab/capabilities.h"
 #include "lab/journal.h"
 #include "lab/restore.h"
@@ -82,7 +83,7 @@ Runner setup_restore(CLI::App& sub) {
             if (!j.problem.empty()) {
                 std::fputs(fmt::format("wanlab: error: {}\n  check the machine by hand, then `wanlab restore --forget "
                                        "{}`\n",
-                                       j.problem, j.run)
+                                       j.problem, text::shell_quote(j.run))
                                .c_str(),
                            stderr);
                 status = 1;
@@ -105,7 +106,7 @@ Runner setup_restore(CLI::App& sub) {
                     fmt::format("  the journal stays: run `wanlab restore {}` again once the cause is fixed, or, "
                                 "for entries wanlab did not write, check the machine by hand and `wanlab "
                                 "restore --forget {}`\n",
-                                j.run, j.run)
+                                text::shell_quote(j.run), text::shell_quote(j.run))
                         .c_str(),
                     stderr);
             }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "lab/link.h"
 #include "lab/netns.h"
 #include "netem/device.h"
@@ -87,7 +88,7 @@ void settle_stale_journals(const std::filesystem::path& dir, bool restore, sysct
                 fmt::format("{}; nothing was changed.\nwanlab cannot undo what this journal describes. Check "
                             "the machine by hand (`ip netns`, `tc qdisc`, `sysctl net`), then remove it with "
                             "`wanlab restore --forget {}`.",
-                            j.problem, j.run));
+                            j.problem, text::shell_quote(j.run)));
     if (!restore) {
         std::string list;
         for (const auto& j : stale) list += fmt::format("\n  run {} (pid {}): {}", j.run, j.pid, j.path.string());
@@ -105,7 +106,7 @@ void settle_stale_journals(const std::filesystem::path& dir, bool restore, sysct
         msg += fmt::format(
             "\nFix what is named and run `wanlab restore` again; for entries wanlab did not write, "
             "check the machine by hand, then `wanlab restore --forget {}`.",
-            j.run);
+            text::shell_quote(j.run));
         throw Error(msg);
     }
 }
