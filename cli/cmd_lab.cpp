@@ -21,7 +21,6 @@
 #include "lab/restore.h"
 #include "lab/session.h"
 #include "lab/watchdog.h"
-#include "netem/preflight.h"
 #include "sysctl/proc_sys.h"
 
 namespace wanlab::cli {
@@ -55,14 +54,7 @@ int lab_up(const UpOptions& o) {
         throw InputError(fmt::format("--trial {}: the experiment has trials 1 to {}", o.trial, exp.trials.size()));
     const auto& trial = exp.trials[o.trial - 1];
     lab::require_capabilities("wanlab lab up");
-    const bool host = trial.lab.mode == lab::LabSpec::Mode::host;
-    if (auto missing = lab::missing_qdiscs(exp); !missing.empty())
-        throw Error(
-            fmt::format(
-                "this kernel lacks {} (needed by {}'s link conditions). {}{}", fmt::join(missing, ", "), o.file,
-                netem::advice_for(missing.front()),
-                host ? "" : "\n  or build the lab inside the micro-VM: wanlab vm run -- wanlab lab up " + o.file),
-            2);
+    refuse_missing_qdiscs(exp, o.file, "lab up");
     sys::SignalEvents signals;  // before any thread exists, so every thread blocks them
     sysctl::RealProcSys proc;
     lab::SessionOptions options;

@@ -16,6 +16,8 @@ constexpr Command kCommands[] = {
     {"link", "Put link conditions on one device, show them, clear them (netlink, no tc)", &setup_link},
     {"doctor", "Check what this machine's kernel and tools support (changes nothing)", &setup_doctor},
     {"lab", "Build an experiment's namespace lab and keep it for debugging (lab up FILE / lab down RUN)", &setup_lab},
+    {"shell", "Run a shell or your own command in one trial's lab, on the emulated path (shell FILE -- CMD)",
+     &setup_shell},
     {"restore", "Give the machine back after a killed run, from its journal in /run/wanlab", &setup_restore},
     {"probe",
      "Measure once across a bare two-namespace lab: throughput, rtt, rr, http (built in or iperf3/ping/wrk/hping3)",

@@ -7,9 +7,13 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "core/sys.h"
+#include "core/text.h"
+#include "lab/capabilities.h"
+#include "netem/preflight.h"
 
 namespace wanlab::cli {
 
@@ -30,6 +34,19 @@ lab::Experiment load_or_throw(const std::string& path, const std::vector<std::st
             fmt::format("{} has {} error{}", path, diag.error_count(), diag.error_count() == 1 ? "" : "s"));
     }
     return *exp;
+}
+
+void refuse_missing_qdiscs(const lab::Experiment& exp, const std::string& file, const std::string& command) {
+    auto missing = lab::missing_qdiscs(exp);
+    if (missing.empty()) return;
+    bool host = !exp.trials.empty() && exp.trials.front().lab.mode == lab::LabSpec::Mode::host;
+    throw Error(
+        fmt::format("this kernel lacks {} (needed by {}'s link conditions). {}{}", fmt::join(missing, ", "), file,
+                    netem::advice_for(missing.front()),
+                    host ? ""
+                         : fmt::format("\n  or build the lab inside the micro-VM: wanlab vm run -- wanlab {} {}",
+                                       command, text::shell_quote(file))),
+        2);
 }
 
 std::string toml_value(const std::string& v) {

@@ -13,6 +13,11 @@ namespace wanlab::cli {
 lab::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets,
                               std::string* text = nullptr);
 
+/// Throws wanlab::Error (exit 2) when this kernel lacks a qdisc the experiment's link
+/// conditions need, with the fix and, for a namespace lab, the micro-VM command line:
+/// `wanlab vm run -- wanlab COMMAND FILE`.
+void refuse_missing_qdiscs(const lab::Experiment& exp, const std::string& file, const std::string& command);
+
 /// A command-line flag's value as a TOML value, for commands that turn flags into the
 /// table an experiment file would hold (link apply, probe): integers and booleans as they
 /// are, anything else as a quoted string ("20ms", "1%").

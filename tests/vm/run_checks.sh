@@ -99,4 +99,25 @@ sleep 4
 check "after --auto-restore's delay the device has its default qdisc back" \
     sh -c "! ip netns exec wl-guard tc qdisc show dev g0 | grep -q netem"
 ip netns del wl-guard
+
+# 6. wanlab shell: the user's own command in the client namespace, on the emulated path; its
+#    exit status is wanlab's, and the machine is given back.
+cat >"$out/shell.toml" <<'TOML'
+name = "shell"
+[link]
+rtt = "40ms"
+[[probe]]
+name = "r"
+kind = "rtt"
+TOML
+"$wanlab" shell "$out/shell.toml" --run shell1 -- sh -c 'ping -c 5 -i 0.2 -q "$WANLAB_SERVER"; exit 5' \
+    >"$out/shell.stdout" 2>"$out/shell.stderr"
+rc=$?
+# The fastest of the pings: the path itself, least of the emulated CPU's own delay (bounded as
+# the emulation check's 110% + 15 ms).
+fastest=$(sed -n 's|.*= \([0-9.]*\)/[0-9.]*/.*|\1|p' "$out/shell.stdout")
+check "wanlab shell returns the command's exit status [rc=$rc]" [ "$rc" = 5 ]
+check "the command's pings cross the emulated 40 ms path [min ${fastest:-?} ms]" \
+    awk -v a="${fastest:-0}" 'BEGIN { exit !(a >= 40 && a <= 59) }'
+check "after wanlab shell: machine as before" same_state shell
 exit 0
