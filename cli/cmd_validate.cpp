@@ -1,12 +1,15 @@
 // `wanlab validate FILE [--set KEY=VALUE]...`: exit 0 when the experiment is valid, 2 with
 // located errors on stderr otherwise. Never touches the machine.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/command.h"
 #include "cli/load.h"
+#include "experiment/plan.h"
 
 namespace wanlab::cli {
 
@@ -28,6 +31,20 @@ Runner setup_validate(CLI::App& sub) {
                                    exp.trials.front().probes.size() == 1 ? "" : "s")
                            .c_str(),
                        stdout);
+        // What the kernel will make of the probes' buffer asks, once per distinct note.
+        std::vector<std::pair<std::string, std::vector<std::size_t>>> notes;
+        for (const auto& t : exp.trials)
+            for (const auto& c : lab::buffer_clamps(t)) {
+                auto it = std::find_if(notes.begin(), notes.end(), [&](const auto& n) { return n.first == c.text(); });
+                if (it == notes.end()) it = notes.insert(notes.end(), {c.text(), {}});
+                it->second.push_back(t.index);
+            }
+        for (const auto& [text, trials] : notes)
+            if (!o->quiet)
+                std::fputs(fmt::format("{}: note: trial{} {}: {}\n", o->file, trials.size() == 1 ? "" : "s",
+                                       fmt::join(trials, ", "), text)
+                               .c_str(),
+                           stdout);
         return 0;
     };
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -143,6 +144,65 @@ std::vector<std::string> trial_commands(const Trial& t, const LabNames& names) {
     return out;
 }
 
+namespace {
+std::int64_t option_of(const probes::ProbeSpec& p, const char* name) {
+    auto it = p.options.find(name);
+    if (it == p.options.end()) return 0;
+    auto v = std::get_if<std::int64_t>(&it->second);
+    return v ? *v : 0;
+}
+
+std::string tool_of(const probes::ProbeSpec& p) {
+    auto it = p.options.find("tool");
+    auto v = it == p.options.end() ? nullptr : std::get_if<std::string>(&it->second);
+    return v ? *v : "builtin";
+}
+
+// The trial's value of a global byte-count key, if it sets it.
+std::optional<std::uint64_t> maximum(const Trial& t, const char* key) {
+    for (const auto& s : t.sysctl.global)
+        if (s.key == key && !s.value.empty() && s.value.find_first_not_of("0123456789") == std::string::npos)
+            return std::stoull(s.value);
+    return std::nullopt;
+}
+}  // namespace
+
+std::string BufferClamp::text() const {
+    if (refused)
+        return fmt::format(
+            "probe {} runs iperf3 -w {}, which {} = {} cannot grant (the kernel gives twice the ask, up "
+            "to {}): iperf3 refuses (\"socket buffer size not set correctly\") and these measurements "
+            "fail; raise {} to at least {}, or leave rcvbuf and sndbuf at 0 for autotuning",
+            probe, units::format_size(asked), key, units::format_size(max), units::format_size(granted), key,
+            units::format_size((asked + 1) / 2));
+    return fmt::format(
+        "probe {} asks {} = {}; {} = {} grants {} (twice the maximum, not twice the ask): the built-in "
+        "probe measures with that",
+        probe, option, units::format_size(asked), key, units::format_size(max), units::format_size(granted));
+}
+
+std::vector<BufferClamp> buffer_clamps(const Trial& t) {
+    std::vector<BufferClamp> out;
+    const auto rmem = maximum(t, "net.core.rmem_max"), wmem = maximum(t, "net.core.wmem_max");
+    for (const auto& p : t.probes) {
+        if (p.kind != "throughput") continue;
+        auto rcv = static_cast<std::uint64_t>(option_of(p, "rcvbuf")),
+             snd = static_cast<std::uint64_t>(option_of(p, "sndbuf"));
+        if (tool_of(p) == "iperf3") {
+            // One -w for both buffers, on both ends: each maximum must grant it.
+            std::uint64_t w = std::max(rcv, snd);
+            for (const auto& [key, max] : {std::pair{"net.core.rmem_max", rmem}, std::pair{"net.core.wmem_max", wmem}})
+                if (w > 0 && max && 2 * *max < w) out.push_back({p.name, "-w", key, w, *max, 2 * *max, true});
+            continue;
+        }
+        if (rcv > 0 && rmem && rcv > *rmem)
+            out.push_back({p.name, "rcvbuf", "net.core.rmem_max", rcv, *rmem, 2 * *rmem, false});
+        if (snd > 0 && wmem && snd > *wmem)
+            out.push_back({p.name, "sndbuf", "net.core.wmem_max", snd, *wmem, 2 * *wmem, false});
+    }
+    return out;
+}
+
 std::string render_plan_text(const Experiment& exp) {
     std::string out;
     out += fmt::format("Experiment \"{}\" ({})\n", exp.name, exp.file);
@@ -215,6 +275,7 @@ std::string render_plan_text(const Experiment& exp) {
         auto commands = trial_commands(t);
         if (commands.empty()) out += "    (nothing to change)\n";
         for (const auto& c : commands) out += "    " + c + "\n";
+        for (const auto& c : buffer_clamps(t)) out += "    note: " + c.text() + "\n";
     }
     return out;
 }

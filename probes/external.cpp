@@ -50,7 +50,8 @@ std::string seconds_arg(std::chrono::nanoseconds d) {
 ProbeResult parse_iperf3_json(const std::string& text) {
     json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) throw Error("iperf3 -J printed something that is not JSON");
-    if (j.contains("error")) throw Error("iperf3: " + j["error"].get<std::string>());
+    // iperf3's own refusal of this test (a clamped -w, an unreachable server): the measurement's.
+    if (j.contains("error")) throw MeasurementError("iperf3: " + j["error"].get<std::string>());
     if (!j.contains("end") || !j["end"].contains("sum_received"))
         throw Error("iperf3 -J output has no end.sum_received (did the test run?)");
     ProbeResult r;
@@ -195,8 +196,8 @@ ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick
     if (direction == "both") argv.push_back("--bidir");
     if (auto cc = option_string(spec, "congestion_control"); !cc.empty()) argv.insert(argv.end(), {"-C", cc});
     // iperf3 has one -w for both buffers; the larger of the two asks is the closest match.
-    if (auto w = std::max(option_int(spec, "sndbuf"), option_int(spec, "rcvbuf")); w > 0)
-        argv.insert(argv.end(), {"-w", std::to_string(w)});
+    const auto w = std::max(option_int(spec, "sndbuf"), option_int(spec, "rcvbuf"));
+    if (w > 0) argv.insert(argv.end(), {"-w", std::to_string(w)});
     if (!where.client.address.empty()) argv.insert(argv.end(), {"-B", where.client.address});
     ToolProcess client(where.client.netns, argv);
     auto out = client.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 15s, tick);
@@ -205,7 +206,19 @@ ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick
     // With -J, iperf3 reports its own errors inside the JSON; anything else is a crash.
     if (!exited_ok(out) && out.out.find('{') == std::string::npos)
         throw Error(fmt::format("iperf3 -c {}: {}", describe_status(out.status), tail_lines(out.err)));
-    auto r = parse_iperf3_json(out.out);
+    ProbeResult r;
+    try {
+        r = parse_iperf3_json(out.out);
+    } catch (const MeasurementError& e) {
+        std::string why = e.what();
+        if (w > 0 && why.find("socket buffer size not set correctly") != std::string::npos)
+            why += fmt::format(
+                "; iperf3 refuses a -w the kernel clamps: -w {} needs net.core.rmem_max and net.core.wmem_max of at "
+                "least {} bytes in this trial (the kernel grants twice the ask, up to twice the maximum), or leave "
+                "rcvbuf and sndbuf at 0 for autotuning",
+                w, (w + 1) / 2);
+        throw MeasurementError(why);
+    }
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     if (!server) r.notes.push_back("remote target: its own iperf3 -s answered; wanlab started none");
     return r;

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "probes/probe_spec.h"
 
 namespace wanlab::probes {
@@ -64,6 +65,14 @@ struct ProbeResult {
 };
 
 using Tick = std::function<void()>;
+
+/// One measurement that could not be made while the lab itself is fine: an external tool
+/// refused what it was asked (iperf3 and a -w the kernel clamps). The message carries the
+/// tool's words and the fix; the runner records it as that measurement's error and goes on.
+class MeasurementError : public Error {
+public:
+    using Error::Error;
+};
 
 class Probe {
 public:

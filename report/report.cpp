@@ -250,6 +250,29 @@ std::string trial_name(const results::Trial& t) {
 
 // Lines of the header that a reader must not miss: trials whose emulation did not hold (the
 // numbers do not describe the configured path) and trials that failed.
+// The measurements of trial `t` a tool refused, one line per probe: how many, and why.
+std::vector<std::string> refused_measurements(const results::RunData& data, const results::Trial& t) {
+    std::vector<std::string> out;
+    std::map<std::string, std::pair<std::size_t, std::string>> by_probe;  // failed repeats, first message
+    std::map<std::string, std::size_t> repeats;
+    std::vector<std::string> order;
+    for (const auto& m : data.measurements) {
+        if (m.trial != t.index) continue;
+        if (!repeats.count(m.probe)) order.push_back(m.probe);
+        ++repeats[m.probe];
+        for (const auto& n : m.notes)
+            if (n.starts_with(results::kErrorNote)) {
+                auto& [count, first] = by_probe[m.probe];
+                if (count++ == 0) first = n.substr(std::string_view(results::kErrorNote).size());
+            }
+    }
+    for (const auto& p : order)
+        if (auto it = by_probe.find(p); it != by_probe.end())
+            out.push_back(fmt::format("x {}: probe {}: {} of {} repeat{} not measured: {}", trial_name(t), p,
+                                      it->second.first, repeats[p], repeats[p] == 1 ? "" : "s", it->second.second));
+    return out;
+}
+
 std::vector<std::string> trial_warnings(const results::RunData& data) {
     std::vector<std::string> out;
     for (const auto& t : data.trials) {
@@ -258,6 +281,7 @@ std::vector<std::string> trial_warnings(const results::RunData& data) {
                                       t.check.note.empty() ? "" : ": ", t.check.note));
         if (t.status == "failed" || t.status == "interrupted")
             out.push_back(fmt::format("x {}: {}{}{}", trial_name(t), t.status, t.error.empty() ? "" : ": ", t.error));
+        for (auto& line : refused_measurements(data, t)) out.push_back(std::move(line));
     }
     return out;
 }

@@ -72,6 +72,10 @@ struct Trial {
     std::string error;
 };
 
+/// The note that marks a measurement a tool refused: "error: " and the tool's message with
+/// the fix. Such a measurement has no metrics; the report lists it under its trial.
+inline constexpr const char* kErrorNote = "error: ";
+
 struct Measurement {
     std::size_t trial = 0;                  ///< Trial::index
     std::string probe;                      ///< probe name

@@ -105,14 +105,25 @@ public:
                 progress_.status(fmt::format("{}: {} warm-up", label, spec.name), 1s * done_);
                 auto warm = spec;
                 warm.options["duration"] = static_cast<std::int64_t>(exp_.run.warmup.count());
-                probes::make_probe(warm)->run(where, tick_);
+                try {
+                    probes::make_probe(warm)->run(where, tick_);
+                } catch (const probes::MeasurementError&) {
+                    // The repeats meet the same refusal and record it.
+                }
                 done_ += ns_to_s(exp_.run.warmup.count());
             }
             for (unsigned r = 1; r <= exp_.run.repeats; ++r) {
                 progress_.status(fmt::format("{}: {} repeat {}/{}", label, spec.name, r, exp_.run.repeats), 1s * done_);
                 auto started = utc_now();
-                auto result = probe->run(where, tick_);
-                auto m = record_of(spec, result, t.index, r, started);
+                results::Measurement m;
+                try {
+                    m = record_of(spec, probe->run(where, tick_), t.index, r, started);
+                } catch (const probes::MeasurementError& e) {
+                    // The tool refused this measurement, not the lab: recorded, and the run goes on.
+                    m = record_of(spec, probes::ProbeResult{}, t.index, r, started);
+                    m.notes.push_back(std::string(results::kErrorNote) + e.what());
+                    progress_.line(fmt::format("{}: {} repeat {}: {}", label, spec.name, r, e.what()));
+                }
                 store_.add_measurement(data_.run.id, m);
                 data_.measurements.push_back(std::move(m));
                 done_ += probe_seconds(spec);

@@ -528,3 +528,46 @@ TEST_CASE("a profile in the user's folder hides the shipped one and may describe
     std::filesystem::remove_all(dir);
     CHECK(wanlab::lab::summarize_profile("description = [").error.find("invalid TOML at line 1") == 0);
 }
+
+TEST_CASE("the plan predicts what the kernel makes of a probe's buffer ask, per trial and tool", "[experiment][plan]") {
+    auto l = load(R"(name = "clamps"
+[[variant]]
+name = "small"
+[variant.sysctl]
+"net.core.rmem_max" = 212992
+"net.core.wmem_max" = 212992
+[[variant]]
+name = "large"
+[variant.sysctl]
+"net.core.rmem_max" = "64M"
+"net.core.wmem_max" = "64M"
+[[probe]]
+name = "builtin"
+kind = "throughput"
+rcvbuf = "32M"
+[[probe]]
+name = "iperf"
+kind = "throughput"
+tool = "iperf3"
+rcvbuf = "16M"
+)");
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    REQUIRE(l.exp->trials.size() == 2);
+    auto small = wanlab::lab::buffer_clamps(l.exp->trials[0]);
+    REQUIRE(small.size() == 3);
+    CHECK(small[0].text() ==
+          "probe builtin asks rcvbuf = 32MiB; net.core.rmem_max = 208KiB grants 416KiB (twice the maximum, not twice "
+          "the ask): the built-in probe measures with that");
+    CHECK_FALSE(small[0].refused);
+    CHECK(small[1].refused);  // iperf3 -w: refused by both maxima
+    CHECK(small[1].key == "net.core.rmem_max");
+    CHECK(small[2].key == "net.core.wmem_max");
+    CHECK(small[1].text() ==
+          "probe iperf runs iperf3 -w 16MiB, which net.core.rmem_max = 208KiB cannot grant (the kernel gives twice the "
+          "ask, up to 416KiB): iperf3 refuses (\"socket buffer size not set correctly\") and these measurements fail; "
+          "raise net.core.rmem_max to at least 8MiB, or leave rcvbuf and sndbuf at 0 for autotuning");
+    CHECK(wanlab::lab::buffer_clamps(l.exp->trials[1]).empty());  // 64M grants both
+    auto text = wanlab::lab::render_plan_text(*l.exp);
+    CHECK(text.find("    note: probe iperf runs iperf3 -w 16MiB") != std::string::npos);
+}
