@@ -31,6 +31,7 @@
 #include "core/text.h"
 #include "lab/capabilities.h"
 #include "lab/session.h"
+#include "probes/tool_process.h"
 #include "sysctl/proc_sys.h"
 
 extern char** environ;
@@ -64,17 +65,7 @@ const lab::Trial& pick_trial(const lab::Experiment& exp, const std::string& whic
 /// `word` as a path to exec: itself when it has a `/`, else found on PATH; "" if not found.
 std::string executable(const std::string& word) {
     if (word.find('/') != std::string::npos) return ::access(word.c_str(), X_OK) == 0 ? word : "";
-    const char* path = std::getenv("PATH");
-    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-    for (std::size_t start = 0; start <= dirs.size();) {
-        auto end = dirs.find(':', start);
-        std::string dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
-        std::string candidate = (dir.empty() ? "." : dir) + "/" + word;
-        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-        if (end == std::string::npos) break;
-        start = end + 1;
-    }
-    return "";
+    return probes::search_path(word);
 }
 
 /// Everything the child needs, made before fork (after it only async-signal-safe calls).

@@ -159,18 +159,19 @@ private:
 
     // A basic or literal string, one-line or multi-line, from its opening quote.
     void skip_string() {
-        char q = t_[i_];
-        bool multi = t_.substr(i_, 3) == std::string(3, q);
-        for (int k = 0; k < (multi ? 3 : 1); ++k) step();
+        const char q = t_[i_];
+        const std::string triple(3, q);
+        const std::string_view fence = t_.substr(i_, 3) == triple ? std::string_view(triple) : t_.substr(i_, 1);
+        for (std::size_t k = 0; k < fence.size(); ++k) step();
         while (i_ < t_.size()) {
             if (q == '"' && t_[i_] == '\\') {
                 step();
                 if (i_ < t_.size()) step();
                 continue;
             }
-            if (!multi && t_[i_] == '\n') return;  // unclosed: the parser says so
-            if (t_[i_] == q && (!multi || t_.substr(i_, 3) == std::string(3, q))) {
-                for (int k = 0; k < (multi ? 3 : 1); ++k) step();
+            if (fence.size() == 1 && t_[i_] == '\n') return;  // unclosed: the parser says so
+            if (t_.substr(i_, fence.size()) == fence) {
+                for (std::size_t k = 0; k < fence.size(); ++k) step();
                 return;
             }
             step();

@@ -37,14 +37,16 @@ void Diagnostics::warning(Location where, std::string message, std::string note)
     add({Severity::warning, std::move(where), std::move(message), std::move(note)});
 }
 
-bool Diagnostics::reported_at(const Location& w) const { return error_places_.count({w.file, w.line, w.column}) != 0; }
+bool Diagnostics::reported_at(const Location& w) const {
+    // The first key at this place sorts before every message; any error there is at or after it.
+    auto it = seen_.lower_bound({Severity::error, w.file, w.line, w.column, std::string()});
+    return it != seen_.end() && std::get<0>(*it) == Severity::error && std::get<1>(*it) == w.file &&
+           std::get<2>(*it) == w.line && std::get<3>(*it) == w.column;
+}
 
 void Diagnostics::add(Diagnostic d) {
     if (!seen_.insert({d.severity, d.where.file, d.where.line, d.where.column, d.message}).second) return;
-    if (d.severity == Severity::error) {
-        ++errors_;
-        error_places_.insert({d.where.file, d.where.line, d.where.column});
-    }
+    if (d.severity == Severity::error) ++errors_;
     items_.push_back(std::move(d));
 }
 

@@ -76,8 +76,7 @@ private:
     using Key = std::tuple<Severity, std::string, std::uint32_t, std::uint32_t, std::string>;
     void add(Diagnostic d);
     std::vector<Diagnostic> items_;
-    std::set<Key> seen_;
-    std::set<std::tuple<std::string, std::uint32_t, std::uint32_t>> error_places_;
+    std::set<Key> seen_;  ///< ordered by place first, so reported_at() is one lookup
     std::size_t errors_ = 0;
 };
 

@@ -12,6 +12,7 @@
 #include "netem/attributes.h"
 #include "netem/host.h"
 #include "netem/tc_command.h"
+#include "probes/probe.h"
 
 namespace wanlab::lab {
 namespace {
@@ -145,19 +146,6 @@ std::vector<std::string> trial_commands(const Trial& t, const LabNames& names) {
 }
 
 namespace {
-std::int64_t option_of(const probes::ProbeSpec& p, const char* name) {
-    auto it = p.options.find(name);
-    if (it == p.options.end()) return 0;
-    auto v = std::get_if<std::int64_t>(&it->second);
-    return v ? *v : 0;
-}
-
-std::string tool_of(const probes::ProbeSpec& p) {
-    auto it = p.options.find("tool");
-    auto v = it == p.options.end() ? nullptr : std::get_if<std::string>(&it->second);
-    return v ? *v : "builtin";
-}
-
 // The trial's value of a global byte-count key, if it sets it.
 std::optional<std::uint64_t> maximum(const Trial& t, const char* key) {
     for (const auto& s : t.sysctl.global)
@@ -186,9 +174,9 @@ std::vector<BufferClamp> buffer_clamps(const Trial& t) {
     const auto rmem = maximum(t, "net.core.rmem_max"), wmem = maximum(t, "net.core.wmem_max");
     for (const auto& p : t.probes) {
         if (p.kind != "throughput") continue;
-        auto rcv = static_cast<std::uint64_t>(option_of(p, "rcvbuf")),
-             snd = static_cast<std::uint64_t>(option_of(p, "sndbuf"));
-        if (tool_of(p) == "iperf3") {
+        auto rcv = static_cast<std::uint64_t>(probes::option_int(p, "rcvbuf")),
+             snd = static_cast<std::uint64_t>(probes::option_int(p, "sndbuf"));
+        if (probes::option_string(p, "tool") == "iperf3") {
             // One -w for both buffers, on both ends: each maximum must grant it.
             std::uint64_t w = std::max(rcv, snd);
             for (const auto& [key, max] : {std::pair{"net.core.rmem_max", rmem}, std::pair{"net.core.wmem_max", wmem}})

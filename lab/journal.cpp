@@ -30,13 +30,6 @@ void fsync_dir(const std::filesystem::path& dir) {
     sys::check_sys(::fsync(d.get()), fmt::format("syncing {}", dir.string()));
 }
 
-// The rule of session.cpp's check_run_id(), as a test: 1 to 24 of a-z, 0-9 and -.
-bool valid_run_id(const std::string& run) {
-    return !run.empty() && run.size() <= 24 && std::all_of(run.begin(), run.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-    });
-}
-
 std::string text_of(const json& e, const char* key) {
     auto it = e.find(key);
     return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -66,6 +59,12 @@ unsigned long long start_time_of(const std::string& fields) {
 }  // namespace
 
 unsigned long long process_start_time(pid_t pid) { return start_time_of(stat_after_comm(pid)); }
+
+bool valid_run_id(const std::string& run) {
+    return !run.empty() && run.size() <= 24 && std::all_of(run.begin(), run.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+    });
+}
 
 void check_run_dir(const std::filesystem::path& dir) {
     std::string d = dir.string();

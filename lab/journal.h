@@ -39,6 +39,10 @@
 
 namespace wanlab::lab {
 
+/// Whether `run` is a run id: 1 to 24 of a-z, 0-9 and `-` (it names the journal's file and
+/// the lab's namespaces).
+bool valid_run_id(const std::string& run);
+
 /// Where journals and locks live.
 inline const char* const kRunDir = "/run/wanlab";
 

@@ -34,16 +34,9 @@ Undo machine_undo(sysctl::ProcSys& proc, const Log& log) {
     };
     u.sysctl = [say, &proc](const std::string& ns, const std::string& key, const std::string& old,
                             const std::string& wrote) {
-        if (!proc.namespace_exists(ns)) return;
-        auto now = proc.read(ns, key);
-        if (!now || sysctl::same_value(*now, old)) return;
-        // Someone else's value, set after wanlab's: theirs to keep.
-        if (!wrote.empty() && !sysctl::same_value(*now, wrote)) {
-            say("left alone: " + sysctl::left_alone(ns, key, *now, wrote, old));
-            return;
-        }
-        proc.write(ns, key, old);
-        say(fmt::format("restored {} = \"{}\" {}", key, old, sysctl::where(ns)));
+        auto g = sysctl::give_back(proc, ns, key, old, wrote);
+        if (!g.left_alone.empty()) say("left alone: " + g.left_alone);
+        if (g.restored) say(fmt::format("restored {} = \"{}\" {}", key, old, sysctl::where(ns)));
     };
     u.qdisc = [say](const std::string& ns, const std::string& dev, const std::string& snapshot) {
         if (!ns.empty() && !NetNamespace::exists(ns)) return;  // went with its namespace

@@ -15,10 +15,7 @@ std::string new_run_id() {
 }
 
 void check_run_id(const std::string& run) {
-    bool ok = !run.empty() && run.size() <= 24 && std::all_of(run.begin(), run.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-    });
-    if (!ok) throw InputError(fmt::format("run id `{}`: use 1 to 24 of a-z, 0-9 and -", run));
+    if (!valid_run_id(run)) throw InputError(fmt::format("run id `{}`: use 1 to 24 of a-z, 0-9 and -", run));
 }
 
 std::vector<sysctl::Change> sysctl_changes(const Trial& trial, const LabNames& names) {

@@ -192,13 +192,17 @@ struct ToolProcess::Running {
     }
 };
 
-std::string find_tool(const std::string& tool, const std::string& debian_package) {
+std::string search_path(const std::string& tool) {
     auto dirs = boost::this_process::path();
     for (const char* d : {"/usr/local/sbin", "/usr/sbin", "/sbin"}) dirs.emplace_back(d);
-    auto found = bp::search_path(tool, dirs);
+    return bp::search_path(tool, dirs).string();
+}
+
+std::string find_tool(const std::string& tool, const std::string& debian_package) {
+    auto found = search_path(tool);
     if (found.empty())
         throw Error(fmt::format("{} is not installed (on Debian: apt-get install {})", tool, debian_package));
-    return found.string();
+    return found;
 }
 
 bool exited_ok(const ToolOutput& o) { return o.status >= 0 && WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0; }

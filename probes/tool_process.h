@@ -21,9 +21,11 @@
 
 namespace wanlab::probes {
 
-/// The full path of `tool` on PATH (or in /usr/sbin, /sbin: hping3 lives there and a
-/// non-root PATH lacks them); throws "TOOL is not installed (on Debian: apt-get install
-/// PACKAGE)".
+/// The full path of `tool` on PATH (or in /usr/local/sbin, /usr/sbin, /sbin: hping3 lives
+/// there and a non-root PATH lacks them); "" when it is in none of them.
+std::string search_path(const std::string& tool);
+
+/// search_path(), or throws "TOOL is not installed (on Debian: apt-get install PACKAGE)".
 std::string find_tool(const std::string& tool, const std::string& debian_package);
 
 /// What a tool left behind once it was reaped.

@@ -31,12 +31,22 @@ bool same_value(const std::string& a, const std::string& b) {
     }
 }
 
-std::string left_alone(const std::string& ns, const std::string& key, const std::string& now, const std::string& wrote,
-                       const std::string& old) {
-    return fmt::format(
-        "{} {} was changed during the run (now \"{}\", wanlab wrote \"{}\"): left as it is, not "
-        "restored to \"{}\"",
-        key, where(ns), now, wrote, old);
+GiveBack give_back(ProcSys& proc, const std::string& ns, const std::string& key, const std::string& old,
+                   const std::string& wrote) {
+    GiveBack out;
+    if (!proc.namespace_exists(ns)) return out;
+    auto now = proc.read(ns, key);
+    if (!now || same_value(*now, old)) return out;
+    if (!wrote.empty() && !same_value(*now, wrote)) {
+        out.left_alone = fmt::format(
+            "{} {} was changed during the run (now \"{}\", wanlab wrote \"{}\"): left as it "
+            "is, not restored to \"{}\"",
+            key, where(ns), *now, wrote, old);
+        return out;
+    }
+    proc.write(ns, key, old);
+    out.restored = true;
+    return out;
 }
 
 SysctlSnapshot::~SysctlSnapshot() {
@@ -69,14 +79,8 @@ std::vector<std::string> SysctlSnapshot::restore() {
         Saved s = std::move(saved_.back());
         saved_.pop_back();
         try {
-            if (!proc_->namespace_exists(s.ns)) continue;
-            auto now = proc_->read(s.ns, s.key);
-            if (!now || same_value(*now, s.old)) continue;
-            if (!same_value(*now, s.wrote)) {
-                notes.push_back(left_alone(s.ns, s.key, *now, s.wrote, s.old));
-                continue;
-            }
-            proc_->write(s.ns, s.key, s.old);
+            if (auto g = give_back(*proc_, s.ns, s.key, s.old, s.wrote); !g.left_alone.empty())
+                notes.push_back(std::move(g.left_alone));
         } catch (const std::exception& e) {
             failures += fmt::format("\n  {}", e.what());
         }

@@ -59,9 +59,20 @@ private:
 /// however it was written ("4096 131072 6291456" is "4096\t131072\t6291456").
 bool same_value(const std::string& a, const std::string& b);
 
-/// The note for a key wanlab leaves alone: "net.core.rmem_max on the host was changed during
-/// the run (now "1", wanlab wrote "2"): left as it is, not restored to "3"".
-std::string left_alone(const std::string& ns, const std::string& key, const std::string& now, const std::string& wrote,
-                       const std::string& old);
+/// What give_back() did with a key.
+struct GiveBack {
+    bool restored = false;  ///< `old` was written back
+    /// Else, when someone else's value stays: "net.core.rmem_max on the host was changed
+    /// during the run (now "1", wanlab wrote "2"): left as it is, not restored to "3"".
+    std::string left_alone;
+};
+
+/// The one rule for giving a key back, for a run's own restore and for `wanlab restore`:
+/// writes `old` while the key still holds `wrote`, what wanlab wrote last ("" when it is not
+/// known, as in a journal from before wanlab recorded it: then whatever it holds). Nothing to
+/// do when the namespace is gone, the key missing or already `old`; any other value is
+/// someone else's and stays. Throws wanlab::Error when the read or write fails.
+GiveBack give_back(ProcSys& proc, const std::string& ns, const std::string& key, const std::string& old,
+                   const std::string& wrote);
 
 }  // namespace wanlab::sysctl
