@@ -220,6 +220,15 @@ ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick
         throw MeasurementError(why);
     }
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
+    if (w == 0) {
+        r.notes.push_back(std::string(kRcvbufAutotuned) + " on the receiver: no -w asked");
+        r.notes.push_back(std::string(kSndbufAutotuned) + " on the sender: no -w asked");
+    } else {
+        r.notes.push_back(
+            fmt::format("iperf3 -w {}: SO_SNDBUF and SO_RCVBUF asked on both ends, capped by "
+                        "net.core.wmem_max and rmem_max (autotuning off)",
+                        w));
+    }
     if (!server) r.notes.push_back("remote target: its own iperf3 -s answered; wanlab started none");
     return r;
 }

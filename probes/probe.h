@@ -50,6 +50,12 @@ struct ConnectionStats {
     std::map<std::string, double> values;  ///< base units, see docs/probes.md
 };
 
+/// The notes a throughput measurement carries when it asked for no socket buffer, so the
+/// kernel autotuned it: then net.ipv4.tcp_rmem / tcp_wmem cap the buffer, and
+/// net.core.rmem_max / wmem_max (which cap only an explicit SO_RCVBUF / SO_SNDBUF) do not.
+inline constexpr const char* kRcvbufAutotuned = "rcvbuf: autotuned (net.ipv4.tcp_rmem)";
+inline constexpr const char* kSndbufAutotuned = "sndbuf: autotuned (net.ipv4.tcp_wmem)";
+
 struct ProbeResult {
     std::string kind;
     std::string tool;  ///< "builtin", "iperf3", "ping"

@@ -237,7 +237,9 @@ void summarize(ProbeResult& r, const Tuning& tuning, double total, double up, do
     if (tuning.sndbuf > 0)
         r.notes.push_back(buffer_note("sndbuf", tuning.sndbuf, static_cast<int>(m["sndbuf_granted"]), "wmem_max"));
     if (tuning.rcvbuf == 0)
-        r.notes.push_back("rcvbuf: autotuned (net.ipv4.tcp_rmem); rcvbuf_granted is its size at the end");
+        r.notes.push_back(std::string(kRcvbufAutotuned) + "; rcvbuf_granted is its size at the end");
+    if (tuning.sndbuf == 0)
+        r.notes.push_back(std::string(kSndbufAutotuned) + "; sndbuf_granted is its size at the end");
 }
 
 }  // namespace

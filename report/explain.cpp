@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/units.h"
+#include "probes/probe.h"
 #include "probes/stats.h"
 #include "report/detail.h"
 
@@ -209,6 +210,27 @@ std::uint64_t next_power_of_two(double x) {
     return p;
 }
 
+// Whether the bulk measurements' receive (or send) buffers were autotuned, so tcp_rmem
+// (tcp_wmem) capped them, or explicitly asked, so rmem_max (wmem_max) did. Both, when the
+// measurements differ; autotuned, when none says (an older run).
+struct Sizing {
+    bool autotuned = false, explicit_ask = false;
+};
+Sizing sizing_of(const Measurements& bulk, bool receive) {
+    Sizing s;
+    const char* marker = receive ? probes::kRcvbufAutotuned : probes::kSndbufAutotuned;
+    for (const auto* m : bulk) {
+        bool autotuned = std::any_of(m->notes.begin(), m->notes.end(),
+                                     [marker](const std::string& n) { return n.starts_with(marker); });
+        bool asked = std::any_of(m->notes.begin(), m->notes.end(), [receive](const std::string& n) {
+            return n.starts_with(receive ? "rcvbuf: asked" : "sndbuf: asked") || n.starts_with("iperf3 -w");
+        });
+        s.autotuned = s.autotuned || autotuned || !asked;
+        s.explicit_ask = s.explicit_ask || asked;
+    }
+    return s;
+}
+
 void bdp_advice(std::vector<std::string>& out, const results::RunData& data, const results::Trial& t,
                 const Measurements& bulk) {
     if (!(t.link_rate > 0 && t.link_rtt > 0) || bulk.empty()) return;  // buffers matter to bulk transfers
@@ -224,8 +246,12 @@ void bdp_advice(std::vector<std::string>& out, const results::RunData& data, con
     // its own overhead, so a window of one BDP needs a buffer of two.
     auto target = next_power_of_two(2 * bdp);
     std::vector<std::string> below_bdp, below_twice, set;
-    bool core = false;
-    for (const auto& b : kBuffers)
+    bool core = false, autotuned = false;
+    for (const auto& b : kBuffers) {
+        // Advice only where it can change the result: an autotuned buffer is capped by
+        // tcp_rmem/tcp_wmem, an explicit SO_RCVBUF/SO_SNDBUF (iperf3 -w) by rmem_max/wmem_max.
+        auto sizing = sizing_of(bulk, b.receive);
+        if (b.triple ? !sizing.autotuned : !sizing.explicit_ask) continue;
         for (const auto& s : settings_of(data, t, b)) {
             if (!applies(s.host, b.receive, directions)) continue;
             double max = static_cast<double>(s.fields.back());
@@ -240,7 +266,9 @@ void bdp_advice(std::vector<std::string>& out, const results::RunData& data, con
             else
                 set.push_back(fmt::format("{}={}{}", b.key, target, on));
             core = core || !b.triple;
+            autotuned = autotuned || b.triple;
         }
+    }
     if (set.empty()) return;
     auto s = fmt::format("{}: bandwidth-delay product {} x {} = {} ({:.0f} bytes)", where(t),
                          probes::human(Unit::bits_per_second, t.link_rate), probes::human(Unit::seconds, t.link_rtt),
@@ -256,8 +284,11 @@ void bdp_advice(std::vector<std::string>& out, const results::RunData& data, con
     s += fmt::format("; set {} ({}, the power of two at or above 2 x BDP)", list(set),
                      detail::human_bytes(static_cast<double>(target)));
     if (core)
-        s += "; rmem_max/wmem_max cap what SO_RCVBUF/SO_SNDBUF can ask for (iperf3 -w), tcp_rmem/tcp_wmem cap "
-             "autotuning";
+        s += "; rmem_max/wmem_max cap what an explicit SO_RCVBUF/SO_SNDBUF (iperf3 -w) gets, and such a buffer is "
+             "not autotuned";
+    if (autotuned)
+        s += "; tcp_rmem/tcp_wmem max cap the autotuned buffers of a probe that asks for none (rmem_max/wmem_max "
+             "would not change it)";
     out.push_back(s + flag(t));
 }
 

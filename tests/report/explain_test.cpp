@@ -40,18 +40,19 @@ TEST_CASE("report gives bandwidth-delay advice for 500 Mbit/s x 40 ms with rmem_
     const auto& a = advice[0];
     // BDP = 500e6 x 0.04 / 8 = 2.5 MB; 2 x BDP = 5 MB; the next power of two is 8 MiB.
     CHECK_THAT(a, Contains("500.00 Mbit/s x 40.00 ms = 2.4 MiB (2500000 bytes)"));
-    CHECK_THAT(a,
-               Contains("below the BDP: net.core.rmem_max = 212992 (208 KiB), net.core.wmem_max = 212992 (208 KiB)"));
+    // The probe asked for SO_RCVBUF (rmem_max caps it, autotuning is off) and left the send
+    // buffer to autotuning (tcp_wmem caps it, wmem_max does not): only those two are named.
+    CHECK_THAT(a, Contains("below the BDP: net.core.rmem_max = 212992 (208 KiB)"));
+    CHECK_THAT(a, !Contains("net.core.wmem_max"));
     CHECK_THAT(a, Contains("below 2 x BDP (the kernel keeps about half of a buffer for overhead): "
                            "net.ipv4.tcp_wmem max = 4194304 (4 MiB)"));
-    CHECK_THAT(a, Contains("set net.core.rmem_max=8388608, net.core.wmem_max=8388608, "
-                           "net.ipv4.tcp_wmem=\"4096 16384 8388608\" (8 MiB"));
-    // tcp_rmem's 6 MiB maximum is above 2 x BDP: not named.
+    CHECK_THAT(a, Contains("set net.core.rmem_max=8388608, net.ipv4.tcp_wmem=\"4096 16384 8388608\" (8 MiB"));
+    // tcp_rmem's maximum does not cap an explicit SO_RCVBUF: not named.
     CHECK_THAT(a, !Contains("tcp_rmem max"));
-    // At 20 ms, 2 x BDP = 2.5 MB: only the core maxima are short, 4 MiB is enough.
+    // At 20 ms, 2 x BDP = 2.5 MB: only rmem_max is short, 4 MiB is enough.
     auto at20 = containing(lines, "default-buffers @ link.rtt=20ms: bandwidth-delay product");
     REQUIRE(at20.size() == 1);
-    CHECK_THAT(at20[0], Contains("set net.core.rmem_max=4194304, net.core.wmem_max=4194304 (4 MiB"));
+    CHECK_THAT(at20[0], Contains("set net.core.rmem_max=4194304 (4 MiB"));
     CHECK(containing(lines, "large-buffers").empty());
 }
 
@@ -73,8 +74,21 @@ TEST_CASE("report works out the limited share from connections when the metric i
     CHECK_THAT(rwnd[1], Contains("92% of the time"));
 }
 
+TEST_CASE("report names tcp_rmem and never rmem_max for a probe that asked for no buffer", "[report]") {
+    auto d = testing::buffer_sweep();
+    for (auto& m : d.measurements) m.notes = {probes::kRcvbufAutotuned, probes::kSndbufAutotuned};
+    auto advice = containing(explain(d), "default-buffers @ link.rtt=40ms: bandwidth-delay product");
+    REQUIRE(advice.size() == 1);
+    // 6 MiB is above 2 x BDP (5 MB): tcp_rmem is fine, tcp_wmem's 4 MiB is short; the core
+    // maxima cannot change an autotuned buffer, so no advice to raise them.
+    CHECK_THAT(advice[0], Contains("net.ipv4.tcp_wmem max = 4194304 (4 MiB)"));
+    CHECK_THAT(advice[0], !Contains("net.core.rmem_max") && !Contains("net.core.wmem_max="));
+    CHECK_THAT(advice[0], Contains("rmem_max/wmem_max would not change it"));
+}
+
 TEST_CASE("report advises on a per-host buffer only where that host receives or sends", "[report]") {
     auto d = testing::buffer_sweep();
+    for (auto& m : d.measurements) m.notes = {probes::kRcvbufAutotuned, probes::kSndbufAutotuned};
     d.trials.resize(1);  // default-buffers @ 20ms, upload: the server receives, the client sends
     d.trials[0].sysctls = {{"client:net.ipv4.tcp_rmem", "4096 131072 1048576"},
                            {"server:net.ipv4.tcp_rmem", "4096 131072 1048576"},

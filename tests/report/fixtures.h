@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "probes/probe.h"
 #include "results/model.h"
 
 namespace wanlab::report::testing {
@@ -41,6 +42,12 @@ inline results::Measurement bulk(std::size_t trial, unsigned repeat, double thro
                  {"rcvbuf_granted", rcvbuf_granted},
                  {"sndbuf_granted", 2626560},
                  {"rtt", 0.0405}};
+    // As examples/buffer-sweep.toml measures: SO_RCVBUF asked (rcvbuf = "32M"), the send
+    // buffer autotuned.
+    m.notes = {
+        "rcvbuf: asked 32MiB, granted 416KiB (the kernel doubles the request for its bookkeeping and caps it "
+        "at 2 x net.core.rmem_max = 416KiB)",
+        std::string(probes::kSndbufAutotuned) + "; sndbuf_granted is its size at the end"};
     m.connections = nlohmann::json::array();
     m.connections.push_back({{"direction", "upload"},
                              {"congestion_control", "cubic"},
