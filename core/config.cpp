@@ -367,6 +367,14 @@ std::optional<double> to_percent(const Node& n, std::string_view what, Diagnosti
     return unit_value<double>(n, what, "\"1%\"", &units::parse_percent, d);
 }
 
+std::optional<double> to_gain(const Node& n, std::string_view what, Diagnostics& d) {
+    if (n.kind == Node::Kind::value && n.value->is_number()) {
+        d.error(n.value_at, fmt::format("`{}` must be a percentage string such as \"60%\", not a bare number", what));
+        return std::nullopt;
+    }
+    return unit_value<double>(n, what, "\"60%\"", &units::parse_gain, d);
+}
+
 std::optional<std::int64_t> to_integer(const Node& n, std::string_view what, std::int64_t min, std::int64_t max,
                                        Diagnostics& d) {
     const toml::value<std::int64_t>* i = n.kind == Node::Kind::value ? n.value->as_integer() : nullptr;
@@ -442,6 +450,11 @@ std::optional<std::uint64_t> Reader::rate(std::string_view key) {
 std::optional<std::uint64_t> Reader::size(std::string_view key) {
     const Node* n = leaf(key);
     return n ? to_size(*n, key, diag_) : std::nullopt;
+}
+
+std::optional<double> Reader::gain(std::string_view key) {
+    const Node* n = leaf(key);
+    return n ? to_gain(*n, key, diag_) : std::nullopt;
 }
 
 std::optional<double> Reader::percent(std::string_view key) {

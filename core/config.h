@@ -116,6 +116,7 @@ public:
     std::optional<std::uint64_t> rate(std::string_view key);  ///< bit/s
     std::optional<std::uint64_t> size(std::string_view key);  ///< bytes
     std::optional<double> percent(std::string_view key);      ///< fraction 0..1
+    std::optional<double> gain(std::string_view key);         ///< relative change: "300%" -> 3
     std::optional<std::int64_t> integer(std::string_view key, std::int64_t min, std::int64_t max);
     std::optional<bool> boolean(std::string_view key);
     std::optional<std::string> string(std::string_view key);
@@ -150,6 +151,7 @@ std::optional<std::chrono::nanoseconds> to_duration(const Node& n, std::string_v
 std::optional<std::uint64_t> to_rate(const Node& n, std::string_view what, Diagnostics& d);
 std::optional<std::uint64_t> to_size(const Node& n, std::string_view what, Diagnostics& d);
 std::optional<double> to_percent(const Node& n, std::string_view what, Diagnostics& d);
+std::optional<double> to_gain(const Node& n, std::string_view what, Diagnostics& d);
 std::optional<std::int64_t> to_integer(const Node& n, std::string_view what, std::int64_t min, std::int64_t max,
                                        Diagnostics& d);
 

@@ -76,6 +76,18 @@ std::string netns_path(const std::string& name) {
     return fmt::format("{}/{}", kNetnsDir, name);
 }
 
+std::string read_tail(const std::string& path, std::size_t max_bytes) {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW));
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {};
+    auto size = static_cast<std::size_t>(st.st_size);
+    auto from = size > max_bytes ? size - max_bytes : 0;
+    std::string out(size - from, '\0');
+    ssize_t n = ::pread(fd.get(), out.data(), out.size(), static_cast<off_t>(from));
+    out.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    return out;
+}
+
 std::string read_file(const std::string& path, std::size_t max_bytes, std::string_view what, bool no_follow) {
     auto failed = [&](const std::string& why) { return Error(fmt::format("{} {}: {}", what, path, why)); };
     int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (no_follow ? O_NOFOLLOW : 0);

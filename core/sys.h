@@ -87,6 +87,10 @@ inline constexpr std::size_t kMaxInputBytes = 4u << 20;
 /// and the path: "<what> PATH: is a directory", "... is larger than 4 MiB".
 std::string read_file(const std::string& path, std::size_t max_bytes, std::string_view what, bool no_follow = false);
 
+/// The last `max_bytes` of the regular file at `path` (a log that may be large), without
+/// following a symlink; "" when it cannot be read.
+std::string read_tail(const std::string& path, std::size_t max_bytes);
+
 /// True for "" and for a namespace whose file exists.
 bool netns_exists(const std::string& name);
 

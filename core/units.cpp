@@ -204,16 +204,26 @@ Parsed<std::uint64_t> parse_size(std::string_view text) {
     return to_integer(s.number * *factor, text, "size", std::numeric_limits<std::int64_t>::max());
 }
 
-Parsed<double> parse_percent(std::string_view text) {
+namespace {
+// "N%" with N at most `max_percent` -> N / 100; `example` shows the form in the message.
+Parsed<double> percent_up_to(std::string_view text, long double max_percent, std::string_view example) {
     auto split = split_number(text, "percentage");
     if (auto* e = std::get_if<UnitError>(&split)) return *e;
     const auto& s = std::get<Split>(split);
     if (s.suffix != "%") {
         if (s.suffix.empty()) return UnitError{fmt::format("`{}` needs a `%`: write \"{}%\"", text, s.number_text)};
-        return UnitError{fmt::format("`{}` is not a percentage: write a number and `%`, such as \"1%\"", text)};
+        return UnitError{fmt::format("`{}` is not a percentage: write a number and `%`, such as {}", text, example)};
     }
-    if (s.number > 100) return UnitError{fmt::format("`{}` is above 100%", text)};
+    if (s.number > max_percent)
+        return UnitError{fmt::format("`{}` is above {}%", text, static_cast<double>(max_percent))};
     return static_cast<double>(s.number / 100.0L);
+}
+}  // namespace
+
+Parsed<double> parse_percent(std::string_view text) { return percent_up_to(text, 100, "\"1%\""); }
+
+Parsed<double> parse_gain(std::string_view text) {
+    return percent_up_to(text, 1'000'000, "\"60%\" (or \"300%\" for four times the baseline)");
 }
 
 namespace {

@@ -39,6 +39,8 @@ Parsed<std::uint64_t> parse_size(std::string_view text);
 
 /// "1%", "0.1%", "100%" -> fraction in [0, 1].
 Parsed<double> parse_percent(std::string_view text);
+/// A relative change: "60%", "300%" (four times) -> fraction in [0, 10000]; not above 1,000,000%.
+Parsed<double> parse_gain(std::string_view text);
 
 /// Human forms, for tables and tc command lines.
 std::string format_duration(std::chrono::nanoseconds d);  ///< "20ms", "1.5ms", "250us"

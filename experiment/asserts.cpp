@@ -27,7 +27,7 @@ void parse_asserts(const Node* table_array, const Experiment& exp, const std::ve
         auto variant = r.string("variant");
         const Node* at_least = r.raw("at_least");
         const Node* at_most = r.raw("at_most");
-        auto gain = r.percent("min_gain");
+        auto gain = r.gain("min_gain");
         std::size_t errors_before = diag.error_count();
         r.finish();
         // A misspelt key is the real problem; "needs a bound" on top of it would be noise.

@@ -69,11 +69,11 @@ void merge_document(Node& base, const Node& overlay, Diagnostics& diag) {
     for (const auto& [key, value] : overlay.members) {
         Node* existing = base.find(key);
         if (existing && existing->kind == Node::Kind::table_array && value.is_table() &&
-            (key == "probe" || key == "variant")) {
+            (key == "probe" || key == "variant" || key == "service")) {
             merge_named_items(*existing, value, key.c_str(), key == "probe" ? "kind" : nullptr, diag);
         } else if (existing && existing->is_table() && value.is_table()) {
             merge_document(*existing, value, diag);
-        } else if (!existing && value.is_table() && (key == "probe" || key == "variant")) {
+        } else if (!existing && value.is_table() && (key == "probe" || key == "variant" || key == "service")) {
             diag.error(value.key_at, fmt::format("`{}.{}...` names a [[{}]], but the experiment has none", key,
                                                  value.members.empty() ? "" : value.members.front().first, key));
         } else {

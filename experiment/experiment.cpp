@@ -81,6 +81,7 @@ std::vector<std::string> parse_variants(Node& doc, Diagnostics& diag) {
         r.table("link");
         r.table("sysctl");
         r.table("probe");
+        r.table("service");
         r.finish();
         if (!r.has("name")) {
             diag.error(v.value_at, fmt::format("[[variant]] #{} needs a `name`", i + 1));
@@ -130,6 +131,7 @@ std::optional<Experiment> load_experiment(const std::string& file, const std::st
     top.table("link");
     top.table("sysctl");
     top.table_array("probe");
+    top.table_array("service");
     const Node* sweep = top.table("sweep");
     top.raw("variant");
     const Node* asserts = top.table_array("assert");

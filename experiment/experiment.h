@@ -21,6 +21,7 @@
 #include "experiment/profiles.h"
 #include "netem/link_spec.h"
 #include "probes/probe_spec.h"
+#include "services/service_spec.h"
 #include "sysctl/sysctl_spec.h"
 
 namespace wanlab::lab {
@@ -72,6 +73,7 @@ struct Trial {
     netem::LinkSpec link;
     sysctl::SysctlSpec sysctl;
     std::vector<probes::ProbeSpec> probes;
+    std::vector<services::ServiceSpec> services;  ///< started on their hosts, in this order, after the sysctls
 };
 
 struct Experiment {

@@ -13,6 +13,7 @@
 #include "netem/host.h"
 #include "netem/tc_command.h"
 #include "probes/probe.h"
+#include "services/service.h"
 
 namespace wanlab::lab {
 namespace {
@@ -191,6 +192,61 @@ std::vector<BufferClamp> buffer_clamps(const Trial& t) {
     return out;
 }
 
+namespace {
+
+// A service's argv with its vars filled in; wanlab's own placeholders stay as written, since
+// their values ({dir}, {run}) exist only once the run does.
+std::vector<std::string> service_argv(const services::ServiceSpec& s) {
+    std::map<std::string, std::string> values;
+    for (const auto& p : services::kPlaceholders) values[p] = "{" + p + "}";
+    for (const auto& [k, v] : s.vars) values[k] = v;
+    return services::expand_argv(s.command, values, "service " + s.name);
+}
+
+std::string vars_text(const services::ServiceSpec& s) {
+    std::string out;
+    for (const auto& [k, v] : s.vars) out += fmt::format("{}{}={}", out.empty() ? "" : ", ", k, v);
+    return out.empty() ? "" : fmt::format("  (vars: {})", out);
+}
+
+std::string ready_summary(const services::ReadyCheck& r) {
+    using K = services::ReadyCheck::Kind;
+    switch (r.kind) {
+        case K::port:
+            return fmt::format("ready when port {} accepts (up to {})", r.port, units::format_duration(r.timeout));
+        case K::command:
+            return fmt::format("ready when `{}` exits 0 (up to {})", text::shell_join(r.command),
+                               units::format_duration(r.timeout));
+        case K::delay: return fmt::format("ready after {}", units::format_duration(r.delay));
+        case K::none: return "no ready check";
+    }
+    return "";
+}
+
+std::string service_summary(const services::ServiceSpec& s) {
+    return fmt::format("{} on {}: {}; {}; per trial, after its sysctls", s.name, s.host,
+                       text::shell_join(service_argv(s)), ready_summary(s.ready));
+}
+
+json services_json(const Trial& t) {
+    json out = json::array();
+    for (const auto& s : t.services) {
+        json files = json::object();
+        for (const auto& f : s.files) files[f.name] = f.source;
+        out.push_back({{"name", s.name},
+                       {"host", s.host},
+                       {"command", s.command},
+                       {"argv", service_argv(s)},
+                       {"vars", s.vars},
+                       {"files", files},
+                       {"ready", ready_summary(s.ready)},
+                       {"stop_timeout", seconds(s.stop_timeout)}});
+    }
+    return out;
+}
+
+}  // namespace
+
 std::string render_plan_text(const Experiment& exp) {
     std::string out;
     out += fmt::format("Experiment \"{}\" ({})\n", exp.name, exp.file);
@@ -206,6 +262,7 @@ std::string render_plan_text(const Experiment& exp) {
         per_repeat += std::chrono::nanoseconds{std::get<std::int64_t>(p.options.at("duration"))};
     }
     if (first.probes.empty()) out += "  no probes: trials only apply and check the link conditions\n";
+    for (const auto& s : first.services) out += fmt::format("  service {}\n", service_summary(s));
     auto total =
         (per_repeat + exp.run.cooldown) * exp.run.repeats * exp.trials.size() + exp.run.warmup * exp.trials.size();
     out += fmt::format("  {} repeat{} per probe, warmup {}, cooldown {}: about {} of measurement\n", exp.run.repeats,
@@ -261,9 +318,11 @@ std::string render_plan_text(const Experiment& exp) {
         for (const auto& [path, value] : t.sweep) sweep += fmt::format(", {}={}", path, value);
         out += fmt::format("\n  trial {} ({}): variant {}{}\n", t.index, t.id, t.variant, sweep);
         auto commands = trial_commands(t);
-        if (commands.empty()) out += "    (nothing to change)\n";
+        if (commands.empty() && t.services.empty()) out += "    (nothing to change)\n";
         for (const auto& c : commands) out += "    " + c + "\n";
         for (const auto& c : buffer_clamps(t)) out += "    note: " + c.text() + "\n";
+        for (const auto& s : t.services)
+            out += fmt::format("    start on {}: {}{}\n", s.host, text::shell_join(service_argv(s)), vars_text(s));
     }
     return out;
 }
@@ -290,6 +349,7 @@ json plan_json(const Experiment& exp) {
                           {"link", {{"up", direction_json(t.link.up)}, {"down", direction_json(t.link.down)}}},
                           {"sysctl", sysctl_json(t.sysctl)},
                           {"probes", probes},
+                          {"services", services_json(t)},
                           {"commands", trial_commands(t)}});
     }
     json asserts = json::array();

@@ -1,6 +1,7 @@
 #include "experiment/sections.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -10,6 +11,7 @@
 
 #include "core/address.h"
 #include "core/error.h"
+#include "core/placeholders.h"
 #include "core/sys.h"
 #include "experiment/document.h"
 #include "probes/http.h"
@@ -160,6 +162,10 @@ void check_host_probes(const Trial& t, Diagnostics& diag) {
         auto where = [&](const std::string& why) {
             diag.error(p.at, fmt::format("probe `{}` in [lab] mode = \"host\": {}", p.name, why));
         };
+        if (auto sp = p.options.find("server_port"); sp != p.options.end() && std::get<std::int64_t>(sp->second)) {
+            where("`server_port` is for a [[service]] in the namespace lab; toward a target, set [lab] port");
+            continue;
+        }
         if (auto why = probes::remote_unsupported(p, lab.port); !why.empty()) {
             where(why);
             continue;
@@ -168,7 +174,9 @@ void check_host_probes(const Trial& t, Diagnostics& diag) {
         if (url != p.options.end() && !std::get<std::string>(url->second).empty()) {
             probes::http::Url u;
             try {
-                u = probes::http::parse_url(std::get<std::string>(url->second));
+                auto address = lab.target.substr(0, lab.target.find('/'));
+                u = probes::http::parse_url(
+                    text::expand(std::get<std::string>(url->second), {{"server", address}, {"client", ""}}, "url"));
             } catch (const InputError&) {
                 continue;  // reported where the url is read
             }
@@ -186,6 +194,22 @@ void check_host_probes(const Trial& t, Diagnostics& diag) {
                 fmt::format("the probe connects to the target, so [lab] target must be one address, not the prefix "
                             "\"{}\" (or use an http probe with a url inside it)",
                             lab.target));
+    }
+}
+
+// A probe with `server_port` measures against a service on the lab's server host: only a
+// probe that can measure against a server it did not start may.
+void check_service_probes(const Trial& t, Diagnostics& diag) {
+    for (const auto& p : t.probes) {
+        auto sp = p.options.find("server_port");
+        if (sp == p.options.end() || std::get<std::int64_t>(sp->second) == 0) continue;
+        auto port = static_cast<std::uint16_t>(std::get<std::int64_t>(sp->second));
+        if (auto why = probes::remote_unsupported(p, port); !why.empty())
+            diag.error(p.at, fmt::format("probe `{}` with `server_port`: {}", p.name, why));
+        else if (t.services.empty())
+            diag.error(p.at, fmt::format("probe `{}` has `server_port` = {} but the experiment has no [[service]] to "
+                                         "listen there",
+                                         p.name, port));
     }
 }
 
@@ -216,8 +240,8 @@ std::vector<std::string> LabSpec::hosts() const {
     return {"client", "router", "server"};
 }
 
-Trial parse_trial(const Node& doc, const RunSpec& run, const ProfileLibrary& profiles, config::Documents& docs,
-                  Diagnostics& diag) {
+Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, const ProfileLibrary& profiles,
+                  config::Documents& docs, Diagnostics& diag) {
     Trial t;
     Reader r(doc, "the experiment", diag);
     // Top-level keys are checked by load_experiment; here only the sections are read.
@@ -243,7 +267,21 @@ Trial parse_trial(const Node& doc, const RunSpec& run, const ProfileLibrary& pro
             t.probes.push_back(std::move(p));
         }
     }
-    if (t.lab.mode == LabSpec::Mode::host) check_host_probes(t, diag);
+    if (const Node* services = r.table_array("service")) {
+        auto base = std::filesystem::path(file).parent_path();
+        for (std::size_t i = 0; i < services->items.size(); ++i) {
+            auto s = services::parse_service(services->items[i], i, t.lab.hosts(), base, &docs, diag);
+            auto dup =
+                std::find_if(t.services.begin(), t.services.end(), [&](const auto& q) { return q.name == s.name; });
+            if (!s.name.empty() && dup != t.services.end())
+                diag.error(s.at, fmt::format("two services are named `{}`: give each a distinct `name`", s.name));
+            t.services.push_back(std::move(s));
+        }
+    }
+    if (t.lab.mode == LabSpec::Mode::host)
+        check_host_probes(t, diag);
+    else
+        check_service_probes(t, diag);
     return t;
 }
 

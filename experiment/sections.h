@@ -17,7 +17,8 @@ RunSpec parse_run(const config::Node* table, Diagnostics& diag);
 
 /// Parses one fully merged document (base + variant + sweep point) into a trial; host mode's
 /// probes are checked against its target filter.
-Trial parse_trial(const config::Node& doc, const RunSpec& run, const ProfileLibrary& profiles, config::Documents& docs,
-                  Diagnostics& diag);
+/// `file` is the experiment file: services' template paths are relative to its folder.
+Trial parse_trial(const config::Node& doc, const RunSpec& run, const std::string& file, const ProfileLibrary& profiles,
+                  config::Documents& docs, Diagnostics& diag);
 
 }  // namespace wanlab::lab

@@ -13,7 +13,7 @@ namespace {
 
 using config::Node;
 
-const std::vector<std::string> kRoots{"link", "sysctl", "probe", "lab"};
+const std::vector<std::string> kRoots{"link", "sysctl", "probe", "lab", "service"};
 const std::vector<std::string> kHosts{"client", "router", "server", "host"};
 
 std::vector<std::string> split(const std::string& path) {
@@ -84,7 +84,7 @@ bool check_path(const std::string& path, const Node& entry, Diagnostics& diag) {
         auto guess = did_you_mean(parts[0], kRoots);
         diag.error(entry.key_at,
                    fmt::format(
-                       "[sweep] key `{}` must start with link., sysctl., probe. or lab.{}", path,
+                       "[sweep] key `{}` must start with link., sysctl., probe., service. or lab.{}", path,
                        guess.empty() ? "" : fmt::format("; did you mean `{}`?", guess + path.substr(parts[0].size()))));
         return false;
     }
@@ -95,6 +95,12 @@ bool check_path(const std::string& path, const Node& entry, Diagnostics& diag) {
     if (parts[0] == "probe" && parts.size() != 3) {
         diag.error(entry.key_at,
                    fmt::format("[sweep] key `{}` must be probe.NAME.OPTION, such as `probe.bulk.streams`", path));
+        return false;
+    }
+    if (parts[0] == "service" && parts.size() < 3) {
+        diag.error(entry.key_at, fmt::format("[sweep] key `{}` must be service.NAME.KEY, such as "
+                                             "`service.web.vars.nodelay`",
+                                             path));
         return false;
     }
     return true;
@@ -229,7 +235,7 @@ std::vector<Trial> expand_trials(const Node& doc, const Experiment& exp, const s
             Node trial_doc = base;
             merge_document(trial_doc, variant_overlays[v], diag);
             for (const auto& [path, value] : point.values) merge_document(trial_doc, overlay_for(path, value), diag);
-            Trial t = parse_trial(trial_doc, exp.run, profiles, docs, diag);
+            Trial t = parse_trial(trial_doc, exp.run, exp.file, profiles, docs, diag);
             t.index = trials.size() + 1;
             t.variant = variant_names[v];
             std::string canonical = t.variant;

@@ -37,29 +37,6 @@ std::string text_of(const json& e, const char* key) {
 
 }  // namespace
 
-namespace {
-// /proc/PID/stat from field 3 (state) on, "" if there is no such process. Field 2 (comm)
-// may contain spaces and parentheses, so the fields start after the last ')'.
-std::string stat_after_comm(pid_t pid) {
-    std::ifstream in(fmt::format("/proc/{}/stat", pid));
-    std::string stat;
-    if (!std::getline(in, stat)) return "";
-    auto close = stat.rfind(')');
-    return close == std::string::npos || close + 2 > stat.size() ? "" : stat.substr(close + 2);
-}
-
-// Field 22 (start time) of such a line, 0 if it has none.
-unsigned long long start_time_of(const std::string& fields) {
-    std::istringstream rest(fields);
-    std::string field;
-    for (int i = 3; i <= 22 && rest >> field; ++i)
-        if (i == 22) return std::stoull(field);
-    return 0;
-}
-}  // namespace
-
-unsigned long long process_start_time(pid_t pid) { return start_time_of(stat_after_comm(pid)); }
-
 bool valid_run_id(const std::string& run) {
     return !run.empty() && run.size() <= 24 && std::all_of(run.begin(), run.end(), [](char c) {
         return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
@@ -168,6 +145,10 @@ json host_entry(const std::string& ns, const netem::HostUndo& u) {
             {"v6", u.v6}};
 }
 
+json process_entry(const std::string& ns, const std::string& name, pid_t pid, unsigned long long start_time) {
+    return {{"op", "process"}, {"ns", ns}, {"name", name}, {"pid", pid}, {"start_time", start_time}};
+}
+
 netem::HostUndo host_undo_of(const json& e) {
     netem::HostUndo u;
     u.dev = text_of(e, "dev");
@@ -182,11 +163,8 @@ netem::HostUndo host_undo_of(const json& e) {
 }
 
 bool JournalFile::live() const {
-    if (pid <= 0) return false;
-    auto fields = stat_after_comm(pid);  // one read: start time and state of the same process
-    if (start_time == 0 || start_time_of(fields) != start_time) return false;
     // A zombie (killed, not yet reaped by its parent) will never undo anything.
-    return fields[0] != 'Z' && fields[0] != 'X';
+    return pid > 0 && start_time != 0 && sys::process_running(pid, start_time);
 }
 
 JournalFile read_journal(const std::filesystem::path& path) {
@@ -289,6 +267,16 @@ std::string entry_problem(const json& e, const std::string& run) {
         add(sysctl_key_problem(e));
         add(one_line_problem(e, op == "sysctl" ? "old" : "value"));
         if (op == "sysctl" && e.contains("wrote")) add(one_line_problem(e, "wrote"));
+    } else if (op == "process") {
+        add(netns_problem(e, "ns", run, true));
+        add(one_line_problem(e, "name"));
+        auto pid = e.find("pid");
+        auto start = e.find("start_time");
+        if (pid == e.end() || !pid->is_number_integer() || pid->get<long long>() <= 1 ||
+            pid->get<long long>() > 4194304)
+            add("`pid` must be a process id above 1");
+        if (start == e.end() || !start->is_number_unsigned() || start->get<unsigned long long>() == 0)
+            add("`start_time` must be a process start time");
     } else if (op == "host") {
         add(netns_problem(e, "ns", run, true));
         add(device_problem(e, "dev"));
@@ -333,6 +321,8 @@ std::vector<std::string> replay(const JournalFile& journal, const Undo& undo) {
                             wrote[{text_of(e, "ns"), text_of(e, "key")}]);
             else if (op == "qdisc" && undo.qdisc)
                 undo.qdisc(text_of(e, "ns"), text_of(e, "dev"), text_of(e, "snapshot"));
+            else if (op == "process" && undo.process)
+                undo.process(text_of(e, "name"), e["pid"].get<pid_t>(), e["start_time"].get<unsigned long long>());
             else if (op == "host" && undo.host)
                 undo.host(text_of(e, "ns"), host_undo_of(e));
             else

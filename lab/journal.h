@@ -13,6 +13,8 @@
 //   {"op":"sysctl","ns":"","key":"net.core.rmem_max","old":"212992","wrote":"67108864"}
 //   {"op":"sysctl-write","ns":"","key":"net.core.rmem_max","value":"212992"}  (each later write)
 //   {"op":"qdisc","ns":"wanlab-r1-router","dev":"wl-rs","snapshot":"device wl-rs\nqdisc 2400..."}
+//   {"op":"process","ns":"wanlab-r1-server","name":"web","pid":4242,"start_time":98765}
+//                                    (a [[service]]: its process group, right after the spawn)
 //   {"op":"host","ns":"","dev":"eth0","snapshot":"...","ifb":"wlifb-eth0","ingress_created":true,
 //    "filter_parent":4294901760,"filter_prio":1,"v6":false}      (host mode: netem::HostUndo)
 // Replay undoes entries newest first. Journal removes its file on destruction, after the
@@ -35,6 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/process.h"
 #include "netem/host.h"
 
 namespace wanlab::lab {
@@ -86,6 +89,10 @@ nlohmann::json sysctl_write_entry(const std::string& ns, const std::string& key,
 nlohmann::json qdisc_entry(const std::string& ns, const std::string& dev, const std::string& snapshot);
 /// Before host mode's first change to a real interface: everything undoing it takes.
 nlohmann::json host_entry(const std::string& ns, const netem::HostUndo& undo);
+/// Right after a service's spawn: its process group (led by `pid`) and the leader's start
+/// time, so restore kills the group only while it is still that one. (Before the entry is
+/// written the process cannot outlive wanlab: it is SIGKILLed when wanlab's thread dies.)
+nlohmann::json process_entry(const std::string& ns, const std::string& name, pid_t pid, unsigned long long start_time);
 /// The HostUndo of a "host" entry; throws wanlab::Error if it has no device.
 netem::HostUndo host_undo_of(const nlohmann::json& entry);
 
@@ -110,8 +117,7 @@ JournalFile read_journal(const std::filesystem::path& path);
 /// Every <run>.journal in `dir`, sorted by run.
 std::vector<JournalFile> find_journals(const std::filesystem::path& dir);
 
-/// The start time of `pid` (field 22 of /proc/PID/stat), 0 if there is no such process.
-unsigned long long process_start_time(pid_t pid);
+using sys::process_start_time;  // a journal's owner: alive, or its pid reused?
 
 /// How replay() undoes each kind of entry; each must succeed when the thing is already gone.
 struct Undo {
@@ -122,6 +128,7 @@ struct Undo {
         sysctl;
     std::function<void(const std::string& ns, const std::string& dev, const std::string& snapshot)> qdisc;
     std::function<void(const std::string& ns, const netem::HostUndo& undo)> host;
+    std::function<void(const std::string& name, pid_t pgid, unsigned long long start_time)> process;
 };
 
 /// Why `entry` of `run`'s journal is not one wanlab could have written ("" if it is): every

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/process.h"
 #include "core/sys.h"
 #include "lab/journal.h"
 
@@ -95,6 +97,12 @@ bool NetNamespace::exists(const std::string& name) { return !name.empty() && sys
 
 void NetNamespace::remove(const std::string& name) {
     std::string path = sys::netns_path(name);
+    // A process left inside (a service's child that left its group, a tool of a killed run)
+    // would keep the namespace, and its devices, alive after the unmount: it goes first.
+    auto inside = sys::netns_processes(path);
+    for (pid_t p : inside) ::kill(p, SIGKILL);
+    if (!sys::wait_gone(inside, 2000).empty())
+        throw Error(fmt::format("processes in network namespace {} survived SIGKILL (`ip netns pids {}`)", name, name));
     if (::umount2(path.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
         sys::fail(fmt::format("unmounting network namespace {}", name), errno);
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) sys::fail(fmt::format("removing {}", path), errno);

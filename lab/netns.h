@@ -2,9 +2,10 @@
 // `ip netns exec NAME ...` and `ip netns list` see it while wanlab runs.
 //
 // Creates: /run/netns/NAME, a bind mount of a fresh network namespace onto it (journaled
-// first when a Journal is given). Undoes: unmounts and unlinks it; the kernel then frees the
-// namespace and every virtual device in it (veth ends go with their peers) once nothing
-// else holds it. The destructor never throws. Move-only; not thread-safe.
+// first when a Journal is given). Undoes: SIGKILL to every process still inside (wanlab's
+// namespaces hold only its own processes), then unmounts and unlinks it; the kernel then
+// frees the namespace and every virtual device in it (veth ends go with their peers). The destructor never throws.
+// Move-only; not thread-safe.
 #pragma once
 
 #include <string>

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/process.h"
 #include "core/text.h"
 #include "lab/link.h"
 #include "lab/netns.h"
@@ -54,6 +55,15 @@ Undo machine_undo(sysctl::ProcSys& proc, const Log& log) {
         say(fmt::format("restored the qdiscs and filters of {}{} {}", host.dev,
                         host.ifb.empty() ? "" : fmt::format(" (and removed {} if present)", host.ifb),
                         sysctl::where(ns)));
+    };
+    u.process = [say](const std::string& name, pid_t pgid, unsigned long long start_time) {
+        auto members = sys::group_members(pgid);
+        if (!sys::kill_group(pgid, start_time)) return;  // gone, or the pid is someone else's now
+        auto left = sys::wait_gone(members, 2000);
+        if (!left.empty())
+            throw Error(fmt::format("service {} (process group {}): {} processes still running after SIGKILL", name,
+                                    pgid, left.size()));
+        say(fmt::format("stopped service {} (process group {}, {} processes)", name, pgid, members.size()));
     };
     return u;
 }

@@ -1,11 +1,14 @@
 #include "lab/session.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <random>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "probes/tool_process.h"
 
 namespace wanlab::lab {
 
@@ -51,6 +54,26 @@ std::vector<std::vector<sysctl::Change>> change_layers(const std::vector<Trial>&
     return layers;
 }
 
+// Every program a service or its ready check runs is there, before anything changes.
+void check_programs(const std::vector<Trial>& trials) {
+    for (const auto& t : trials)
+        for (const auto& s : t.services)
+            for (const auto* argv : {&s.command, &s.ready.command}) {
+                if (argv->empty()) continue;
+                const std::string& program = argv->front();
+                bool found = program.find('/') != std::string::npos ? ::access(program.c_str(), X_OK) == 0
+                                                                    : !probes::search_path(program).empty();
+                if (!found)
+                    throw InputError(fmt::format(
+                        "service `{}`: `{}` is not installed (not {}); install it or give its full path in `{}`; "
+                        "nothing was changed",
+                        s.name, program,
+                        program.find('/') != std::string::npos ? "an executable file"
+                                                               : "on PATH, nor in /usr/sbin or /sbin",
+                        argv == &s.command ? "command" : "ready.command"));
+            }
+}
+
 void validate_layers(sysctl::ProcSys& proc, const std::vector<std::vector<sysctl::Change>>& layers) {
     for (const auto& layer : layers) sysctl::validate_or_throw(proc, layer);
 }
@@ -68,6 +91,7 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
     std::vector<sysctl::Change> all;
     for (const auto& layer : layers) all.insert(all.end(), layer.begin(), layer.end());
     check_testbed(trials, all, proc, options.force);
+    check_programs(trials);
     {
         FileLock start(options.dir / "lock", true, "the journal directory");
         settle_stale_journals(options.dir, options.restore_stale, proc, options.log);
@@ -89,7 +113,7 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
         [journal] { journal->keep(); });
 }
 
-LabSession::~LabSession() = default;
+LabSession::~LabSession() { stop_services(); }
 
 LabSession::LabSession(const Trial& trial, const SessionOptions& options, sysctl::ProcSys& proc)
     : LabSession(std::vector<Trial>{trial}, options, proc) {
@@ -97,6 +121,7 @@ LabSession::LabSession(const Trial& trial, const SessionOptions& options, sysctl
 }
 
 void LabSession::apply_trial(const Trial& trial) {
+    stop_services();  // a trial's services are its own: the next one starts them afresh
     testbed_->prepare(trial.lab);
     auto changes = sysctl_changes(trial, LabNames{options_.run});
     // Keys an earlier trial changed that this one leaves alone go back to the run's start.
@@ -108,6 +133,44 @@ void LabSession::apply_trial(const Trial& trial) {
     if (options_.progress) options_.progress("sysctls");
     testbed_->apply_link(trial);
     if (options_.progress) options_.progress("qdiscs");
+}
+
+std::map<std::string, std::string> LabSession::placeholders(const Trial& trial,
+                                                            const std::filesystem::path& dir) const {
+    auto where = testbed_->endpoints();
+    return {{"server", where.server.address},
+            {"client", where.client.address},
+            {"trial", trial.id},
+            {"run", options_.run},
+            {"dir", dir.string()}};
+}
+
+void LabSession::start_services(const Trial& trial, const std::filesystem::path& dir, const probes::Tick& tick) {
+    stop_services();
+    if (trial.services.empty()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw Error(fmt::format("creating the trial folder {}: {}", dir.string(), ec.message()));
+    auto values = placeholders(trial, dir);
+    Journal* journal = &*journal_;
+    for (const auto& spec : trial.services) {
+        auto where = testbed_->placement(spec.host);
+        auto started = [&](pid_t pid) {
+            // The process is SIGKILLed if wanlab's thread dies before this entry is durable.
+            journal->record(process_entry(where.netns, spec.name, pid, process_start_time(pid)));
+        };
+        services_.push_back(std::make_unique<services::Service>(spec, where, values, dir, started));
+        services_.back()->wait_ready(tick);
+    }
+    if (options_.progress) options_.progress("services");
+}
+
+void LabSession::check_services() {
+    for (auto& s : services_) s->check_running();
+}
+
+void LabSession::stop_services() noexcept {
+    while (!services_.empty()) services_.pop_back();  // each destructor stops its own
 }
 
 PairSession::PairSession(const std::string& run, const std::filesystem::path& dir) {

@@ -7,12 +7,13 @@
 // run's journal, the Testbed ([lab] mode: the namespace lab or one host interface, see
 // lab/testbed.h); then, per apply_trial(), the trial's sysctls (global ones on the host,
 // per-host ones in each namespace, host mode's in wanlab's own) and its link conditions
-// through the testbed. Undoes: everything in reverse by member destruction order, and
-// finally removes the journal. Every change is journaled before it is made; a SIGKILL, or
-// an undo that fails, leaves the journal for `wanlab restore`. Not thread-safe.
+// through the testbed; per start_services(), the trial's [[service]]s. Undoes: everything in reverse by member
+// destruction order, and finally removes the journal. Every change is journaled before it is made; a SIGKILL, or an
+// undo that fails, leaves the journal for `wanlab restore`. Not thread-safe.
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +67,18 @@ public:
     /// options.progress.
     void apply_trial(const Trial& trial);
 
+    /// Starts `trial`'s [[service]]s in order, after apply_trial() (so their sockets see the
+    /// trial's sysctls), each journaled right after its spawn and checked ready before the
+    /// next starts; `dir` is the trial's folder ({dir}: logs and rendered templates), made
+    /// here. Throws services::ServiceFailure; what started stays until stop_services().
+    void start_services(const Trial& trial, const std::filesystem::path& dir, const probes::Tick& tick);
+    /// Throws services::ServiceFailure if a running service has exited.
+    void check_services();
+    /// Stops the running services, newest first (apply_trial() and the destructor do too).
+    void stop_services() noexcept;
+    /// The placeholder values of `trial` in this lab: {server} {client} {trial} {run} {dir}.
+    std::map<std::string, std::string> placeholders(const Trial& trial, const std::filesystem::path& dir) const;
+
     /// Where the trials are applied and the probes measure.
     const Testbed& testbed() const { return *testbed_; }
     const Journal& journal() const { return *journal_; }
@@ -79,6 +92,7 @@ private:
     std::vector<FileLock> locks_;
     std::unique_ptr<Testbed> testbed_;
     std::optional<sysctl::SysctlSnapshot> sysctls_;
+    std::vector<std::unique_ptr<services::Service>> services_;  // stopped before everything else
 };
 
 /// PairSession: `wanlab probe`'s bare lab (lab/topology.h PairTopology), journaled as a run

@@ -78,6 +78,13 @@ public:
         return e;
     }
 
+    services::Placement placement(const std::string& host) const override {
+        const char* address = host == "client"   ? Addressing::kClientIp
+                              : host == "router" ? Addressing::kClientGateway
+                                                 : Addressing::kServerIp;
+        return {topology_->ns(host), address};
+    }
+
     std::string describe(const Trial&) const override {
         const auto& t = *topology_;
         return fmt::format(
@@ -136,6 +143,9 @@ public:
         e.server = {"", lab_.target.substr(0, lab_.target.find('/')), lab_.port, true};
         return e;
     }
+
+    // This machine is the only lab host: a service runs in wanlab's own namespace.
+    services::Placement placement(const std::string&) const override { return {"", "127.0.0.1"}; }
 
     std::string describe(const Trial& trial) const override {
         return fmt::format(

@@ -26,6 +26,7 @@
 #include "lab/restore.h"
 #include "lab/topology.h"
 #include "probes/probe.h"
+#include "services/service.h"
 #include "sysctl/proc_sys.h"
 #include "sysctl/validate.h"
 
@@ -45,6 +46,8 @@ public:
     virtual void apply_link(const Trial& trial) = 0;
     /// The probes' client and server.
     virtual probes::Endpoints endpoints() const = 0;
+    /// Where a [[service]] on lab host `host` (LabSpec::hosts()) runs.
+    virtual services::Placement placement(const std::string& host) const = 0;
     /// What `wanlab lab up` shows once `trial` is applied: the pieces, then a command to try.
     virtual std::string describe(const Trial& trial) const = 0;
     /// What the undo does, for `wanlab lab up`'s last line: "tearing down run RUN".

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/placeholders.h"
 #include "core/units.h"
 #include "probes/http.h"
 
@@ -45,6 +46,10 @@ const std::vector<ProbeKind> kKinds{
          {"sndbuf", OptionType::size, "0", "SO_SNDBUF asked for; 0 = autotuning"},
          {"rcvbuf", OptionType::size, "0", "SO_RCVBUF asked for; 0 = autotuning"},
          {"tool", OptionType::choice, "\"builtin\"", "builtin or iperf3", 0, 0, {"builtin", "iperf3"}},
+         {"server_port", OptionType::integer, "0",
+          "measure against a [[service]] (iperf3 -s) listening on this port of the server host; 0 = the probe "
+          "starts its own server",
+          0, 65535},
      }),
      {
          {"throughput", Unit::bits_per_second, true, "goodput summed over streams"},
@@ -67,6 +72,10 @@ const std::vector<ProbeKind> kKinds{
          {"interval", OptionType::duration, "\"10ms\"", "time between probes", kOneMs},
          {"size", OptionType::size, "64", "payload bytes (icmp, udp)"},
          {"tool", OptionType::choice, "\"builtin\"", "builtin, ping or hping3", 0, 0, {"builtin", "ping", "hping3"}},
+         {"server_port", OptionType::integer, "0",
+          "time connects to a [[service]] listening on this port of the server host (method tcp); 0 = the probe's "
+          "own listener",
+          0, 65535},
      }),
      {
          {"rtt_min", Unit::seconds, false, "smallest RTT"},
@@ -196,10 +205,16 @@ std::int64_t int_of(const ProbeSpec& spec, const char* option) {
 // The http kind's checks across and within options.
 void check_http(const ProbeSpec& spec, const Reader& r, Diagnostics& diag) {
     if (auto url = std::get_if<std::string>(&spec.options.at("url")); url && !url->empty()) {
-        try {
-            http::parse_url(*url);
-        } catch (const InputError& e) {
-            diag.error(r.value_at("url"), e.what());
+        std::size_t at = 0;
+        if (auto why = text::unknown_placeholder(*url, kUrlPlaceholders, at); !why.empty()) {
+            diag.error(r.value_at("url"), fmt::format("url \"{}\": {}", *url, why));
+        } else {
+            try {
+                // Any address stands in for the lab's: only the url's form is checked here.
+                http::parse_url(text::expand(*url, {{"server", "192.0.2.1"}, {"client", "192.0.2.1"}}, "url"));
+            } catch (const InputError& e) {
+                diag.error(r.value_at("url"), e.what());
+            }
         }
     }
     if (int_of(spec, "threads") > int_of(spec, "connections"))

@@ -70,6 +70,9 @@ struct ProbeSpec {
 ProbeSpec parse_probe(const config::Node& table, std::size_t index, std::chrono::nanoseconds default_duration,
                       Diagnostics& diag);
 
+/// The placeholders a probe's `url` may hold: the lab's server and client addresses.
+inline const std::vector<std::string> kUrlPlaceholders{"server", "client"};
+
 /// The option as an experiment file would write it ("10s", "16MiB", "true", "upload").
 std::string format_option(const ProbeKind& kind, const std::string& option, const OptionValue& v);
 const char* unit_name(Unit u);  ///< "bit/s", "s", ...

@@ -233,6 +233,14 @@ std::string tail_lines(const std::string& text, std::size_t lines) {
 }
 
 ToolProcess::ToolProcess(const std::string& netns, std::vector<std::string> argv) {
+    spawn(netns, std::move(argv), nullptr);
+}
+
+ToolProcess::ToolProcess(const std::string& netns, std::vector<std::string> argv, const LogFiles& logs) {
+    spawn(netns, std::move(argv), &logs);
+}
+
+void ToolProcess::spawn(const std::string& netns, std::vector<std::string> argv, const LogFiles* logs) {
     if (argv.empty()) throw Error("starting a tool: no command");
     Fd ns;
     if (!netns.empty()) {
@@ -243,21 +251,46 @@ ToolProcess::ToolProcess(const std::string& netns, std::vector<std::string> argv
         if (!sys::is_netns(ns.get()))
             sys::fail(fmt::format("starting {} in {}: setns into the network namespace", argv[0], netns), EINVAL);
     }
+    // A service writes into files: opened here (never following a symlink planted in the
+    // trial's folder), bound to its 1 and 2 like the pipes would be.
+    Fd out_file, err_file;
+    if (logs) {
+        auto open_log = [](const std::filesystem::path& p) {
+            Fd fd(::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+            if (!fd) sys::fail_errno("creating " + p.string());
+            return fd;
+        };
+        out_file = open_log(logs->out);
+        err_file = open_log(logs->err);
+    }
     run_ = std::make_unique<Running>();
     Running& r = *run_;
+    int out_fd = logs ? out_file.get() : r.out.write.get();
+    int err_fd = logs ? err_file.get() : r.err.write.get();
     std::vector<std::string> args(argv.begin() + 1, argv.end());
     std::error_code failed;
-    r.child = bp::child(
-        bp::exe = argv[0], bp::args = args, bp::std_in < bp::null, bp::posix::fd.bind(STDOUT_FILENO, r.out.write.get()),
-        bp::posix::fd.bind(STDERR_FILENO, r.err.write.get()), r.group, bp::error = failed, EnterNamespace(ns.get()));
+    auto cwd = logs && !logs->cwd.empty() ? logs->cwd : std::filesystem::current_path();
+    r.child = bp::child(bp::exe = argv[0], bp::args = args, bp::std_in < bp::null, bp::start_dir = cwd.string(),
+                        bp::posix::fd.bind(STDOUT_FILENO, out_fd), bp::posix::fd.bind(STDERR_FILENO, err_fd), r.group,
+                        bp::error = failed, EnterNamespace(ns.get()));
     if (failed) {  // the child, if there was one, is reaped; its stderr says what it attempted
-        r.err.write.reset();
-        std::string attempted = drain(r.err.read.native_handle());
+        std::string attempted;
+        if (logs) {
+            err_file.reset();
+            attempted = tail_lines(sys::read_tail(logs->err.string(), 4096), 1);
+        } else {
+            r.err.write.reset();
+            attempted = drain(r.err.read.native_handle());
+        }
         throw Error(fmt::format("starting {}{}: {}: {}", argv[0], netns.empty() ? "" : " in " + netns,
                                 attempted.empty() ? "spawning" : attempted, failed.message()));
     }
     r.out.write.reset();  // the child has its copies; EOF comes when it (and its children) exit
     r.err.write.reset();
+    if (logs) {
+        r.close_pipes();  // nothing writes them: the exit status alone says it has ended
+        return;
+    }
     read_more(r.out);
     read_more(r.err);
 }
@@ -269,6 +302,12 @@ ToolProcess::~ToolProcess() {
 }
 
 pid_t ToolProcess::pid() const { return run_ ? run_->child.id() : -1; }
+
+bool ToolProcess::exited(int& status) {
+    if (!run_ || !run_->reap_if_exited()) return false;
+    status = run_->status;
+    return true;
+}
 
 ToolOutput ToolProcess::collect(std::chrono::milliseconds timeout, const Tick& tick, bool terminate_first) {
     Running& r = *run_;

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,13 @@ public:
     /// argv[0] is the tool's full path (find_tool); `netns` is a namespace name (core/sys.h) or "" for
     /// wanlab's own namespace. Throws if the namespace cannot be opened or the tool not started.
     ToolProcess(const std::string& netns, std::vector<std::string> argv);
+    /// A long-running program (a service): its stdout and stderr go to the files `out` and
+    /// `err` (created or truncated, 0644), not to pipes, so nothing has to read them while it
+    /// runs; it starts in `cwd`. wait() and stop() then return no output.
+    struct LogFiles {
+        std::filesystem::path out, err, cwd;
+    };
+    ToolProcess(const std::string& netns, std::vector<std::string> argv, const LogFiles& logs);
     ~ToolProcess();
     ToolProcess(ToolProcess&&) noexcept;
     ToolProcess(const ToolProcess&) = delete;
@@ -66,9 +74,13 @@ public:
     /// SIGTERM to its group now, SIGKILL after `grace`; returns what it printed.
     ToolOutput stop(std::chrono::milliseconds grace);
     pid_t pid() const;
+    /// Reaps it if it has exited (never blocks); true once it has. `status` then holds the
+    /// waitpid() status (-1 if unknown).
+    bool exited(int& status);
 
 private:
     struct Running;  // tool_process.cpp: the Boost.Process child, its group and pipes
+    void spawn(const std::string& netns, std::vector<std::string> argv, const LogFiles* logs);
     ToolOutput collect(std::chrono::milliseconds timeout, const Tick& tick, bool terminate_first);
     std::unique_ptr<Running> run_;
 };

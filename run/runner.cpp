@@ -1,5 +1,7 @@
 #include "run/runner.h"
 
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -12,12 +14,15 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/placeholders.h"
 #include "core/signals.h"
+#include "core/sys.h"
 #include "core/version.h"
 #include "lab/session.h"
 #include "lab/testbed.h"
 #include "probes/sys.h"
 #include "run/check.h"
+#include "services/service.h"
 #include "sysctl/proc_sys.h"
 
 namespace wanlab::run {
@@ -79,6 +84,44 @@ results::Measurement record_of(const probes::ProbeSpec& spec, const probes::Prob
     return m;
 }
 
+}  // namespace
+
+bool on_network_fs(const std::filesystem::path& dir) {
+    struct statfs fs {};
+    if (::statfs(dir.c_str(), &fs) != 0) return false;
+    switch (static_cast<unsigned long>(fs.f_type)) {
+        case 0x01021997:  // V9FS_MAGIC
+        case 0x6969:      // NFS_SUPER_MAGIC
+        case 0xFF534D42:  // CIFS_MAGIC_NUMBER
+        case 0xFE534D42:  // SMB2_MAGIC_NUMBER
+        case 0x517B:      // SMB_SUPER_MAGIC
+        case 0x65735546:  // FUSE_SUPER_MAGIC
+            return true;
+        default: return false;
+    }
+}
+
+std::filesystem::path trial_dir(const std::filesystem::path& files_dir, const std::string& run, const lab::Trial& t) {
+    return files_dir / run / fmt::format("trial-{}-{}", t.index, t.id);
+}
+
+std::pair<probes::ProbeSpec, probes::Endpoints> in_lab(const probes::ProbeSpec& spec, probes::Endpoints where) {
+    probes::ProbeSpec out = spec;
+    if (auto url = out.options.find("url"); url != out.options.end()) {
+        auto& text = std::get<std::string>(url->second);
+        text = text::expand(text, {{"server", where.server.address}, {"client", where.client.address}}, "url");
+    }
+    if (auto port = out.options.find("server_port"); port != out.options.end()) {
+        if (auto p = std::get<std::int64_t>(port->second); p > 0) {
+            where.server.remote = true;  // a [[service]] listens there
+            where.server.port = static_cast<std::uint16_t>(p);
+        }
+    }
+    return {std::move(out), std::move(where)};
+}
+
+namespace {
+
 // Everything one trial does once the lab holds its configuration.
 class TrialRunner {
 public:
@@ -86,20 +129,22 @@ public:
                 results::RunData& data, double& done)
         : exp_(exp), store_(store), progress_(progress), tick_(tick), data_(data), done_(done) {}
 
-    void run(const lab::Trial& t, results::Trial& rec, const lab::Testbed& testbed) {
-        auto label = fmt::format("[{}/{}] {}{}{}", t.index, exp_.trials.size(), t.variant, t.sweep.empty() ? "" : " ",
-                                 point_text(t));
-        const auto where = testbed.endpoints();
+    /// `between` runs after each measurement (the services' liveness check); it may throw.
+    void run(const lab::Trial& t, results::Trial& rec, const lab::Testbed& testbed,
+             const std::function<void()>& between) {
+        auto label = trial_label(t);
+        const auto lab_where = testbed.endpoints();
         if (checks_emulation(t)) progress_.status(label + ": checking the emulation", 1s * done_);
         if (auto why = lab::unverifiable(t.lab); !why.empty())
             rec.check.note = why;  // apply_trial() has read the qdiscs back
         else
-            rec.check = check_emulation(t, where, tick_);
+            rec.check = check_emulation(t, lab_where, tick_);
         if (checks_emulation(t)) done_ += kCheckSeconds;  // planned_seconds() counts it: so must the ETA
         if (rec.check.checked && !rec.check.held)
             progress_.line(fmt::format("{}: emulation did not hold: {}", label, rec.check.note));
         store_.put_trial(data_.run.id, rec);
-        for (const auto& spec : t.probes) {
+        for (const auto& written : t.probes) {
+            auto [spec, where] = in_lab(written, lab_where);
             auto probe = probes::make_probe(spec);
             if (exp_.run.warmup.count() > 0 && warms_up(spec)) {
                 progress_.status(fmt::format("{}: {} warm-up", label, spec.name), 1s * done_);
@@ -126,11 +171,17 @@ public:
                 }
                 store_.add_measurement(data_.run.id, m);
                 data_.measurements.push_back(std::move(m));
+                if (between) between();
                 done_ += probe_seconds(spec);
                 probes::sleep_until(probes::Clock::now() + exp_.run.cooldown, tick_);
                 done_ += ns_to_s(exp_.run.cooldown.count());
             }
         }
+    }
+
+    std::string trial_label(const lab::Trial& t) const {
+        return fmt::format("[{}/{}] {}{}{}", t.index, exp_.trials.size(), t.variant, t.sweep.empty() ? "" : " ",
+                           point_text(t));
     }
 
 private:
@@ -141,6 +192,43 @@ private:
     results::RunData& data_;
     double& done_;
 };
+
+/// StageDir: a private folder under /tmp where services work when the results folder is on
+/// a network filesystem. Creates: the folder (mkdtemp, so nothing planted there beforehand
+/// is used; then 0755, so a service's unprivileged workers can read what it holds). Undoes:
+/// removes it and what is left in it.
+struct StageDir {
+    std::filesystem::path path;
+    StageDir() {
+        char t[] = "/tmp/wanlab-trials-XXXXXX";
+        if (!::mkdtemp(t)) sys::fail_errno("creating a folder for the services under /tmp");
+        path = t;
+        ::chmod(t, 0755);
+    }
+    ~StageDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+    StageDir(const StageDir&) = delete;
+    StageDir& operator=(const StageDir&) = delete;
+};
+
+/// A staged trial folder to where the results keep it (nothing when they are the same).
+void move_folder(const std::filesystem::path& from, const std::filesystem::path& to) {
+    if (from == to || !std::filesystem::exists(from)) return;
+    std::error_code ec;
+    std::filesystem::create_directories(to, ec);
+    std::filesystem::copy(
+        from, to, std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) throw Error(fmt::format("copying the trial folder {} to {}: {}", from.string(), to.string(), ec.message()));
+    std::filesystem::remove_all(from, ec);
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+    for (std::size_t at = 0; !from.empty() && (at = s.find(from, at)) != std::string::npos; at += to.size())
+        s.replace(at, from.size(), to);
+    return s;
+}
 
 struct Ending {
     std::string status, error;
@@ -290,14 +378,41 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
             progress.line(fmt::format("run {}: {} trials, about {} of measuring; results in {}", data.run.id,
                                       exp.trials.size(), Progress::clock(planned), store.path().string()));
             TrialRunner runner(exp, store, progress, tick, data, done);
+            auto files = options.files_dir.empty() ? store.path().parent_path() : options.files_dir;
+            std::optional<StageDir> stage;
+            if (std::any_of(exp.trials.begin(), exp.trials.end(), [](const auto& t) { return !t.services.empty(); }) &&
+                on_network_fs(files))
+                stage.emplace();
+            std::vector<std::string> failed;
             for (std::size_t i = 0; i < exp.trials.size(); ++i) {
+                const auto& t = exp.trials[i];
                 current = &data.trials[i];
-                session->apply_trial(exp.trials[i]);
-                runner.run(exp.trials[i], *current, session->testbed());
-                current->status = "done";
+                session->apply_trial(t);
+                auto keep = trial_dir(files, data.run.id, t);
+                auto work = stage ? trial_dir(stage->path, data.run.id, t) : keep;
+                try {
+                    if (!t.services.empty()) progress.status(runner.trial_label(t) + ": starting services", 1s * done);
+                    session->start_services(t, work, tick);
+                    runner.run(t, *current, session->testbed(), [&session] { session->check_services(); });
+                    session->check_services();
+                    session->stop_services();
+                    move_folder(work, keep);
+                    current->status = "done";
+                } catch (const services::ServiceFailure& e) {
+                    // The trial's own program failed, not the lab: that trial fails, the run goes on.
+                    session->stop_services();
+                    move_folder(work, keep);
+                    current->status = "failed";
+                    current->error = replace_all(e.what(), work.string(), keep.string());
+                    failed.push_back(fmt::format("trial {} ({}): {}", t.index, t.id, current->error));
+                    progress.line(fmt::format("{}: failed: {}", runner.trial_label(t), current->error));
+                }
                 store.put_trial(data.run.id, *current);
                 current = nullptr;
             }
+            if (!failed.empty())
+                throw Error(fmt::format("{} of {} trials failed; the first: {}", failed.size(), exp.trials.size(),
+                                        failed.front()));
         },
         [&session] { session.reset(); });
     return out;

@@ -34,12 +34,30 @@ struct RunnerOptions {
     /// Called after each stage of building the lab ("journal", "namespaces", ...), from the
     /// calling thread before any probe thread exists (`wanlab run` arms its watchdog here).
     std::function<void(const std::string& stage)> on_stage;
+    /// Where each trial's folder goes ({dir} of its services: their logs and rendered
+    /// templates): FILES/RUN/trial-N-ID. "" = the results store's folder.
+    /// When files_dir is on a network filesystem (9p, as in the micro-VM; NFS; SMB), the
+    /// services work in a private folder under /tmp instead and each trial's folder is moved
+    /// to files_dir after the trial: a service reading its files over 9p is measured slower
+    /// than it is (nginx's sendfile of a small page: ~18 ms per request in the micro-VM).
+    std::filesystem::path files_dir;
 };
+
+/// Whether `dir` is on a network filesystem (9p, NFS, SMB/CIFS, FUSE).
+bool on_network_fs(const std::filesystem::path& dir);
 
 struct Outcome {
     results::RunData data;
     int exit_code = 0;  ///< 0 complete, 130 interrupted, else the error's exit code
 };
+
+/// The folder of trial `t` of run `run` under `files_dir`: FILES/RUN/trial-N-ID.
+std::filesystem::path trial_dir(const std::filesystem::path& files_dir, const std::string& run, const lab::Trial& t);
+
+/// `spec` as it measures in a lab whose probes run at `where`: placeholders in its url
+/// filled with the lab's addresses, and with `server_port`, the server endpoint a service
+/// already listening (the probe starts none).
+std::pair<probes::ProbeSpec, probes::Endpoints> in_lab(const probes::ProbeSpec& spec, probes::Endpoints where);
 
 /// `text` is the experiment file's text (stored with the run).
 Outcome run_experiment(const lab::Experiment& exp, const std::string& text, const RunnerOptions& options,

@@ -108,6 +108,11 @@ TEST_CASE("percentages become fractions and stay within 0-100%", "[units]") {
     CHECK(value(parse_percent("0%")) == 0.0);
     CHECK(error(parse_percent("5")) == "`5` needs a `%`: write \"5%\"");
     CHECK(error(parse_percent("101%")) == "`101%` is above 100%");
+    // A gain may exceed 100%: "300%" is four times the baseline.
+    CHECK(std::get<double>(parse_gain("300%")) == Approx(3.0));
+    CHECK(std::get<double>(parse_gain("60%")) == Approx(0.6));
+    CHECK(error(parse_gain("3")) == "`3` needs a `%`: write \"3%\"");
+    CHECK(error(parse_gain("2000000%")) == "`2000000%` is above 1000000%");
     CHECK(error(parse_percent("-1%")) == "`-1%` is negative: a percentage cannot be below zero");
     CHECK(error(parse_percent("5 percent")) ==
           "`5 percent` is not a percentage: write a number and `%`, such as \"1%\"");

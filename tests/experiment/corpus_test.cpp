@@ -52,7 +52,8 @@ TEST_CASE("every shipped example validates without warnings", "[corpus]") {
     REQUIRE_FALSE(examples.empty());
     for (const auto& toml : examples) {
         INFO("example " << toml.filename().string());
-        auto l = wanlab::testing::load(slurp(toml), {}, toml.filename().string());
+        // The full path: a service's templates are found beside the experiment file.
+        auto l = wanlab::testing::load(slurp(toml), {}, toml.string());
         CHECK(l.exp.has_value());
         CHECK(l.messages == "");
     }

@@ -170,8 +170,9 @@ TEST_CASE("a sweep naming a key that does not exist points at the sweep entry", 
           " 2 | \"link.jiter\" = [\"1ms\"]\n"
           "   | ^~~~~~~~~~~~\n");
     auto root = load("[sweep]\n\"links.rtt\" = [\"1ms\"]\n");
-    CHECK(root.messages.find("[sweep] key `links.rtt` must start with link., sysctl., probe. or lab.; did you mean "
-                             "`link.rtt`?") != std::string::npos);
+    CHECK(root.messages.find(
+              "[sweep] key `links.rtt` must start with link., sysctl., probe., service. or lab.; did you mean "
+              "`link.rtt`?") != std::string::npos);
 }
 
 TEST_CASE("a sweep value is checked like the key it sets", "[experiment][sweep][messages]") {

@@ -72,6 +72,43 @@ check "delayed-ack, 10 connections: Nagle keeps requests/s under 10 / 40 ms [$rs
 check "delayed-ack, 10 connections: server-nodelay serves >= 2x the requests/s [$rnodelay vs $rstall]" \
     holds 'a >= 2 * b' -v a="$rnodelay" -v b="$rstall"
 
+# nginx-delayed-ack: Debian's nginx as a [[service]], loaded by the http probe and wrk; the
+# example's own asserts (a cure: >= 4x the requests/s, <= 1/4 of the mean latency) gate it.
+run nginx-delayed-ack
+db=$out/nginx-delayed-ack/results.db
+for p in http wrk; do
+    stall=$(m "$db" stall $p latency_mean)
+    cured=$(m "$db" server-nodelay $p latency_mean)
+    headline "nginx-delayed-ack $p mean latency: stall $(ms "$stall") ms, server-nodelay $(ms "$cured") ms, requests/s $(m "$db" stall $p requests_per_second) -> $(m "$db" server-nodelay $p requests_per_second)"
+    check "nginx-delayed-ack, $p: the stall is the 40 ms timer plus the path, 40-70 ms [$(ms "$stall") ms]" \
+        holds 'x >= 0.040 && x <= 0.070' -v x="$stall"
+done
+quick=$(m "$db" client-quickack wrk latency_mean)
+check "nginx-delayed-ack: wrk, which cannot quick-ack, stays stalled in client-quickack [$(ms "$quick") ms]" \
+    holds 'x >= 0.040' -v x="$quick"
+started=$(grep -l 'start worker process' "$out/nginx-delayed-ack/nginx-delayed-ack"/trial-*/nginx.stderr 2>/dev/null | wc -l)
+check "nginx-delayed-ack: nginx started in each of the 3 trials, its logs kept [$started]" [ "$started" = 3 ]
+left=$(for p in $(pgrep -x nginx); do [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" != Z ] && echo "$p"; done)
+check "nginx-delayed-ack: no nginx process left running [$left]" [ -z "$left" ]
+
+# iperf3-buffers: an iperf3 server restarted per trial; only the server's tcp_rmem changes.
+run iperf3-buffers --set run.duration=3s
+db=$out/iperf3-buffers/results.db
+small=$(m "$db" server-small bulk throughput)
+raised=$(m "$db" server-raised bulk throughput)
+headline "iperf3-buffers at 100 Mbit/s, 50 ms: server-small $(mbit "$small") Mbit/s, server-raised $(mbit "$raised") Mbit/s"
+# 512 KiB of buffer advertises ~256 KiB of window: 256 KiB per ~51 ms is ~41 Mbit/s.
+check "iperf3-buffers: server-small is window-bound near 41 Mbit/s (25-50) [$(mbit "$small")]" \
+    holds 'x >= 25e6 && x <= 50e6' -v x="$small"
+check "iperf3-buffers: server-raised carries >= 1.6x server-small [$(mbit "$raised") vs $(mbit "$small")]" \
+    holds 'a >= 1.6 * b' -v a="$raised" -v b="$small"
+check "iperf3-buffers: the advice names tcp_rmem on the server" \
+    grep -q "below the BDP: net.ipv4.tcp_rmem max on server = 524288" "$out/iperf3-buffers.stdout"
+check "iperf3-buffers: and not rmem_max, which cannot change an autotuned buffer" \
+    sh -c "! grep -q 'set net.core.rmem_max' '$out/iperf3-buffers.stdout'"
+listening=$(cat "$out/iperf3-buffers/iperf3-buffers"/trial-*/iperf3.stdout 2>/dev/null | grep -c 'Server listening on 5201')
+check "iperf3-buffers: each trial had its own iperf3 -s (2 started) [$listening]" [ "$listening" -ge 2 ]
+
 # cc-compare at 1% loss only (the largest effect): bbr keeps the rate, cubic and reno do not.
 run cc-compare --set 'sweep."link.up.loss"=["1%"]' --set run.duration=4s
 db=$out/cc-compare/results.db
