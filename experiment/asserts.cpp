@@ -12,6 +12,17 @@ namespace wanlab::lab {
 using config::Node;
 using config::Reader;
 
+namespace {
+
+// A command probe's metric read from its output, nullptr if `p` declares none of that name.
+const probes::OutputMetric* own_metric(const probes::ProbeSpec& p, const std::string& metric) {
+    for (const auto& o : p.outputs)
+        if (o.name == metric) return &o;
+    return nullptr;
+}
+
+}  // namespace
+
 void parse_asserts(const Node* table_array, const Experiment& exp, const std::vector<probes::ProbeSpec>& probes,
                    Diagnostics& diag, std::vector<AssertSpec>& out) {
     if (!table_array) return;
@@ -58,7 +69,8 @@ void parse_asserts(const Node* table_array, const Experiment& exp, const std::ve
         } else {
             std::vector<const probes::ProbeSpec*> with;
             for (const auto& p : probes)
-                if (const auto* k = probes::find_kind(p.kind); k && probes::find_metric(*k, *metric))
+                if (const auto* k = probes::find_kind(p.kind);
+                    k && (probes::find_metric(*k, *metric) || own_metric(p, *metric)))
                     with.push_back(&p);
             if (with.size() > 1) {
                 diag.error(r.key_at("metric"),
@@ -69,10 +81,16 @@ void parse_asserts(const Node* table_array, const Experiment& exp, const std::ve
         }
         std::vector<std::string> metric_names;
         const probes::MetricSpec* m = nullptr;
+        probes::MetricSpec own{};  // a command probe's metric, named by its OutputMetric
         if (target) {
             const auto* kind = probes::find_kind(target->kind);
             for (const auto& ms : kind->metrics) metric_names.emplace_back(ms.name);
+            for (const auto& o : target->outputs) metric_names.push_back(o.name);
             m = probes::find_metric(*kind, *metric);
+            if (const auto* o = own_metric(*target, *metric)) {
+                own = {o->name.c_str(), o->unit, o->higher_is_better, "read from the command's output"};
+                m = &own;
+            }
         } else {
             for (const auto& p : probes)
                 if (const auto* k = probes::find_kind(p.kind))

@@ -47,7 +47,21 @@ json probe_json(const probes::ProbeSpec& p) {
             if (name == o.name) spec = &o;
         options[name] = option_json(value, spec);
     }
-    return {{"name", p.name}, {"kind", p.kind}, {"options", options}};
+    json out{{"name", p.name}, {"kind", p.kind}, {"options", options}};
+    if (p.kind == "command") {
+        json metrics = json::array();
+        for (const auto& m : p.outputs)
+            metrics.push_back({{"name", m.name},
+                               {"unit", probes::unit_name(m.unit)},
+                               {"unit_as_written", m.unit_text},
+                               {"better", m.higher_is_better ? "higher" : "lower"},
+                               {"regex", m.regex},
+                               {"json", m.json_pointer},
+                               {"stream", m.stream}});
+        out["command"] = p.command;
+        out["metrics"] = metrics;
+    }
+    return out;
 }
 
 json sysctl_json(const sysctl::SysctlSpec& s) {
@@ -78,6 +92,8 @@ std::string probe_summary(const probes::ProbeSpec& p) {
         if (is_default && std::string(o.name) != "duration") continue;
         out += fmt::format(", {} {}", o.name, text);
     }
+    if (!p.command.empty()) out += fmt::format(", command {}", text::shell_join(p.command));
+    for (const auto& m : p.outputs) out += fmt::format(", metric {} ({})", m.name, m.unit_text);
     return out + ")";
 }
 

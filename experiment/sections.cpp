@@ -166,6 +166,7 @@ void check_host_probes(const Trial& t, Diagnostics& diag) {
             where("`server_port` is for a [[service]] in the namespace lab; toward a target, set [lab] port");
             continue;
         }
+        if (p.kind == "command") continue;  // the user's own command goes where it goes
         if (auto why = probes::remote_unsupported(p, lab.port); !why.empty()) {
             where(why);
             continue;

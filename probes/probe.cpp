@@ -36,6 +36,7 @@ constexpr Implementation kImplementations[] = {
     {"rr", "builtin", &run_rr},
     {"http", "builtin", &run_http},
     {"http", "wrk", &run_wrk},
+    {"command", "builtin", &run_command},
 };
 
 const OptionValue& option(const ProbeSpec& spec, const std::string& name) {
@@ -93,6 +94,24 @@ std::string remote_unsupported(const ProbeSpec& spec, std::uint16_t port) {
 void check_remote(const ProbeSpec& spec, const Endpoint& server) {
     if (!server.remote) return;
     if (auto why = remote_incapable(spec, server.port); !why.empty()) throw InputError(why);
+}
+
+std::optional<NotedMetric> parse_output_note(const std::string& note) {
+    std::string_view s(note);
+    if (!s.starts_with(kOutputMetricNote)) return std::nullopt;
+    s.remove_prefix(std::string_view(kOutputMetricNote).size());
+    auto colon = s.find(": ");
+    auto comma = s.find(", ", colon == std::string_view::npos ? 0 : colon);
+    if (colon == std::string_view::npos || comma == std::string_view::npos) return std::nullopt;
+    NotedMetric m;
+    m.name = std::string(s.substr(0, colon));
+    if (!unit_of_name(s.substr(colon + 2, comma - colon - 2), m.unit)) return std::nullopt;
+    auto rest = s.substr(comma + 2);
+    if (rest.starts_with("higher is better"))
+        m.higher_is_better = true;
+    else if (!rest.starts_with("lower is better"))
+        return std::nullopt;
+    return m;
 }
 
 const MetricSpec* describe_metric(const ProbeKind& kind, std::string_view metric) { return find_metric(kind, metric); }

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,20 @@ struct ConnectionStats {
 /// net.core.rmem_max / wmem_max (which cap only an explicit SO_RCVBUF / SO_SNDBUF) do not.
 inline constexpr const char* kRcvbufAutotuned = "rcvbuf: autotuned (net.ipv4.tcp_rmem)";
 inline constexpr const char* kSndbufAutotuned = "sndbuf: autotuned (net.ipv4.tcp_wmem)";
+
+/// The note that says a command probe's metric came from its output, and the metric's unit
+/// and direction: "metric: NAME: UNIT, higher|lower is better; from ...". The report reads
+/// these to know a metric no kind declares (parse_output_note()).
+inline constexpr const char* kOutputMetricNote = "metric: ";
+
+/// A command probe's metric as its note states it.
+struct NotedMetric {
+    std::string name;
+    Unit unit = Unit::count;
+    bool higher_is_better = false;
+};
+/// The metric a note made by the command probe describes; nullopt for any other note.
+std::optional<NotedMetric> parse_output_note(const std::string& note);
 
 struct ProbeResult {
     std::string kind;
@@ -114,5 +129,7 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
 /// http: the built-in server in where.server (none when the `url` option is set) and the load
 /// generator in where.client.
 ProbeResult run_http(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
+/// kind "command" (probes/command.cpp): spec.command in where.client's namespace.
+ProbeResult run_command(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 
 }  // namespace wanlab::probes

@@ -9,6 +9,7 @@
 #include "core/placeholders.h"
 #include "core/units.h"
 #include "probes/http.h"
+#include "probes/output_match.h"
 
 namespace wanlab::probes {
 namespace {
@@ -143,6 +144,15 @@ const std::vector<ProbeKind> kKinds{
          {"requests", Unit::count, true, "completed requests (any status)"},
          {"throughput", Unit::bits_per_second, true, "response bytes (headers and body) received"},
      }},
+    {"command",
+     "your own command, timed per repeat on the client host; more metrics from its output",
+     common({
+         {"timeout", OptionType::duration, "\"10min\"", "a repeat still running after this is killed: its error",
+          kOneMs},
+     }),
+     {
+         {"wall_time", Unit::seconds, false, "from the start of the command to its exit"},
+     }},
 };
 
 bool valid_name(const std::string& s) {
@@ -202,6 +212,73 @@ std::int64_t int_of(const ProbeSpec& spec, const char* option) {
     return v ? *v : 0;
 }
 
+// One of a command probe's `metrics`.
+std::optional<OutputMetric> parse_output_metric(const Node& table, const ProbeSpec& spec, std::size_t i,
+                                                Diagnostics& diag) {
+    Reader r(table, fmt::format("probe `{}` metrics #{}", spec.name, i + 1), diag);
+    OutputMetric m;
+    bool ok = true;
+    auto fail = [&](const Location& at, const std::string& why) {
+        diag.error(at, why);
+        ok = false;
+    };
+    auto name = r.string("name");
+    if (!name || !valid_name(*name) || *name == "wall_time")
+        fail(r.has("name") ? r.value_at("name") : table.value_at,
+             "a metric needs a `name`: 1-64 letters, digits, `-` or `_`, not wall_time (wanlab's own)");
+    else if (std::any_of(spec.outputs.begin(), spec.outputs.end(), [&](const auto& o) { return o.name == *name; }))
+        fail(r.value_at("name"), fmt::format("two metrics of probe `{}` are named `{}`", spec.name, *name));
+    else
+        m.name = *name;
+    auto regex = r.string("regex");
+    auto pointer = r.string("json");
+    if (auto stream = r.choice("stream", {"stdout", "stderr"})) m.stream = *stream;
+    if (regex.has_value() == pointer.has_value())
+        fail(table.value_at, "a metric needs exactly one of `regex` (with a named group) or `json` (a JSON pointer)");
+    if (regex) {
+        try {
+            Pattern p(*regex);
+            auto groups = p.group_names();
+            if (std::find(groups.begin(), groups.end(), "value") != groups.end())
+                m.group = "value";
+            else if (groups.size() == 1)
+                m.group = groups.front();
+            else
+                fail(r.value_at("regex"), groups.empty() ? "the regex needs a named group for the number, such as "
+                                                           "\"time=(?<value>[0-9.]+)\""
+                                                         : "the regex has several named groups: name the number's "
+                                                           "`value`");
+            m.regex = *regex;
+        } catch (const InputError& e) {
+            fail(r.value_at("regex"), e.what());
+        }
+    }
+    if (pointer) {
+        std::string why;
+        if (!valid_json_pointer(*pointer, why))
+            fail(r.value_at("json"),
+                 fmt::format("`json` = \"{}\" is not a JSON pointer (\"/end/sum/seconds\"): {}", *pointer, why));
+        if (r.has("stream")) fail(r.key_at("stream"), "`stream` goes with `regex`; `json` reads stdout");
+        m.json_pointer = *pointer;
+    }
+    if (auto unit = r.string("unit")) {
+        m.unit_text = *unit;
+        if (!output_unit(*unit, m.unit, m.scale))
+            fail(r.value_at("unit"), fmt::format("`unit` = \"{}\" is not one of s, ms, us, ns, bit/s, kbit/s, Mbit/s, "
+                                                 "Gbit/s, bytes, KiB, MiB, GiB, 1/s, count, fraction, %",
+                                                 *unit));
+    } else {
+        fail(table.value_at, "a metric needs a `unit` (s, ms, bit/s, bytes, 1/s, count, %, ...)");
+    }
+    if (auto better = r.choice("better", {"higher", "lower"}))
+        m.higher_is_better = *better == "higher";
+    else if (!r.has("better"))
+        fail(table.value_at, "a metric needs `better` = \"higher\" or \"lower\": what min_gain counts as a gain");
+    r.finish();
+    if (!ok) return std::nullopt;
+    return m;
+}
+
 // The http kind's checks across and within options.
 void check_http(const ProbeSpec& spec, const Reader& r, Diagnostics& diag) {
     if (auto url = std::get_if<std::string>(&spec.options.at("url")); url && !url->empty()) {
@@ -226,6 +303,42 @@ void check_http(const ProbeSpec& spec, const Reader& r, Diagnostics& diag) {
         diag.error(r.value_at("response_size"), "`response_size` must be at most 64MiB");
 }
 
+// kind = "command": its argv and the metrics read from its output.
+void parse_command(ProbeSpec& spec, Reader& r, Diagnostics& diag) {
+    const Node* cmd = r.raw("command");
+    const toml::array* arr = cmd && cmd->kind == Node::Kind::value ? cmd->value->as_array() : nullptr;
+    if (!cmd) {
+        diag.error(spec.at, fmt::format("probe `{}` of kind \"command\" needs `command`: its argv, such as "
+                                        "[\"curl\", \"-so\", \"/dev/null\", \"http://{{server}}:8080/\"]",
+                                        spec.name));
+    } else if (!arr || arr->empty() || !arr->is_homogeneous(toml::node_type::string)) {
+        diag.error(cmd->value_at, "`command` must be a non-empty array of strings (argv, never a shell string)");
+    } else {
+        for (std::size_t i = 0; i < arr->size(); ++i) {
+            std::string word = *(*arr)[i].value_exact<std::string>();
+            std::size_t at = 0;
+            if (i == 0 && (word.empty() || !text::placeholders(word).empty()))
+                diag.error(config::element(*cmd, 0).value_at,
+                           "the program of `command` is a name or a path, "
+                           "without placeholders");
+            else if (auto why = text::unknown_placeholder(word, kUrlPlaceholders, at); !why.empty())
+                diag.error(config::element(*cmd, i).value_at, fmt::format("`command` element {}: {}", i + 1, why));
+            spec.command.push_back(std::move(word));
+        }
+    }
+    const Node* metrics = r.raw("metrics");
+    if (!metrics) return;
+    if (metrics->kind != Node::Kind::table_array) {
+        diag.error(metrics->value_at,
+                   "`metrics` must be an array of tables, such as "
+                   "[{ name = \"ttfb\", regex = \"ttfb=(?<value>[0-9.]+)\", unit = \"s\", "
+                   "better = \"lower\" }]");
+        return;
+    }
+    for (std::size_t i = 0; i < metrics->items.size(); ++i)
+        if (auto m = parse_output_metric(metrics->items[i], spec, i, diag)) spec.outputs.push_back(std::move(*m));
+}
+
 }  // namespace
 
 const std::vector<ProbeKind>& probe_kinds() { return kKinds; }
@@ -240,6 +353,48 @@ const MetricSpec* find_metric(const ProbeKind& kind, std::string_view metric) {
     for (const auto& m : kind.metrics)
         if (metric == m.name) return &m;
     return nullptr;
+}
+
+bool output_unit(std::string_view word, Unit& unit, double& scale) {
+    struct Word {
+        const char* word;
+        Unit unit;
+        double scale;
+    };
+    static const Word kWords[] = {
+        {"s", Unit::seconds, 1},
+        {"ms", Unit::seconds, 1e-3},
+        {"us", Unit::seconds, 1e-6},
+        {"ns", Unit::seconds, 1e-9},
+        {"bit/s", Unit::bits_per_second, 1},
+        {"kbit/s", Unit::bits_per_second, 1e3},
+        {"Mbit/s", Unit::bits_per_second, 1e6},
+        {"Gbit/s", Unit::bits_per_second, 1e9},
+        {"bytes", Unit::bytes, 1},
+        {"KiB", Unit::bytes, 1024},
+        {"MiB", Unit::bytes, 1048576},
+        {"GiB", Unit::bytes, 1073741824},
+        {"1/s", Unit::per_second, 1},
+        {"count", Unit::count, 1},
+        {"fraction", Unit::fraction, 1},
+        {"%", Unit::fraction, 0.01},
+    };
+    for (const auto& w : kWords)
+        if (word == w.word) {
+            unit = w.unit;
+            scale = w.scale;
+            return true;
+        }
+    return false;
+}
+
+bool unit_of_name(std::string_view name, Unit& unit) {
+    for (Unit u : {Unit::bits_per_second, Unit::seconds, Unit::fraction, Unit::count, Unit::per_second, Unit::bytes})
+        if (name == unit_name(u)) {
+            unit = u;
+            return true;
+        }
+    return false;
 }
 
 const char* unit_name(Unit u) {
@@ -264,7 +419,7 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
     auto kind_name = head.choice("kind", kinds);
     if (!head.has("kind"))
         diag.error(table.value_at,
-                   fmt::format("[[probe]] #{} needs `kind`: one of throughput, rtt, rr, http", index + 1));
+                   fmt::format("[[probe]] #{} needs `kind`: one of throughput, rtt, rr, http, command", index + 1));
     auto name = head.string("name");
     if (name && !valid_name(*name))
         diag.error(head.value_at("name"),
@@ -283,6 +438,7 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
     if (auto d = std::get_if<std::int64_t>(&spec.options["duration"]); d && *d <= 0)
         diag.error(r.value_at("duration"), "`duration` must be above zero");
     if (spec.kind == "http") check_http(spec, r, diag);
+    if (spec.kind == "command") parse_command(spec, r, diag);
     r.finish();
     return spec;
 }

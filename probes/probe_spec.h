@@ -57,14 +57,37 @@ const MetricSpec* find_metric(const ProbeKind& kind, std::string_view metric);
 /// A resolved option value in base units.
 using OptionValue = std::variant<std::int64_t, double, bool, std::string>;
 
+/// A metric a command probe reads from what its command printed: the named group of a
+/// regex, or a JSON pointer into its stdout, times `scale` into base units.
+struct OutputMetric {
+    std::string name;
+    std::string regex;              ///< PCRE2; the group named `value`, or its only named group
+    std::string group;              ///< that group's name
+    std::string json_pointer;       ///< or this, into stdout parsed as JSON ("/end/sum/bits_per_second")
+    std::string stream = "stdout";  ///< stdout or stderr (a regex only)
+    Unit unit = Unit::count;
+    double scale = 1;  ///< "ms" -> 1e-3 (to seconds), "Mbit/s" -> 1e6, "%" -> 0.01
+    bool higher_is_better = false;
+    std::string unit_text;  ///< as written ("ms"), for messages
+};
+
 struct ProbeSpec {
     std::string name;  ///< unique in the experiment; defaults to the kind
     std::string kind;
     /// Every option of the kind, defaults filled in. Durations are int64 nanoseconds, sizes
     /// bytes, rates bit/s (all std::int64_t); percents double fractions.
     std::map<std::string, OptionValue> options;
-    Location at;  ///< the [[probe]] header
+    std::vector<std::string> command;   ///< kind "command": its argv ({server}, {client} filled at run time)
+    std::vector<OutputMetric> outputs;  ///< kind "command": metrics read from its output
+    Location at;                        ///< the [[probe]] header
 };
+
+/// The unit words a command probe's metric may give: "s", "ms", "us", "ns", "bit/s",
+/// "kbit/s", "Mbit/s", "Gbit/s", "bytes", "KiB", "MiB", "GiB", "1/s", "count", "fraction", "%".
+/// Sets the unit and the scale to base units; false for a word it does not know.
+bool output_unit(std::string_view word, Unit& unit, double& scale);
+/// unit_name()'s inverse; false for a name it did not make.
+bool unit_of_name(std::string_view name, Unit& unit);
 
 /// Reads one [[probe]] table. `default_duration` fills "@run.duration" defaults.
 ProbeSpec parse_probe(const config::Node& table, std::size_t index, std::chrono::nanoseconds default_duration,

@@ -60,7 +60,8 @@ struct Context {
     lab::AssertSpec spec;  // probe resolved
     const probes::MetricSpec* metric = nullptr;
     std::string baseline;
-    std::string no_probe;  // why the probe cannot have data, "" when it can
+    std::string no_probe;                             // why the probe cannot have data, "" when it can
+    std::shared_ptr<const detail::OwnMetrics> owner;  // where `metric` lives, for a command probe's own
 };
 
 AssertOutcome outcome(const Context& ctx, const std::string& check, const std::string& variant,
@@ -118,11 +119,12 @@ AssertOutcome gain(const Context& ctx, const std::string& variant, const std::st
 }
 
 Context context_of(const results::RunData& data, const lab::AssertSpec& spec) {
-    Context ctx{&data, spec, nullptr, detail::baseline_of(data), ""};
+    Context ctx{&data, spec, nullptr, detail::baseline_of(data), "", nullptr};
     auto probes = detail::probes_of(data);
     if (const auto* p = detail::find_probe(probes, spec.probe, spec.metric)) {
         ctx.spec.probe = p->name;
-        ctx.metric = detail::metric_spec(p->kind, spec.metric);
+        ctx.metric = detail::metric_spec(*p, spec.metric);
+        ctx.owner = p->own;
     } else if (spec.probe.empty()) {
         ctx.no_probe = fmt::format("no probe in this run reports {}", spec.metric);
     } else {

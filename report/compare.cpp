@@ -29,6 +29,7 @@ struct Side {
 struct Line {
     std::string trial_id, variant, point, probe, metric;
     const probes::MetricSpec* spec = nullptr;
+    std::shared_ptr<const detail::OwnMetrics> owner;  // where `spec` lives, for a command probe's own
     std::optional<Side> a, b;
     Difference diff;
 
@@ -44,7 +45,7 @@ std::vector<Line> match(const results::RunData& a, const results::RunData& b) {
         auto probes = detail::probes_of(*run);
         for (const auto& t : run->trials)
             for (const auto& p : probes)
-                for (const auto& metric : detail::headline_metrics(p.kind)) {
+                for (const auto& metric : detail::headline_metrics(p)) {
                     Side side;
                     side.trial = &t;
                     side.values = detail::values_of(*run, t.index, p.name, metric);
@@ -56,7 +57,8 @@ std::vector<Line> match(const results::RunData& a, const results::RunData& b) {
                         it = index.emplace(key, lines.size()).first;
                         Line l;
                         l.trial_id = t.id, l.variant = t.variant, l.point = detail::point_label(t);
-                        l.probe = p.name, l.metric = metric, l.spec = detail::metric_spec(p.kind, metric);
+                        l.probe = p.name, l.metric = metric, l.spec = detail::metric_spec(p, metric);
+                        l.owner = p.own;
                         lines.push_back(l);
                     }
                     (run == &a ? lines[it->second].a : lines[it->second].b) = side;

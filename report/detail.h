@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstddef>
+#include <deque>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,18 +82,27 @@ std::vector<std::string> variants_of(const results::RunData& data);
 const results::Trial* trial_at(const results::RunData& data, const std::string& point, const std::string& variant);
 bool has_sweep(const results::RunData& data);
 
+/// Metrics no kind declares (a command probe's, from its output), with stable storage for
+/// the MetricSpecs' names.
+struct OwnMetrics {
+    std::deque<std::string> names;
+    std::vector<probes::MetricSpec> specs;
+};
+
 struct ProbeRef {
     std::string name;
     std::string kind;
+    std::shared_ptr<const OwnMetrics> own;  ///< from the notes of its measurements; may be null
 };
 /// Probes in the order they first appear in the measurements.
 std::vector<ProbeRef> probes_of(const results::RunData& data);
 /// The probe named `name`, or when `name` is empty the first whose kind reports `metric`.
 const ProbeRef* find_probe(const std::vector<ProbeRef>& probes, const std::string& name, const std::string& metric);
 /// The metric's unit and direction, nullptr if the kind does not report it.
-const probes::MetricSpec* metric_spec(const std::string& kind, const std::string& metric);
-/// The metrics a report shows by default for a kind, those the kind declares.
-std::vector<std::string> headline_metrics(const std::string& kind);
+const probes::MetricSpec* metric_spec(const ProbeRef& probe, const std::string& metric);
+/// The metrics a report shows by default for a probe: its kind's headline ones, and a
+/// command probe's own metrics after its wall time.
+std::vector<std::string> headline_metrics(const ProbeRef& probe);
 
 /// One finite value per repeat of `probe` in trial `trial_index` (NaN values left out).
 std::vector<double> values_of(const results::RunData& data, std::size_t trial_index, const std::string& probe,

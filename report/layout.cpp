@@ -24,7 +24,27 @@ const std::vector<Headline> kHeadlines{
     {"rtt", {"rtt_avg", "loss"}},
     {"rr", {"transactions_per_second", "latency_p50", "latency_p99"}},
     {"http", {"requests_per_second", "latency_p50", "latency_p99"}},
+    {"command", {"wall_time"}},
 };
+
+// A command probe's own metrics, as the notes of its measurements declare them.
+std::shared_ptr<const OwnMetrics> own_metrics(const results::RunData& data, const std::string& probe) {
+    auto own = std::make_shared<OwnMetrics>();
+    for (const auto& m : data.measurements) {
+        if (m.probe != probe) continue;
+        for (const auto& note : m.notes) {
+            auto noted = probes::parse_output_note(note);
+            if (!noted || std::any_of(own->names.begin(), own->names.end(),
+                                      [&](const std::string& n) { return n == noted->name; }))
+                continue;
+            own->names.push_back(noted->name);
+            own->specs.push_back(
+                {own->names.back().c_str(), noted->unit, noted->higher_is_better, "read from the command's output"});
+        }
+    }
+    if (own->specs.empty()) return nullptr;
+    return own;
+}
 
 }  // namespace
 
@@ -68,7 +88,8 @@ std::vector<ProbeRef> probes_of(const results::RunData& data) {
     std::vector<ProbeRef> probes;
     for (const auto& m : data.measurements) {
         auto same = [&m](const ProbeRef& p) { return p.name == m.probe; };
-        if (std::none_of(probes.begin(), probes.end(), same)) probes.push_back(ProbeRef{m.probe, m.kind});
+        if (std::none_of(probes.begin(), probes.end(), same))
+            probes.push_back(ProbeRef{m.probe, m.kind, m.kind == "command" ? own_metrics(data, m.probe) : nullptr});
     }
     return probes;
 }
@@ -76,22 +97,27 @@ std::vector<ProbeRef> probes_of(const results::RunData& data) {
 const ProbeRef* find_probe(const std::vector<ProbeRef>& probes, const std::string& name, const std::string& metric) {
     for (const auto& p : probes) {
         if (!name.empty() && p.name == name) return &p;
-        if (name.empty() && metric_spec(p.kind, metric)) return &p;
+        if (name.empty() && metric_spec(p, metric)) return &p;
     }
     return nullptr;
 }
 
-const probes::MetricSpec* metric_spec(const std::string& kind, const std::string& metric) {
-    const auto* k = probes::find_kind(kind);
+const probes::MetricSpec* metric_spec(const ProbeRef& probe, const std::string& metric) {
+    if (probe.own)
+        for (const auto& s : probe.own->specs)
+            if (metric == s.name) return &s;
+    const auto* k = probes::find_kind(probe.kind);
     return k ? probes::describe_metric(*k, metric) : nullptr;
 }
 
-std::vector<std::string> headline_metrics(const std::string& kind) {
+std::vector<std::string> headline_metrics(const ProbeRef& probe) {
     std::vector<std::string> out;
     for (const auto& h : kHeadlines)
-        if (kind == h.kind)
+        if (probe.kind == h.kind)
             for (const char* m : h.metrics)
-                if (metric_spec(kind, m)) out.emplace_back(m);
+                if (metric_spec(probe, m)) out.emplace_back(m);
+    if (probe.own)
+        for (const auto& s : probe.own->specs) out.emplace_back(s.name);
     return out;
 }
 

@@ -76,11 +76,11 @@ std::pair<std::string, std::string> split_metric(const std::string& name) {
 }
 
 std::vector<std::string> metrics_for(const ProbeRef& p, const std::vector<std::string>& wanted) {
-    if (wanted.empty()) return detail::headline_metrics(p.kind);
+    if (wanted.empty()) return detail::headline_metrics(p);
     std::vector<std::string> out;
     for (const auto& w : wanted) {
         auto [probe, metric] = split_metric(w);
-        if ((probe.empty() || probe == p.name) && detail::metric_spec(p.kind, metric) &&
+        if ((probe.empty() || probe == p.name) && detail::metric_spec(p, metric) &&
             std::find(out.begin(), out.end(), metric) == out.end())
             out.push_back(metric);
     }
@@ -94,7 +94,7 @@ Cell make_cell(const results::RunData& data, const std::string& point, const std
     c.variant = variant;
     c.probe = p;
     c.metric = metric;
-    c.spec = detail::metric_spec(p.kind, metric);
+    c.spec = detail::metric_spec(p, metric);
     c.trial = detail::trial_at(data, point, variant);
     if (c.trial) c.values = detail::values_of(data, c.trial->index, p.name, metric);
     c.summary = summarize(c.values);
@@ -142,15 +142,15 @@ std::optional<std::pair<ProbeRef, std::string>> pivot_metric(const std::vector<P
     if (!options.pivot.empty()) {
         auto [probe, metric] = split_metric(options.pivot);
         for (const auto& p : probes)
-            if ((probe.empty() || p.name == probe) && detail::metric_spec(p.kind, metric)) return Choice{p, metric};
+            if ((probe.empty() || p.name == probe) && detail::metric_spec(p, metric)) return Choice{p, metric};
         notes.push_back(fmt::format("pivot {}: no probe in this run reports it", options.pivot));
         return std::nullopt;
     }
     for (const auto& a : asserts)
-        if (const auto* p = detail::find_probe(probes, a.probe, a.metric); p && detail::metric_spec(p->kind, a.metric))
+        if (const auto* p = detail::find_probe(probes, a.probe, a.metric); p && detail::metric_spec(*p, a.metric))
             return Choice{*p, a.metric};
     for (const auto& p : probes)
-        if (auto h = detail::headline_metrics(p.kind); !h.empty()) return Choice{p, h.front()};
+        if (auto h = detail::headline_metrics(p); !h.empty()) return Choice{p, h.front()};
     return std::nullopt;
 }
 
@@ -165,7 +165,7 @@ void build_pivot(Model& m, const std::vector<ProbeRef>& probes, const std::vecto
     Pivot pv;
     pv.probe = choice->first;
     pv.metric = choice->second;
-    pv.spec = detail::metric_spec(pv.probe.kind, pv.metric);
+    pv.spec = detail::metric_spec(pv.probe, pv.metric);
     pv.row_key = m.sweep_keys.at(0);
     pv.column_key = m.sweep_keys.size() > 1 ? m.sweep_keys[1] : "variant";
     auto add_unique = [](std::vector<std::string>& list, const std::string& s) {

@@ -51,7 +51,9 @@ double probe_seconds(const probes::ProbeSpec& p) {
     return s;
 }
 
-bool warms_up(const probes::ProbeSpec& p) { return p.kind != "rtt"; }
+// rtt probes carry no state to warm; a command's warm-up is the user's (a command has no
+// duration to shorten).
+bool warms_up(const probes::ProbeSpec& p) { return p.kind != "rtt" && p.kind != "command"; }
 
 // Whether the trial gets an emulation check: it has link conditions, on a testbed where the
 // configured RTT and rate can be compared with a measurement.
@@ -107,10 +109,12 @@ std::filesystem::path trial_dir(const std::filesystem::path& files_dir, const st
 
 std::pair<probes::ProbeSpec, probes::Endpoints> in_lab(const probes::ProbeSpec& spec, probes::Endpoints where) {
     probes::ProbeSpec out = spec;
+    std::map<std::string, std::string> addresses{{"server", where.server.address}, {"client", where.client.address}};
     if (auto url = out.options.find("url"); url != out.options.end()) {
         auto& text = std::get<std::string>(url->second);
-        text = text::expand(text, {{"server", where.server.address}, {"client", where.client.address}}, "url");
+        text = text::expand(text, addresses, "url");
     }
+    for (auto& word : out.command) word = text::expand(word, addresses, "command");
     if (auto port = out.options.find("server_port"); port != out.options.end()) {
         if (auto p = std::get<std::int64_t>(port->second); p > 0) {
             where.server.remote = true;  // a [[service]] listens there

@@ -146,3 +146,41 @@ TEST_CASE("report junit of an interrupted run carries an error, so CI does not p
     CHECK_THAT(xml, Contains("tests=\"3\" failures=\"0\" errors=\"1\""));
     CHECK_THAT(xml, Contains("<error message=\"run 20261130T041209-ab12 is interrupted: partial results: SIGINT\""));
 }
+
+TEST_CASE("report shows a command probe's own metrics with the unit and direction its notes declare", "[report]") {
+    // Two variants of a command probe whose `ttfb` metric (seconds, lower is better) came
+    // from its output: the notes say so, and that is all the report knows of it.
+    results::RunData d = testing::buffer_sweep();
+    d.trials.resize(2);
+    d.trials[0].sweep.clear();
+    d.trials[1].sweep.clear();
+    d.measurements.clear();
+    for (std::size_t t = 1; t <= 2; ++t)
+        for (unsigned r = 1; r <= 3; ++r) {
+            results::Measurement m;
+            m.trial = t;
+            m.probe = "fetch";
+            m.kind = "command";
+            m.tool = "command";
+            m.repeat = r;
+            m.metrics = {{"wall_time", t == 1 ? 0.9 : 0.3}, {"ttfb", (t == 1 ? 0.080 : 0.020) + 0.001 * r}};
+            m.notes = {"metric: ttfb: s, lower is better; from stdout regex \"ttfb=(?<value>[0-9.]+)\" (ms)",
+                       "command: /usr/bin/curl -s http://198.18.0.6/"};
+            d.measurements.push_back(m);
+        }
+    lab::AssertSpec a;
+    a.probe = "fetch";
+    a.metric = "ttfb";
+    a.variant = "large-buffers";
+    a.min_gain = 0.7;  // at most 30% of the baseline's
+    auto out = evaluate(d, {a});
+    REQUIRE(out.size() == 1);
+    INFO(out[0].message);
+    CHECK(out[0].passed);
+    CHECK(out[0].measured == Approx(1 - 0.022 / 0.082));
+    CHECK_THAT(out[0].message, Contains("default-buffers 82.00 ms -> 22.00 ms"));
+    ReportOptions ro;
+    auto text = render(d, {a}, ro);
+    INFO(text);
+    CHECK_THAT(text, Contains("fetch.wall_time") && Contains("fetch.ttfb") && Contains("82.00 ms"));
+}

@@ -220,3 +220,46 @@ ready = { port = 5299 }
     CHECK(sh("pgrep -f '^iperf3 -s -B 198.18.0.6 -p 5299'").empty());
     CHECK(capture() == before);
 }
+
+TEST_CASE("a command probe times your own client against your own service and asserts on its output", "[root]") {
+    if (skip_unless_root()) return;
+    ServiceExperiment exp(R"(
+[[service]]
+name = "iperf3"
+command = ["iperf3", "-s", "-B", "{server}", "-p", "5301"]
+ready = { port = 5301 }
+[[probe]]
+name = "client"
+kind = "command"
+command = ["iperf3", "-c", "{server}", "-p", "5301", "-t", "1", "-J"]
+metrics = [{ name = "received", json = "/end/sum_received/bits_per_second", unit = "bit/s", better = "higher" }]
+[[probe]]
+name = "ping"
+kind = "command"
+command = ["ping", "-c", "5", "-i", "0.2", "{server}"]
+metrics = [{ name = "avg", regex = "= [0-9.]+/(?<value>[0-9.]+)/", unit = "ms", better = "lower" }]
+[[assert]]
+probe = "client"
+metric = "received"
+at_least = "100mbit"
+[[assert]]
+probe = "ping"
+metric = "avg"
+at_most = "5ms"
+)");
+    Cleanup cleanup("svc-cmd");
+    auto before = capture();
+    int status = 0;
+    auto out = exp.run("svc-cmd", &status);
+    INFO(out);
+    CHECK(status == 0);  // both asserts held
+    auto db = (exp.dir / "out" / "results.db").string();
+    auto q = [&](const std::string& sql) { return sh(fmt::format("sqlite3 {} \"{}\"", db, sql)); };
+    // 2 repeats each: iperf3's own JSON says what it received; ping's avg is read in ms and
+    // kept in seconds (a bare veth: well under 5 ms).
+    CHECK(q("SELECT count(*), min(value) > 1e8 FROM metrics WHERE name = 'received'") == "2|1\n");
+    CHECK(q("SELECT count(*), min(value) > 0, max(value) < 0.005 FROM metrics WHERE name = 'avg'") == "2|1|1\n");
+    CHECK(q("SELECT count(*), min(value) > 0 FROM metrics WHERE name = 'wall_time'") == "4|1\n");
+    CHECK_THAT(out, Catch::Contains("client.received") && Catch::Contains("ping.avg"));
+    CHECK(capture() == before);
+}
