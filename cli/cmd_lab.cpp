@@ -75,6 +75,8 @@ int lab_up(const UpOptions& o) {
         signals.check();
     };
     lab::LabSession session(trial, options, proc);
+    if (auto started = start_services_for(session, trial, "lab", [&] { signals.check(); }); !started.empty())
+        say("wanlab lab up: " + started);
     say(
         fmt::format("wanlab lab up: run {} is up (trial {} of {}, journal {})\n{}\n"
                     "  Ctrl-C, or `wanlab lab down {}`, gives everything back.",

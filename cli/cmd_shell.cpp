@@ -11,7 +11,6 @@
 // of its group is killed and the terminal is handed back to wanlab, then the lab comes down.
 #include <poll.h>
 #include <sched.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -184,17 +183,9 @@ int shell(const ShellOptions& o) {
     options.log = [](const std::string& s) { note(s); };
     options.progress = [&](const std::string&) { signals.check(); };
     lab::LabSession session(trial, options, proc);
-    if (!trial.services.empty()) {
-        // The trial's own servers run while you work; their folder (logs, rendered files) stays.
-        char t[] = "/tmp/wanlab-shell-XXXXXX";
-        if (!::mkdtemp(t)) sys::fail_errno("creating a folder for the trial's services under /tmp");
-        ::chmod(t, 0755);
-        session.start_services(trial, t, [&] { signals.check(); });
-        std::string names;
-        for (const auto& s : trial.services)
-            names += fmt::format("{}{} on {}", names.empty() ? "" : ", ", s.name, s.host);
-        note(fmt::format("services running: {}; their output and files: {}", names, t));
-    }
+    // The trial's own servers run while you work; their folder (logs, rendered files) stays.
+    if (auto started = start_services_for(session, trial, "shell", [&] { signals.check(); }); !started.empty())
+        note(started);
     auto where = session.testbed().endpoints();
     place(launch, trial, where, options.run);
     note(fmt::format(

@@ -1,5 +1,7 @@
 #include "cli/load.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -34,6 +36,18 @@ lab::Experiment load_or_throw(const std::string& path, const std::vector<std::st
             fmt::format("{} has {} error{}", path, diag.error_count(), diag.error_count() == 1 ? "" : "s"));
     }
     return *exp;
+}
+
+std::string start_services_for(lab::LabSession& session, const lab::Trial& trial, const std::string& command,
+                               const std::function<void()>& tick) {
+    if (trial.services.empty()) return "";
+    std::string dir = fmt::format("/tmp/wanlab-{}-XXXXXX", command);
+    if (!::mkdtemp(dir.data())) sys::fail_errno("creating a folder for the trial's services under /tmp");
+    ::chmod(dir.c_str(), 0755);  // mkdtemp's 0700 would keep a service's unprivileged workers out
+    session.start_services(trial, dir, tick);
+    std::string names;
+    for (const auto& s : trial.services) names += fmt::format("{}{} on {}", names.empty() ? "" : ", ", s.name, s.host);
+    return fmt::format("services running: {}; their output and files: {}", names, dir);
 }
 
 void refuse_missing_qdiscs(const lab::Experiment& exp, const std::string& file, const std::string& command) {

@@ -2,10 +2,12 @@
 // diagnostic to stderr. Throws InputError (exit 2) when the file cannot be read or has errors.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "experiment/experiment.h"
+#include "lab/session.h"
 
 namespace wanlab::cli {
 
@@ -17,6 +19,12 @@ lab::Experiment load_or_throw(const std::string& path, const std::vector<std::st
 /// conditions need, with the fix and, for a namespace lab, the micro-VM command line:
 /// `wanlab vm run -- wanlab COMMAND FILE`.
 void refuse_missing_qdiscs(const lab::Experiment& exp, const std::string& file, const std::string& command);
+
+/// `wanlab shell` and `lab up`: starts `trial`'s [[service]]s in `session`, working in a
+/// fresh /tmp/wanlab-COMMAND-XXXXXX (kept afterwards, for their logs); returns the line to
+/// print ("" when the trial has none). Throws services::ServiceFailure.
+std::string start_services_for(lab::LabSession& session, const lab::Trial& trial, const std::string& command,
+                               const std::function<void()>& tick);
 
 /// A command-line flag's value as a TOML value, for commands that turn flags into the
 /// table an experiment file would hold (link apply, probe): integers and booleans as they

@@ -156,10 +156,15 @@ std::string sweep_value(const Trial* t, const std::string& path) {
     return "";
 }
 
-std::string unit_of(const std::string& kind, const std::string& metric) {
-    const probes::ProbeKind* k = probes::find_kind(kind);
-    const probes::MetricSpec* m = k != nullptr ? probes::describe_metric(*k, metric) : nullptr;
-    return m != nullptr ? probes::unit_name(m->unit) : "";
+// The kind's table, or for a command probe's own metric the unit its note declares.
+std::string unit_of(const Measurement& m, const std::string& metric) {
+    const probes::ProbeKind* k = probes::find_kind(m.kind);
+    if (const probes::MetricSpec* spec = k != nullptr ? probes::describe_metric(*k, metric) : nullptr)
+        return probes::unit_name(spec->unit);
+    for (const auto& note : m.notes)
+        if (auto noted = probes::parse_output_note(note); noted && noted->name == metric)
+            return probes::unit_name(noted->unit);
+    return "";
 }
 
 /// The shortest text that reads back as the same double (fmt's default); NaN empty.
@@ -178,8 +183,8 @@ void append_measurement(std::string& out, const RunData& data, const std::vector
     for (const auto& [metric, value] : m.metrics) {
         std::vector<std::string> row = {data.run.id, std::to_string(m.trial), t ? t->id : "", t ? t->variant : ""};
         for (const auto& path : sweep) row.push_back(sweep_value(t, path));
-        row.insert(row.end(), {m.probe, m.kind, m.tool, std::to_string(m.repeat), metric, csv_value(value),
-                               unit_of(m.kind, metric)});
+        row.insert(row.end(),
+                   {m.probe, m.kind, m.tool, std::to_string(m.repeat), metric, csv_value(value), unit_of(m, metric)});
         append_row(out, row);
     }
 }

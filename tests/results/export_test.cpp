@@ -100,3 +100,16 @@ TEST_CASE("csv fills sweep columns a trial lacks with empty fields", "[results]"
           "20261130-041209-bulk,2,\"t2-big, \"\"buffers\"\"\",\"big, \"\"buffers\"\"\",,10mbit,4,"
           "bulk,throughput,builtin,1,throughput,10000000,bit/s");
 }
+
+TEST_CASE("csv gives a command probe's own metric the unit its note declares", "[results]") {
+    RunData d = sample_run();
+    d.measurements.resize(1);
+    auto& m = d.measurements.front();
+    m.kind = "command";
+    m.metrics = {{"ttfb", 0.02}, {"wall_time", 0.5}};
+    m.notes = {"metric: ttfb: s, lower is better; from stdout regex \"ttfb=(?<value>[0-9.]+)\" (ms)"};
+    auto lines = lines_of(to_csv(d));
+    REQUIRE(lines.size() == 3);
+    CHECK_THAT(lines[1], Catch::EndsWith(",ttfb,0.02,s"));
+    CHECK_THAT(lines[2], Catch::EndsWith(",wall_time,0.5,s"));
+}

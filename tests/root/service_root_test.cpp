@@ -76,7 +76,7 @@ duration = "1s"
     INFO(rate);
     CHECK(std::count(rate.begin(), rate.end(), '\n') == 2);
     CHECK(std::stod(rate) > 1e6);
-    CHECK(sh("pgrep -f '^iperf3 -s -B 198.18.0.6'").empty());  // stopped with its trial
+    CHECK(sh("pgrep -f '[i]perf3 -s -B 198.18.0.6 -p 5201'").empty());  // stopped with its trial
     CHECK(capture() == before);
 }
 
@@ -217,7 +217,7 @@ ready = { port = 5299 }
     INFO(out);
     CHECK(status == 0);  // grep found iperf3's numbers: the service answered
     CHECK_THAT(out, Catch::Contains("services running: echo on server"));
-    CHECK(sh("pgrep -f '^iperf3 -s -B 198.18.0.6 -p 5299'").empty());
+    CHECK(sh("pgrep -f '[i]perf3 -s -B 198.18.0.6 -p 5299'").empty());
     CHECK(capture() == before);
 }
 
@@ -261,5 +261,28 @@ at_most = "5ms"
     CHECK(q("SELECT count(*), min(value) > 0, max(value) < 0.005 FROM metrics WHERE name = 'avg'") == "2|1|1\n");
     CHECK(q("SELECT count(*), min(value) > 0 FROM metrics WHERE name = 'wall_time'") == "4|1\n");
     CHECK_THAT(out, Catch::Contains("client.received") && Catch::Contains("ping.avg"));
+    CHECK(capture() == before);
+}
+
+TEST_CASE("wanlab lab up runs the trial's services until the lab comes down", "[root]") {
+    if (skip_unless_root()) return;
+    ServiceExperiment exp(R"(
+[[service]]
+name = "echo"
+command = ["iperf3", "-s", "-B", "{server}", "-p", "5399"]
+ready = { port = 5399 }
+)");
+    Cleanup cleanup("svc-up");
+    auto before = capture();
+    {
+        Wanlab up({"lab", "up", exp.path.string(), "--run", "svc-up"});
+        REQUIRE(up.wait_for_line("  Ctrl-C, or `wanlab lab down svc-up`, gives everything back."));
+        INFO(up.seen());
+        CHECK_THAT(up.seen(), Catch::Contains("wanlab lab up: services running: echo on server"));
+        CHECK_FALSE(sh("pgrep -f '[i]perf3 -s -B 198.18.0.6 -p 5399'").empty());
+        up.signal(SIGTERM);
+        CHECK(up.wait() == 0);
+    }
+    CHECK(sh("pgrep -f '[i]perf3 -s -B 198.18.0.6 -p 5399'").empty());
     CHECK(capture() == before);
 }
