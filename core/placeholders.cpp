@@ -47,6 +47,10 @@ void walk(std::string_view text, Literal literal, Named named) {
 
 }  // namespace
 
+bool valid_placeholder_name(std::string_view name) {
+    return !name.empty() && name_start(name.front()) && std::all_of(name.begin(), name.end(), name_char);
+}
+
 std::vector<Placeholder> placeholders(std::string_view text) {
     std::vector<Placeholder> found;
     walk(

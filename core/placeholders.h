@@ -17,6 +17,9 @@
 
 namespace wanlab::text {
 
+/// Whether `name` can be a placeholder's NAME: a letter or `_`, then letters, digits or `_`.
+bool valid_placeholder_name(std::string_view name);
+
 /// One placeholder as written: its name and the byte offset of its `{`.
 struct Placeholder {
     std::string name;

@@ -1,5 +1,9 @@
 #include "core/text.h"
 
+#include <cctype>
+
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace wanlab::text {
@@ -45,6 +49,12 @@ std::string shell_join(const std::vector<std::string>& argv) {
     std::string out;
     for (const auto& a : argv) out += (out.empty() ? "" : " ") + shell_quote(a);
     return out;
+}
+
+bool valid_name(std::string_view name) {
+    return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+    });
 }
 
 std::string terminal_safe(std::string_view s) {

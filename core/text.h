@@ -14,6 +14,10 @@
 
 namespace wanlab::text {
 
+/// Whether `name` is a name the experiment format gives things (probes, variants,
+/// services): 1 to 64 letters, digits, `-` or `_`.
+bool valid_name(std::string_view name);
+
 /// `word` as one shell word: as it is when it holds only characters no shell treats
 /// specially (letters, digits, `-_.,:/=@%+`), else in single quotes with each `'` as `'\''`.
 std::string shell_quote(std::string_view word);

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "experiment/asserts.h"
 #include "experiment/document.h"
@@ -22,12 +23,6 @@ namespace {
 
 using config::Node;
 using config::Reader;
-
-bool valid_variant_name(const std::string& s) {
-    return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-    });
-}
 
 // Where the run happens is one place for all its trials: the mode, and in host mode the
 // interface, target filter and line rate. (A namespace lab's mtu, offloads and queue
@@ -88,7 +83,7 @@ std::vector<std::string> parse_variants(Node& doc, Diagnostics& diag) {
             continue;
         }
         if (!name) continue;
-        if (!valid_variant_name(*name)) {
+        if (!text::valid_name(*name)) {
             diag.error(r.value_at("name"),
                        fmt::format("variant name \"{}\" must be 1-64 letters, digits, `-` or `_`", *name));
             continue;

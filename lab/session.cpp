@@ -1,7 +1,5 @@
 #include "lab/session.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <random>
 
@@ -61,9 +59,7 @@ void check_programs(const std::vector<Trial>& trials) {
             for (const auto* argv : {&s.command, &s.ready.command}) {
                 if (argv->empty()) continue;
                 const std::string& program = argv->front();
-                bool found = program.find('/') != std::string::npos ? ::access(program.c_str(), X_OK) == 0
-                                                                    : !probes::search_path(program).empty();
-                if (!found)
+                if (probes::find_program(program).empty())
                     throw InputError(fmt::format(
                         "service `{}`: `{}` is not installed (not {}); install it or give its full path in `{}`; "
                         "nothing was changed",

@@ -58,7 +58,7 @@ ProbeResult run_command(const ProbeSpec& spec, const Endpoints& where, const Tic
     auto argv = spec.command;
     if (argv.empty()) throw InputError(fmt::format("probe `{}` has no command", spec.name));
     std::string program = argv[0];
-    argv[0] = program.find('/') == std::string::npos ? search_path(program) : program;
+    argv[0] = find_program(program);
     if (argv[0].empty())
         throw InputError(fmt::format("probe `{}`: `{}` is not installed (not on PATH, nor in /usr/sbin or /sbin)",
                                      spec.name, program));

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/placeholders.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "probes/http.h"
 #include "probes/output_match.h"
@@ -155,12 +156,6 @@ const std::vector<ProbeKind> kKinds{
      }},
 };
 
-bool valid_name(const std::string& s) {
-    return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-    });
-}
-
 std::optional<OptionValue> read_option(Reader& r, const OptionSpec& o) {
     switch (o.type) {
         case OptionType::duration:
@@ -223,7 +218,7 @@ std::optional<OutputMetric> parse_output_metric(const Node& table, const ProbeSp
         ok = false;
     };
     auto name = r.string("name");
-    if (!name || !valid_name(*name) || *name == "wall_time")
+    if (!name || !text::valid_name(*name) || *name == "wall_time")
         fail(r.has("name") ? r.value_at("name") : table.value_at,
              "a metric needs a `name`: 1-64 letters, digits, `-` or `_`, not wall_time (wanlab's own)");
     else if (std::any_of(spec.outputs.begin(), spec.outputs.end(), [&](const auto& o) { return o.name == *name; }))
@@ -421,13 +416,13 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
         diag.error(table.value_at,
                    fmt::format("[[probe]] #{} needs `kind`: one of throughput, rtt, rr, http, command", index + 1));
     auto name = head.string("name");
-    if (name && !valid_name(*name))
+    if (name && !text::valid_name(*name))
         diag.error(head.value_at("name"),
                    fmt::format("probe name \"{}\" must be 1-64 letters, digits, `-` or `_`", *name));
     const ProbeKind* kind = kind_name ? find_kind(*kind_name) : nullptr;
     if (!kind) return spec;  // options cannot be checked without a kind
     spec.kind = kind->name;
-    spec.name = name && valid_name(*name) ? *name : kind->name;
+    spec.name = name && text::valid_name(*name) ? *name : kind->name;
     Reader r(table, fmt::format("[[probe]] \"{}\" (kind {})", spec.name, spec.kind), diag);
     r.raw("kind");
     r.raw("name");

@@ -198,6 +198,11 @@ std::string search_path(const std::string& tool) {
     return bp::search_path(tool, dirs).string();
 }
 
+std::string find_program(const std::string& program) {
+    if (program.find('/') == std::string::npos) return search_path(program);
+    return ::access(program.c_str(), X_OK) == 0 ? program : std::string();
+}
+
 std::string find_tool(const std::string& tool, const std::string& debian_package) {
     auto found = search_path(tool);
     if (found.empty())

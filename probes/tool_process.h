@@ -26,6 +26,10 @@ namespace wanlab::probes {
 /// there and a non-root PATH lacks them); "" when it is in none of them.
 std::string search_path(const std::string& tool);
 
+/// A program as a user names it in argv[0]: a name is looked up by search_path(), a path
+/// (it has a `/`) is itself when it is an executable file; "" when neither finds it.
+std::string find_program(const std::string& program);
+
 /// search_path(), or throws "TOOL is not installed (on Debian: apt-get install PACKAGE)".
 std::string find_tool(const std::string& tool, const std::string& debian_package);
 

@@ -90,7 +90,7 @@ Service::Service(const ServiceSpec& spec, const Placement& where, std::map<std::
         for (const auto& f : spec_.files)
             write_file(dir / f.name, text::expand(f.text, values_, fmt::format("{} template {}", what, f.source)));
         auto argv = expand_argv(spec_.command, values_, what);
-        auto exe = argv[0].find('/') == std::string::npos ? probes::search_path(argv[0]) : argv[0];
+        auto exe = probes::find_program(argv[0]);
         if (exe.empty())
             throw ServiceFailure(
                 fmt::format("{}: `{}` is not installed (not on PATH, nor in /usr/sbin or /sbin); "
@@ -144,7 +144,7 @@ void Service::wait_ready(const probes::Tick& tick) {
     std::vector<std::string> command;
     if (r.kind == ReadyCheck::Kind::command) {
         command = expand_argv(r.command, values_, fmt::format("service `{}` ready.command", spec_.name));
-        auto exe = command[0].find('/') == std::string::npos ? probes::search_path(command[0]) : command[0];
+        auto exe = probes::find_program(command[0]);
         if (exe.empty())
             throw ServiceFailure(
                 fmt::format("service `{}`: the ready command `{}` is not installed", spec_.name, command[0]));

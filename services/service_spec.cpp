@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/placeholders.h"
 #include "core/sys.h"
+#include "core/text.h"
 
 namespace wanlab::services {
 namespace {
@@ -15,12 +16,6 @@ namespace {
 using config::Node;
 using config::Reader;
 using namespace std::chrono_literals;
-
-bool valid_name(const std::string& s) {
-    return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-    });
-}
 
 // A file name in the trial's folder: no path, nothing hidden, nothing a shell or a log
 // reader would misread.
@@ -134,10 +129,7 @@ std::map<std::string, std::string> parse_vars(const Node* table, const std::stri
     std::map<std::string, std::string> vars;
     if (!table) return vars;
     for (const auto& [name, value] : table->members) {
-        bool ok_name = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
-                       std::all_of(name.begin(), name.end(),
-                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-        if (!ok_name) {
+        if (!text::valid_placeholder_name(name)) {
             diag.error(value.key_at, fmt::format("{} var `{}`: a placeholder name is a letter or `_`, then letters, "
                                                  "digits or `_`",
                                                  section, name));
@@ -202,7 +194,7 @@ ServiceSpec parse_service(const Node& table, std::size_t index, const std::vecto
     std::string section = fmt::format("[[service]] #{}", index + 1);
     Reader r(table, section, diag);
     if (auto name = r.string("name")) {
-        if (valid_name(*name)) {
+        if (text::valid_name(*name)) {
             s.name = *name;
             section = fmt::format("[[service]] \"{}\"", s.name);
         } else {
