@@ -1,7 +1,5 @@
 #include "cli/load.h"
 
-#include <sys/stat.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -41,9 +39,7 @@ lab::Experiment load_or_throw(const std::string& path, const std::vector<std::st
 std::string start_services_for(lab::LabSession& session, const lab::Trial& trial, const std::string& command,
                                const std::function<void()>& tick) {
     if (trial.services.empty()) return "";
-    std::string dir = fmt::format("/tmp/wanlab-{}-XXXXXX", command);
-    if (!::mkdtemp(dir.data())) sys::fail_errno("creating a folder for the trial's services under /tmp");
-    ::chmod(dir.c_str(), 0755);  // mkdtemp's 0700 would keep a service's unprivileged workers out
+    auto dir = sys::make_service_dir("wanlab-" + command, "the trial's services");
     session.start_services(trial, dir, tick);
     std::string names;
     for (const auto& s : trial.services) names += fmt::format("{}{} on {}", names.empty() ? "" : ", ", s.name, s.host);

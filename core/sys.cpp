@@ -76,6 +76,13 @@ std::string netns_path(const std::string& name) {
     return fmt::format("{}/{}", kNetnsDir, name);
 }
 
+std::string make_service_dir(std::string_view prefix, std::string_view what) {
+    std::string dir = fmt::format("/tmp/{}-XXXXXX", prefix);
+    if (!::mkdtemp(dir.data())) fail_errno(fmt::format("creating a folder for {} under /tmp", what));
+    check_sys(::chmod(dir.c_str(), 0755), "opening " + dir + " to a service's workers");
+    return dir;
+}
+
 std::string read_tail(const std::string& path, std::size_t max_bytes) {
     Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW));
     struct stat st {};

@@ -91,6 +91,11 @@ std::string read_file(const std::string& path, std::size_t max_bytes, std::strin
 /// following a symlink; "" when it cannot be read.
 std::string read_tail(const std::string& path, std::size_t max_bytes);
 
+/// A fresh folder /tmp/PREFIX-XXXXXX made by mkdtemp (so nothing planted beforehand is
+/// used), then opened to 0755 so a service's unprivileged workers can read what it holds.
+/// Throws wanlab::Error naming `what`.
+std::string make_service_dir(std::string_view prefix, std::string_view what);
+
 /// True for "" and for a namespace whose file exists.
 bool netns_exists(const std::string& name);
 

@@ -1,6 +1,5 @@
 #include "run/runner.h"
 
-#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -198,17 +197,11 @@ private:
 };
 
 /// StageDir: a private folder under /tmp where services work when the results folder is on
-/// a network filesystem. Creates: the folder (mkdtemp, so nothing planted there beforehand
-/// is used; then 0755, so a service's unprivileged workers can read what it holds). Undoes:
-/// removes it and what is left in it.
+/// a network filesystem. Creates: the folder (sys::make_service_dir). Undoes: removes it and
+/// what is left in it.
 struct StageDir {
-    std::filesystem::path path;
-    StageDir() {
-        char t[] = "/tmp/wanlab-trials-XXXXXX";
-        if (!::mkdtemp(t)) sys::fail_errno("creating a folder for the services under /tmp");
-        path = t;
-        ::chmod(t, 0755);
-    }
+    std::filesystem::path path = sys::make_service_dir("wanlab-trials", "the services");
+    StageDir() = default;
     ~StageDir() {
         std::error_code ec;
         std::filesystem::remove_all(path, ec);
