@@ -77,7 +77,7 @@ void validate_layers(sysctl::ProcSys& proc, const std::vector<std::vector<sysctl
 }  // namespace
 
 LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& options, sysctl::ProcSys& proc)
-    : options_(options), proc_(&proc) {
+    : options_(options) {
     check_run_id(options.run);
     if (trials.empty()) throw InputError("the experiment has no trials");
     const auto& lab = trials.front().lab;

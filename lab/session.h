@@ -85,7 +85,6 @@ public:
 
 private:
     SessionOptions options_;
-    sysctl::ProcSys* proc_;
     // Creation order; destruction runs in reverse: the sysctls go back first, then the
     // testbed (qdiscs, namespaces or the host interface), then the locks and the journal.
     std::optional<Journal> journal_;

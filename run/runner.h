@@ -43,8 +43,12 @@ struct RunnerOptions {
     std::filesystem::path files_dir;
 };
 
-/// Whether `dir` is on a network filesystem (9p, NFS, SMB/CIFS, FUSE).
+/// Whether `dir` is on a network filesystem (9p, NFS, SMB/CIFS, Ceph, virtiofs, FUSE), by
+/// the type of the mount that holds it in /proc/self/mountinfo.
 bool on_network_fs(const std::filesystem::path& dir);
+/// The file system type of the mount that holds the absolute path `dir`, from the text of a
+/// /proc/self/mountinfo ("" when none does). Pure: for on_network_fs() and its tests.
+std::string mount_type(const std::string& mountinfo, const std::filesystem::path& dir);
 
 struct Outcome {
     results::RunData data;

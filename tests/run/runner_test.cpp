@@ -242,3 +242,28 @@ TEST_CASE("the ETA stays within 25% of the real time left and moves smoothly fro
     }
     CHECK(eta.at(elapsed, done) == 0);
 }
+
+// The micro-VM's results share: 9p over the host's ext4, which statfs() reports as ext4.
+TEST_CASE("mount_type finds the mount that holds a path and the type after the dash", "[run]") {
+    const std::string info =
+        "22 1 0:20 / / rw,relatime - 9p hostroot ro,trans=virtio\n"
+        "30 22 0:25 / /tmp rw,relatime shared:5 - overlay overlay rw,lowerdir=/host/tmp\n"
+        "31 30 0:26 / /tmp/results rw,sync,dirsync - 9p wanlabout rw,trans=virtio\n"
+        "32 30 0:27 / /tmp/with\\040space rw - nfs4 server:/x rw\n"
+        "33 22 0:28 / /run rw - tmpfs tmpfs rw\n"
+        "34 33 0:29 / /run rw - fuse.sshfs host:/ rw\n";
+    CHECK(run::mount_type(info, "/tmp/results/run-1/trial-1") == "9p");
+    CHECK(run::mount_type(info, "/tmp/results") == "9p");
+    CHECK(run::mount_type(info, "/tmp/results/") == "9p");
+    CHECK(run::mount_type(info, "/tmp/resultsx") == "overlay");  // a sibling, not inside
+    CHECK(run::mount_type(info, "/tmp/wanlab-trials-x") == "overlay");
+    CHECK(run::mount_type(info, "/tmp/with space/a") == "nfs4");
+    CHECK(run::mount_type(info, "/run/x") == "fuse.sshfs");  // the later mount over /run hides tmpfs
+    CHECK(run::mount_type(info, "/etc") == "9p");
+    CHECK(run::mount_type("", "/etc").empty());
+    CHECK(run::mount_type("garbage line\n", "/etc").empty());
+}
+
+TEST_CASE("on_network_fs reads this machine's mount table: /proc is local", "[run]") {
+    CHECK_FALSE(run::on_network_fs("/proc/self"));
+}

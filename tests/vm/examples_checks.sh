@@ -88,6 +88,11 @@ check "nginx-delayed-ack: wrk, which cannot quick-ack, stays stalled in client-q
     holds 'x >= 0.040' -v x="$quick"
 started=$(grep -l 'start worker process' "$out/nginx-delayed-ack/nginx-delayed-ack"/trial-*/nginx.stderr 2>/dev/null | wc -l)
 check "nginx-delayed-ack: nginx started in each of the 3 trials, its logs kept [$started]" [ "$started" = 3 ]
+# The results share is 9p: nginx must serve from the staging folder under /tmp, never from
+# the share (sendfile over 9p adds ~15 ms to every request and hides the cure).
+served=$(sed -n 's/^ *root \(.*\);$/\1/p' "$out/nginx-delayed-ack/nginx-delayed-ack"/trial-1-*/nginx.conf)
+case "$served" in /tmp/wanlab-trials-*) staged=yes ;; *) staged=no ;; esac
+check "nginx-delayed-ack: nginx served from a staging folder, not the 9p share [$served]" [ "$staged" = yes ]
 left=$(for p in $(pgrep -x nginx); do [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" != Z ] && echo "$p"; done)
 check "nginx-delayed-ack: no nginx process left running [$left]" [ -z "$left" ]
 
