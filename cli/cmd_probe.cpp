@@ -26,11 +26,15 @@
 #include "core/signals.h"
 #include "core/sys.h"
 #include "core/units.h"
+#include "diagnosis/counters.h"
 #include "lab/capabilities.h"
 #include "lab/session.h"
 #include "probes/human.h"
 #include "probes/probe.h"
 #include "probes/probe_spec.h"
+#include "report/report.h"
+#include "results/model.h"
+#include "run/runner.h"
 
 namespace wanlab::cli {
 namespace {
@@ -154,11 +158,27 @@ int run(const ProbeArgs& o) {
         bare.emplace(fmt::format("probe-{}", ::getpid()));
     }
     const probes::Endpoints where = given ? *given : bare->pair().endpoints(o.port);
+    diagnosis::Snapshot counters(diagnosis::counted_hosts(where));
     auto result = probe->run(where, [&signals] { signals.check(); });
-    if (o.json)
-        std::puts(to_json(*kind, spec, result, o.samples).dump(2).c_str());
-    else
+    // The same diagnosis a run's report gives, on a one-trial run of this measurement.
+    results::RunData data;
+    results::Trial trial;
+    trial.index = 1;
+    trial.variant = "this path";
+    trial.status = "done";
+    data.trials.push_back(trial);
+    data.measurements.push_back(run::record_of(spec, result, 1, 1, ""));
+    data.measurements.back().counters = counters.delta();
+    auto diagnosis = report::explain(data);
+    if (o.json) {
+        auto j = to_json(*kind, spec, result, o.samples);
+        j["counters"] = data.measurements.back().counters;
+        j["diagnosis"] = diagnosis;
+        std::puts(j.dump(2).c_str());
+    } else {
         print_human(*kind, result);
+        for (const auto& d : diagnosis) std::printf("  diagnosis: %s\n", d.c_str());
+    }
     return 0;
 }
 

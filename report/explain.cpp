@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/units.h"
+#include "diagnosis/rules.h"
 #include "probes/probe.h"
 #include "probes/stats.h"
 #include "report/detail.h"
@@ -83,6 +84,14 @@ double granted(const Measurements& ms, const std::string& key) {
     return std::isfinite(per_stream) ? per_stream : metric_median(ms, key);
 }
 
+// The median of one TCP_INFO value over every connection of every repeat; NaN without one.
+double connection_median(const Measurements& ms, const std::string& key) {
+    std::vector<double> v;
+    for (const auto* m : ms)
+        for (const auto& c : m->connections) v.push_back(number_at(values_of(c), key));
+    return median_or_nan(std::move(v));
+}
+
 std::size_t streams(const Measurements& ms) {
     std::size_t n = 0;
     for (const auto* m : ms) n = std::max(n, m->connections.size());
@@ -111,12 +120,13 @@ const Limit kLimits[] = {
 
 void buffer_limits(std::vector<std::string>& out, const results::Trial& t, const std::string& probe,
                    const Measurements& ms) {
-    // The configured RTT is what the cap is about; without one, the RTT TCP measured.
+    // The configured RTT is what the cap is about; without one, the smallest RTT TCP saw
+    // (the smoothed RTT at the end was taken under load, and its queue is not the path).
     double rtt = t.link_rtt;
     std::string rtt_text = probes::human(Unit::seconds, rtt);
     if (!(rtt > 0)) {
-        rtt = metric_median(ms, "rtt");
-        rtt_text = probes::human(Unit::seconds, rtt) + " measured";
+        rtt = connection_median(ms, "min_rtt");
+        rtt_text = probes::human(Unit::seconds, rtt) + " minimum measured";
     }
     for (const auto& limit : kLimits) {
         std::vector<double> shares;
@@ -128,11 +138,14 @@ void buffer_limits(std::vector<std::string>& out, const results::Trial& t, const
         // The kernel counts skb overhead against a socket buffer: with the default
         // tcp_adv_win_scale (1) only about half of it carries data, so the window per round
         // trip, and the cap, is about half of what the buffer's size suggests.
-        if (buffer > 0 && rtt > 0)
+        double tput = metric_median(ms, "throughput");
+        double cap = buffer / 2 * 8 / rtt;
+        // A cap the measurement exceeds is not the cause: say only the share.
+        if (buffer > 0 && rtt > 0 && !(tput > 1.25 * cap))
             s += fmt::format(": {} of {} (about {} of window) caps one stream near {} at this RTT ({})", limit.buffer,
                              detail::human_bytes(buffer), detail::human_bytes(buffer / 2),
-                             probes::human(Unit::bits_per_second, buffer / 2 * 8 / rtt), rtt_text);
-        if (double tput = metric_median(ms, "throughput"); std::isfinite(tput)) {
+                             probes::human(Unit::bits_per_second, cap), rtt_text);
+        if (std::isfinite(tput)) {
             auto n = streams(ms);
             s += fmt::format("; measured {}{}", probes::human(Unit::bits_per_second, tput),
                              n > 1 ? fmt::format(" over {} streams", n) : "");
@@ -292,6 +305,56 @@ void bdp_advice(std::vector<std::string>& out, const results::RunData& data, con
     out.push_back(s + flag(t));
 }
 
+// --- diagnosis (diagnosis/rules.h) ------------------------------------------------------
+
+// A counter's median per repeat on `host`: 0 for a repeat whose counters were recorded but
+// did not move it; NaN when no repeat recorded that host's counters.
+double counter_median(const Measurements& ms, const std::string& host, const std::string& name) {
+    std::vector<double> v;
+    for (const auto* m : ms) {
+        if (!m->counters.is_object()) continue;
+        auto h = m->counters.find(host);
+        if (h == m->counters.end() || !h->is_object()) continue;
+        double x = number_at(*h, name);
+        v.push_back(std::isfinite(x) ? x : 0);
+    }
+    return median_or_nan(std::move(v));
+}
+
+diagnosis::Evidence evidence_of(const results::Trial& t, const Measurements& ms) {
+    diagnosis::Evidence e;
+    e.kind = ms.front()->kind;
+    e.rtt_configured = t.link_rtt;
+    e.rate_configured = t.link_rate;
+    e.loss_configured = t.link_loss;
+    e.min_rtt = connection_median(ms, "min_rtt");
+    e.srtt = connection_median(ms, "rtt");
+    e.mss = connection_median(ms, "mss");
+    for (const auto* m : ms)
+        for (const auto& c : m->connections)
+            if (e.congestion_control.empty() && c.is_object() && c.contains("congestion_control") &&
+                c["congestion_control"].is_string())
+                e.congestion_control = c["congestion_control"].get<std::string>();
+    e.throughput = metric_median(ms, "throughput");
+    e.latency_mean = metric_median(ms, "latency_mean");
+    e.transactions = metric_median(ms, e.kind == "http" ? "requests" : "transactions");
+    e.client_delayed_acks = counter_median(ms, "client", "TcpExt.DelayedACKs");
+    std::vector<double> cpu;
+    for (const auto* m : ms) cpu.push_back(number_at(m->counters, "cpu_busiest"));
+    e.cpu_busiest = median_or_nan(std::move(cpu));
+    return e;
+}
+
+std::vector<std::string> diagnose_trial(const results::Trial& t, const Measurements& ms, bool* rate_bound) {
+    std::vector<std::string> out;
+    if (ms.empty()) return out;
+    for (const auto& v : diagnosis::diagnose(evidence_of(t, ms))) {
+        if (rate_bound && v.rule == "rate-bound") *rate_bound = true;
+        out.push_back(fmt::format("{}, {}: {}{}", ms.front()->probe, where(t), v.text, flag(t)));
+    }
+    return out;
+}
+
 }  // namespace
 
 std::vector<std::string> explain(const results::RunData& data) {
@@ -304,13 +367,31 @@ std::vector<std::string> explain(const results::RunData& data) {
                 bulk.push_back(&m);
                 if (std::find(probes.begin(), probes.end(), m.probe) == probes.end()) probes.push_back(m.probe);
             }
+        if (detail::emulation_failed(&t))
+            out.push_back(
+                fmt::format("{}: emulation did not hold: {}; this trial's numbers do not describe the "
+                            "configured path",
+                            where(t), t.check.note));
         for (const auto& p : probes) {
             Measurements of_probe;
             for (const auto* m : bulk)
                 if (m->probe == p) of_probe.push_back(m);
             buffer_limits(out, t, p, of_probe);
         }
-        bdp_advice(out, data, t, bulk);
+        // Every other probe's diagnosis, and the bulk ones' causes beyond their buffers.
+        bool rate_bound = false;
+        std::vector<std::string> names;
+        for (const auto& m : data.measurements)
+            if (m.trial == t.index && std::find(names.begin(), names.end(), m.probe) == names.end())
+                names.push_back(m.probe);
+        for (const auto& p : names) {
+            Measurements of_probe;
+            for (const auto& m : data.measurements)
+                if (m.trial == t.index && m.probe == p && !m.metrics.empty()) of_probe.push_back(&m);
+            for (auto& line : diagnose_trial(t, of_probe, &rate_bound)) out.push_back(std::move(line));
+        }
+        // A link whose rate is the bound gains nothing from bigger buffers.
+        if (!rate_bound) bdp_advice(out, data, t, bulk);
     }
     return out;
 }

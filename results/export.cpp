@@ -99,11 +99,12 @@ json measurement_json(const Measurement& m) {
     for (const auto& [name, value] : m.metrics) metrics[name] = number(value);
     json samples = json::object();
     for (const auto& [name, values] : m.samples) samples[name] = numbers(values);
-    return {{"trial", m.trial},   {"probe", m.probe},
-            {"kind", m.kind},     {"tool", m.tool},
-            {"repeat", m.repeat}, {"started", m.started},
-            {"metrics", metrics}, {"samples", samples},
-            {"notes", m.notes},   {"connections", m.connections}};
+    return {{"trial", m.trial},      {"probe", m.probe},
+            {"kind", m.kind},        {"tool", m.tool},
+            {"repeat", m.repeat},    {"started", m.started},
+            {"metrics", metrics},    {"samples", samples},
+            {"notes", m.notes},      {"connections", m.connections},
+            {"counters", m.counters}};
 }
 
 Measurement measurement_from(const json& j) {
@@ -118,6 +119,7 @@ Measurement measurement_from(const json& j) {
     for (const auto& [name, values] : j.at("samples").items()) m.samples[name] = numbers_from(values);
     j.at("notes").get_to(m.notes);
     m.connections = j.at("connections");
+    if (auto it = j.find("counters"); it != j.end() && it->is_object()) m.counters = *it;  // older exports have none
     return m;
 }
 

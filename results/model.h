@@ -87,6 +87,10 @@ struct Measurement {
     std::map<std::string, std::vector<double>> samples;
     std::vector<std::string> notes;
     nlohmann::json connections = nlohmann::json::array();  ///< per connection, as probes report them
+    /// Kernel counters that moved during the measurement, per lab host, and the busiest
+    /// CPU's share: {"client": {"TcpExt.DelayedACKs": 412, ...}, "server": {...},
+    /// "cpu_busiest": 0.41} (diagnosis/counters.h); {} when not recorded.
+    nlohmann::json counters = nlohmann::json::object();
 };
 
 struct RunData {

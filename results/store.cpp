@@ -17,11 +17,12 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr std::size_t kCandidatesShown = 5;
 
-// Version 1. A later wanlab that changes this bumps user_version, migrates, and sets
+// Version 2 (version 1 had no measurements.counters; ensure_schema() adds it, and a read-only
+// store of version 1 reads as if it were {}). A later wanlab that changes this bumps user_version, migrates, and sets
 // meta.written_by to its own version, so an older wanlab can say which one to use.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE runs (
@@ -63,7 +64,10 @@ CREATE TABLE measurements (
     repeat INTEGER NOT NULL,       -- 1-based
     started TEXT NOT NULL,
     notes TEXT NOT NULL,           -- JSON array of text
-    connections TEXT NOT NULL      -- JSON array, per connection as the probe reported it
+    -- JSON array, per connection as the probe reported it
+    connections TEXT NOT NULL,
+    -- JSON: kernel counter deltas per lab host and cpu_busiest; since version 2
+    counters TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX measurements_by_trial ON measurements(run_id, trial);
 CREATE TABLE metrics (
@@ -86,7 +90,7 @@ CREATE VIEW metric_values AS
     FROM measurements m JOIN metrics x ON x.measurement_id = m.id
     LEFT JOIN trials t ON t.run_id = m.run_id AND t.idx = m.trial;
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;
 )sql";
 
 constexpr const char* kRunColumns =
@@ -249,13 +253,28 @@ void create_schema(sqlite3* db, const fs::path& path) {
         .run();
 }
 
+void check_tables(sqlite3* db, const fs::path& path);
+
 void ensure_schema(sqlite3* db, const fs::path& path) {
     int version = user_version(db, path);
     if (version > kSchemaVersion) refuse_newer(db, path, version);
     if (version == kSchemaVersion) return;
     Transaction tx(db, path, "BEGIN IMMEDIATE", "creating the schema");
-    // Another process may have created it between the check and the lock.
-    if (user_version(db, path) == 0) create_schema(db, path);
+    // Another process may have created or migrated it between the check and the lock.
+    switch (user_version(db, path)) {
+        case 0: create_schema(db, path); break;
+        case 1:
+            check_tables(db, path);
+            exec(db, path,
+                 "ALTER TABLE measurements ADD COLUMN counters TEXT NOT NULL DEFAULT '{}'; PRAGMA user_version = 2",
+                 "migrating the schema to version 2");
+            Statement(db, path, "INSERT OR REPLACE INTO meta (key, value) VALUES ('written_by', ?)",
+                      "migrating the schema to version 2")
+                .bind(std::string(kVersion))
+                .run();
+            break;
+        default: break;
+    }
     tx.commit();
 }
 
@@ -283,7 +302,7 @@ void check_tables(sqlite3* db, const fs::path& path) {
 void check_schema(sqlite3* db, const fs::path& path) {
     int version = user_version(db, path);
     if (version > kSchemaVersion) refuse_newer(db, path, version);
-    if (version < kSchemaVersion) refuse_schema(path, fmt::format("it has schema version {}", version));
+    if (version < 1) refuse_schema(path, fmt::format("it has schema version {}", version));
     check_tables(db, path);
 }
 
@@ -390,14 +409,18 @@ Measurement read_measurement(const Statement& s) {
     m.started = s.text(6);
     m.notes = s.parsed_as<std::vector<std::string>>(7);
     m.connections = s.parsed(8);
+    m.counters = s.parsed(9);
+    if (!m.counters.is_object()) m.counters = nlohmann::json::object();
     return m;
 }
 
 std::vector<Measurement> read_measurements(sqlite3* db, const fs::path& path, const std::string& run_id) {
     const std::string action = fmt::format("reading the measurements of run `{}`", run_id);
+    // A read-only store of schema version 1 has no counters column.
     Statement s(db, path,
-                "SELECT id, trial, probe, kind, tool, repeat, started, notes, connections FROM measurements "
-                "WHERE run_id = ? ORDER BY id",
+                fmt::format("SELECT id, trial, probe, kind, tool, repeat, started, notes, connections, {} FROM "
+                            "measurements WHERE run_id = ? ORDER BY id",
+                            user_version(db, path) >= 2 ? "counters" : "'{}'"),
                 action);
     Statement metrics(db, path, "SELECT name, value FROM metrics WHERE measurement_id = ?", action);
     Statement samples(db, path, "SELECT name, value FROM samples WHERE measurement_id = ? ORDER BY name, seq", action);
@@ -548,10 +571,10 @@ void Store::add_measurement(const std::string& run_id, const Measurement& m) {
         fmt::format("recording probe `{}` repeat {} of trial {} of run `{}`", m.probe, m.repeat, m.trial, run_id);
     Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
     Statement(db_, path_,
-              "INSERT INTO measurements (run_id, trial, probe, kind, tool, repeat, started, notes, connections) "
-              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+              "INSERT INTO measurements (run_id, trial, probe, kind, tool, repeat, started, notes, connections, "
+              "counters) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
               action)
-        .bind(run_id, m.trial, m.probe, m.kind, m.tool, m.repeat, m.started, json(m.notes), m.connections)
+        .bind(run_id, m.trial, m.probe, m.kind, m.tool, m.repeat, m.started, json(m.notes), m.connections, m.counters)
         .run();
     const std::int64_t id = sqlite3_last_insert_rowid(db_);
     insert_metrics(db_, path_, id, m, action);

@@ -18,6 +18,7 @@
 #include "core/signals.h"
 #include "core/sys.h"
 #include "core/version.h"
+#include "diagnosis/counters.h"
 #include "lab/session.h"
 #include "lab/testbed.h"
 #include "probes/sys.h"
@@ -68,6 +69,8 @@ std::string point_text(const lab::Trial& t) {
     return s;
 }
 
+}  // namespace
+
 results::Measurement record_of(const probes::ProbeSpec& spec, const probes::ProbeResult& r, std::size_t trial,
                                unsigned repeat, const std::string& started) {
     results::Measurement m;
@@ -85,8 +88,6 @@ results::Measurement record_of(const probes::ProbeSpec& spec, const probes::Prob
             {{"direction", c.direction}, {"congestion_control", c.congestion_control}, {"values", c.values}});
     return m;
 }
-
-}  // namespace
 
 std::string mount_type(const std::string& mountinfo, const std::filesystem::path& dir) {
     // One line per mount: "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE ..."
@@ -206,7 +207,9 @@ public:
                 auto started = utc_now();
                 results::Measurement m;
                 try {
+                    diagnosis::Snapshot counters(diagnosis::counted_hosts(where));
                     m = record_of(spec, probe->run(where, tick_), t.index, r, started);
+                    m.counters = counters.delta();
                 } catch (const probes::MeasurementError& e) {
                     // The tool refused this measurement, not the lab: recorded, and the run goes on.
                     m = record_of(spec, probes::ProbeResult{}, t.index, r, started);

@@ -43,6 +43,10 @@ struct RunnerOptions {
     std::filesystem::path files_dir;
 };
 
+/// One repeat's record as the results store keeps it (no counters: the caller adds them).
+results::Measurement record_of(const probes::ProbeSpec& spec, const probes::ProbeResult& r, std::size_t trial,
+                               unsigned repeat, const std::string& started);
+
 /// Whether `dir` is on a network filesystem (9p, NFS, SMB/CIFS, Ceph, virtiofs, FUSE), by
 /// the type of the mount that holds it in /proc/self/mountinfo.
 bool on_network_fs(const std::filesystem::path& dir);

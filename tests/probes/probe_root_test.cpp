@@ -613,3 +613,38 @@ TEST_CASE("http with a url against a remote target loads the target's server and
         CHECK(target.requests() >= r.metrics.at("requests"));
     }
 }
+
+// Issue 18: the diagnosis names the delayed-ACK stall from the client's kernel counters and
+// the timing alone, and says nothing of it where TCP_NODELAY removed the stall.
+TEST_CASE("wanlab probe names the delayed-ACK stall of a split-write Nagle server and not of a nodelay one",
+          "[.root][root][probes]") {
+    if (skip_unless_root()) return;
+    for (const char* kind : {"rr", "http"}) {
+        int status = -1;
+        auto stalled = run_wanlab(fmt::format("probe {} --server-split-write true --server-nodelay false "
+                                              "--client-quickack false --duration 2s --json",
+                                              kind),
+                                  status);
+        INFO(stalled);
+        REQUIRE(status == 0);
+        auto j = nlohmann::json::parse(stalled);
+        // The evidence: one timer-fired delayed ACK per transaction on the client.
+        double acks = j["counters"]["client"].value("TcpExt.DelayedACKs", 0.0);
+        double done = j["metrics"][std::string(kind) == "http" ? "requests" : "transactions"].get<double>();
+        CHECK(acks >= 0.8 * done);
+        REQUIRE(j["diagnosis"].size() >= 1);
+        CHECK_THAT(j["diagnosis"][0].get<std::string>(),
+                   Catch::Contains("delayed-ACK stall") && Catch::Contains("TCP_NODELAY on the server"));
+
+        auto cured = run_wanlab(fmt::format("probe {} --server-split-write true --server-nodelay true "
+                                            "--client-quickack false --duration 2s --json",
+                                            kind),
+                                status);
+        INFO(cured);
+        REQUIRE(status == 0);
+        auto c = nlohmann::json::parse(cured);
+        CHECK(c["metrics"]["latency_mean"].get<double>() < 0.030);
+        for (const auto& d : c["diagnosis"]) CHECK_THAT(d.get<std::string>(), !Catch::Contains("delayed-ACK"));
+    }
+    CHECK(!probe_namespaces_left());
+}

@@ -21,16 +21,48 @@ std::vector<std::string> containing(const std::vector<std::string>& lines, const
 }  // namespace
 
 TEST_CASE("report explains a receive-window limited stream with its buffer's cap at the trial's RTT", "[report]") {
-    auto lines = explain(testing::buffer_sweep());
+    auto d = testing::buffer_sweep();
+    // As the kernel allows: half of a 416 KiB buffer per round trip.
+    for (auto& m : d.measurements)
+        if (m.trial == 1 || m.trial == 3) m.metrics["throughput"] = m.trial == 1 ? 80e6 : 41e6;
+    auto lines = explain(d);
     auto rwnd = containing(lines, "receive-window limited");
     REQUIRE(rwnd.size() == 2);  // the default buffers at both RTTs; the large ones are not limited
     // Half of 425984 bytes is window: 212992 x 8 / 40 ms = 42.5984 Mbit/s.
     CHECK(rwnd[1] ==
           "bulk, default-buffers @ link.rtt=40ms: receive-window limited 92% of the time: a receive buffer of "
           "416 KiB (about 208 KiB of window) caps one stream near 42.60 Mbit/s at this RTT (40.00 ms); measured "
-          "85.00 Mbit/s [! emulation did not hold in this trial]");
+          "41.00 Mbit/s [! emulation did not hold in this trial]");
     CHECK_THAT(rwnd[0], Contains("link.rtt=20ms") && Contains("80% of the time") && Contains("near 85.20 Mbit/s"));
     CHECK(containing(lines, "send-buffer limited").empty());
+}
+
+TEST_CASE("report never names a buffer cap the measurement exceeds", "[report]") {
+    // The fixture's default buffers carry 170 Mbit/s at 20 ms, twice the 85 Mbit/s a 416 KiB
+    // buffer allows: the limited share is a fact, the cap would be refuted by the measurement.
+    auto rwnd = containing(explain(testing::buffer_sweep()), "receive-window limited");
+    REQUIRE(rwnd.size() == 2);
+    CHECK(rwnd[0] ==
+          "bulk, default-buffers @ link.rtt=20ms: receive-window limited 80% of the time; measured "
+          "170.00 Mbit/s");
+    CHECK_THAT(rwnd[1], !Contains("caps one stream"));
+}
+
+TEST_CASE("report takes the path's RTT from TCP's minimum, never from the RTT under load", "[report]") {
+    // A bare path: no configured RTT; srtt 3.15 ms under load, min_rtt 0.05 ms.
+    auto d = testing::buffer_sweep();
+    for (auto& t : d.trials) t.link_rtt = results::kNaN, t.link_rate = results::kNaN;
+    for (auto& m : d.measurements) {
+        m.metrics["throughput"] = 2.13e9;
+        m.connections[0]["values"]["rtt"] = 0.00315;
+        m.connections[0]["values"]["min_rtt"] = 0.00005;
+    }
+    auto rwnd = containing(explain(d), "receive-window limited");
+    REQUIRE_FALSE(rwnd.empty());
+    for (const auto& l : rwnd) {
+        CHECK_THAT(l, !Contains("3.15 ms"));
+        CHECK_THAT(l, Contains("minimum measured"));  // the cap, if named, is at the path's own RTT
+    }
 }
 
 TEST_CASE("report gives bandwidth-delay advice for 500 Mbit/s x 40 ms with rmem_max 212992", "[report]") {
@@ -53,7 +85,7 @@ TEST_CASE("report gives bandwidth-delay advice for 500 Mbit/s x 40 ms with rmem_
     auto at20 = containing(lines, "default-buffers @ link.rtt=20ms: bandwidth-delay product");
     REQUIRE(at20.size() == 1);
     CHECK_THAT(at20[0], Contains("set net.core.rmem_max=4194304 (4 MiB"));
-    CHECK(containing(lines, "large-buffers").empty());
+    CHECK(containing(lines, "large-buffers: bandwidth-delay").empty());
 }
 
 TEST_CASE("report says nothing the data does not support", "[report]") {
@@ -63,6 +95,11 @@ TEST_CASE("report says nothing the data does not support", "[report]") {
         m.metrics["rwnd_limited"] = 0.3;  // limited a minority of the time
         m.connections = nlohmann::json::array();
     }
+    // Only the emulation check that failed in trial 3, which the data does show.
+    auto lines = explain(d);
+    REQUIRE(lines.size() == 1);
+    CHECK_THAT(lines[0], Contains("emulation did not hold: rtt 52.1 ms for 40 ms configured"));
+    d.trials[2].check.held = true;
     CHECK(explain(d).empty());
 }
 
@@ -111,4 +148,44 @@ TEST_CASE("report falls back to the host's sysctls before the run for keys a tri
     auto advice = containing(explain(d), "bandwidth-delay product");
     REQUIRE(advice.size() == 1);
     CHECK_THAT(advice[0], Contains("net.core.rmem_max = 212992 (208 KiB) before the run"));
+}
+
+TEST_CASE("report gives a rate-bound trial its verdict and no buffer advice", "[report]") {
+    // iperf3 (autotuning) across 45 ms at 200 Mbit/s carried 180 Mbit/s whatever rmem_max was.
+    auto d = testing::buffer_sweep();
+    d.trials[2].link_rate = 90e6;  // default-buffers @ 40ms carried 85 Mbit/s
+    d.trials[2].check.held = true;
+    auto lines = explain(d);
+    CHECK(containing(lines, "default-buffers @ link.rtt=40ms: bandwidth-delay product").empty());
+    auto bound = containing(lines, "rate-bound");
+    REQUIRE(bound.size() == 1);
+    CHECK_THAT(bound[0], Contains("bulk, default-buffers @ link.rtt=40ms: rate-bound: 85.00 Mbit/s of the configured "
+                                  "90.00 Mbit/s (94%)"));
+    CHECK(containing(lines, "default-buffers @ link.rtt=20ms: bandwidth-delay product").size() == 1);
+}
+
+TEST_CASE("report names the delayed-ACK stall from an http probe's latency and the client's counters", "[report]") {
+    auto d = testing::buffer_sweep();
+    d.measurements.clear();
+    d.trials[0].link_rtt = 0.0015;  // the source's path
+    d.trials[0].sweep.clear();
+    for (unsigned r = 1; r <= 3; ++r) {
+        results::Measurement m;
+        m.trial = 1;
+        m.probe = "web";
+        m.kind = "http";
+        m.tool = "wrk";
+        m.repeat = r;
+        m.metrics = {{"latency_mean", 0.0435}, {"requests", 4554}, {"requests_per_second", 2277}};
+        m.counters = {{"client", {{"TcpExt.DelayedACKs", 4500 + r}}}, {"server", {{"Tcp.InSegs", 9000}}}};
+        d.measurements.push_back(m);
+        m.trial = 2;  // tcp_nodelay on: 1.9 ms, the timer never fired
+        m.metrics = {{"latency_mean", 0.0019}, {"requests", 110746}, {"requests_per_second", 55373}};
+        m.counters = {{"client", {{"Tcp.InSegs", 200000}}}};
+        d.measurements.push_back(m);
+    }
+    auto lines = containing(explain(d), "delayed-ACK stall");
+    REQUIRE(lines.size() == 1);
+    CHECK_THAT(lines[0], Contains("web, default-buffers: delayed-ACK stall: a request took 43.50 ms") &&
+                             Contains("fired 4502 times for 4554 requests"));
 }

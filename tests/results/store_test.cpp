@@ -83,7 +83,7 @@ TEST_CASE("the results database can be queried with plain sql, one row per metri
         Store store(db);
         store_whole(store, sample_run());
     }
-    CHECK(query(db, "PRAGMA user_version") == "1");
+    CHECK(query(db, "PRAGMA user_version") == "2");
     CHECK(query(db, "PRAGMA journal_mode") == "delete");
     CHECK(query(db, "SELECT count(*) FROM metrics") == "9");
     CHECK(query(db, "SELECT count(*) FROM metrics WHERE value IS NULL AND name = 'rtt'") == "3");
@@ -204,10 +204,10 @@ TEST_CASE("a database written by a newer wanlab is refused with the version to u
     TempDir dir;
     const auto db = dir.path / "results.db";
     { Store store(db); }
-    sql(db, "PRAGMA user_version = 2; UPDATE meta SET value = '0.3.0' WHERE key = 'written_by';");
+    sql(db, "PRAGMA user_version = 3; UPDATE meta SET value = '0.3.0' WHERE key = 'written_by';");
     CHECK_THROWS_WITH(Store(db), Catch::StartsWith("results database " + db.string() +
-                                                   " has schema version 2 (written by wanlab 0.3.0); wanlab ") &&
-                                     Catch::EndsWith(" reads up to version 1: open it with wanlab 0.3.0 or newer"));
+                                                   " has schema version 3 (written by wanlab 0.3.0); wanlab ") &&
+                                     Catch::EndsWith(" reads up to version 2: open it with wanlab 0.3.0 or newer"));
 
     const auto bare = dir.path / "bare.db";
     sql(bare, "PRAGMA user_version = 7;");
@@ -357,4 +357,32 @@ TEST_CASE("a read that takes longer than the read-only limit stops with a clear 
                       Catch::StartsWith("results database " + db.string() + ": ") &&
                           Catch::EndsWith(": the database took too long: is it a wanlab results database?"));
     CHECK(seconds_since(start) < 1);
+}
+
+TEST_CASE("a version 1 database reads with empty counters and is migrated when opened for writing", "[results]") {
+    TempDir dir;
+    const auto db = dir.path / "results.db";
+    auto d = sample_run();
+    d.measurements.front().counters = {{"client", {{"TcpExt.DelayedACKs", 41}}}, {"cpu_busiest", 0.5}};
+    {
+        Store store(db);
+        store_whole(store, d);
+        CHECK(store.load_run(d.run.id).measurements.front().counters == d.measurements.front().counters);
+    }
+    // Make it what wanlab 0.1 wrote: no counters column, version 1.
+    sql(db, "ALTER TABLE measurements DROP COLUMN counters; PRAGMA user_version = 1;");
+    {
+        Store old(db, Store::Access::read_only);
+        auto loaded = old.load_run(d.run.id);
+        CHECK(loaded.measurements.front().counters == nlohmann::json::object());
+        CHECK(loaded.measurements.size() == d.measurements.size());
+    }
+    CHECK(query(db, "PRAGMA user_version") == "1");  // reading changed nothing
+    {
+        Store store(db);
+        CHECK(store.load_run(d.run.id).measurements.front().counters == nlohmann::json::object());
+    }
+    CHECK(query(db, "PRAGMA user_version") == "2");
+    CHECK(query(db, "SELECT count(*) FROM measurements WHERE counters = '{}'") ==
+          std::to_string(d.measurements.size()));
 }

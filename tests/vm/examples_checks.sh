@@ -93,6 +93,13 @@ check "nginx-delayed-ack: nginx started in each of the 3 trials, its logs kept [
 served=$(sed -n 's/^ *root \(.*\);$/\1/p' "$out/nginx-delayed-ack/nginx-delayed-ack"/trial-1-*/nginx.conf)
 case "$served" in /tmp/wanlab-trials-*) staged=yes ;; *) staged=no ;; esac
 check "nginx-delayed-ack: nginx served from a staging folder, not the 9p share [$served]" [ "$staged" = yes ]
+# Issue 18: the report names the cause from the client's counters (nginx's options are not
+# wanlab's to see), in the stalled trial and in wrk's row of client-quickack, never where cured.
+report=$out/nginx-delayed-ack.stdout
+check "nginx-delayed-ack: the report names the delayed-ACK stall for http and wrk in the stall trial" \
+    sh -c 'grep -q "^  http, stall: delayed-ACK stall" "$1" && grep -q "^  wrk, stall: delayed-ACK stall" "$1"' _ "$report"
+check "nginx-delayed-ack: and never in server-nodelay, nor for the quick-acking http client" \
+    sh -c '! grep -q -e "server-nodelay: delayed-ACK" -e "http, client-quickack: delayed-ACK" "$1"' _ "$report"
 left=$(for p in $(pgrep -x nginx); do [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" != Z ] && echo "$p"; done)
 check "nginx-delayed-ack: no nginx process left running [$left]" [ -z "$left" ]
 

@@ -1,0 +1,133 @@
+#include "diagnosis/counters.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/sys.h"
+
+namespace wanlab::diagnosis {
+namespace {
+
+std::vector<std::string> words(const std::string& line) {
+    std::istringstream in(line);
+    std::vector<std::string> w;
+    for (std::string x; in >> x;) w.push_back(x);
+    return w;
+}
+
+std::string read_or_empty(const std::string& path) {
+    try {
+        return sys::read_file(path, 1 << 20, "reading counters");
+    } catch (const Error&) {
+        return {};
+    }
+}
+
+// Values that are levels, not counts: their difference means nothing.
+const std::set<std::string> kGauges = {"Tcp.RtoAlgorithm", "Tcp.RtoMin",    "Tcp.RtoMax",   "Tcp.MaxConn",
+                                       "Tcp.CurrEstab",    "Ip.Forwarding", "Ip.DefaultTTL"};
+
+}  // namespace
+
+Counters parse_counters(std::string_view text) {
+    Counters out;
+    std::istringstream in{std::string(text)};
+    std::string header, values;
+    while (std::getline(in, header) && std::getline(in, values)) {
+        auto names = words(header), numbers = words(values);
+        if (names.empty() || names.size() != numbers.size() || names[0] != numbers[0] || names[0].back() != ':')
+            continue;
+        auto group = names[0].substr(0, names[0].size() - 1);
+        for (std::size_t i = 1; i < names.size(); ++i) {
+            char* end = nullptr;
+            double v = std::strtod(numbers[i].c_str(), &end);
+            if (end != nullptr && *end == '\0') out[group + "." + names[i]] = v;
+        }
+    }
+    return out;
+}
+
+Counters read_counters(const std::string& netns) {
+    try {
+        return sys::in_netns_result(netns, [] {
+            auto c = parse_counters(read_or_empty("/proc/thread-self/net/netstat"));
+            c.merge(parse_counters(read_or_empty("/proc/thread-self/net/snmp")));
+            return c;
+        });
+    } catch (const Error&) {
+        return {};  // the namespace is gone: no evidence, not a failed measurement
+    }
+}
+
+Counters counter_delta(const Counters& before, const Counters& after) {
+    Counters out;
+    for (const auto& [name, value] : after) {
+        if (kGauges.count(name)) continue;
+        auto it = before.find(name);
+        if (it == before.end()) continue;
+        if (double d = value - it->second; d != 0) out[name] = d;
+    }
+    return out;
+}
+
+CpuTimes parse_cpu_times(std::string_view proc_stat) {
+    CpuTimes out;
+    std::istringstream in{std::string(proc_stat)};
+    for (std::string line; std::getline(in, line);) {
+        auto w = words(line);
+        // "cpu0 user nice system idle iowait irq softirq steal ..."; the "cpu" total is skipped.
+        if (w.size() < 5 || !w[0].starts_with("cpu") || w[0] == "cpu") continue;
+        double total = 0, idle = 0;
+        for (std::size_t i = 1; i < w.size() && i <= 8; ++i) {
+            double v = std::strtod(w[i].c_str(), nullptr);
+            total += v;
+            if (i == 4 || i == 5) idle += v;  // idle and iowait
+        }
+        out.emplace_back(total - idle, total);
+    }
+    return out;
+}
+
+CpuTimes read_cpu_times() { return parse_cpu_times(read_or_empty("/proc/stat")); }
+
+double busiest_cpu(const CpuTimes& before, const CpuTimes& after) {
+    if (before.empty() || before.size() != after.size()) return std::nan("");
+    double best = std::nan("");
+    for (std::size_t i = 0; i < before.size(); ++i) {
+        double total = after[i].second - before[i].second, busy = after[i].first - before[i].first;
+        if (total <= 0) continue;
+        double share = std::clamp(busy / total, 0.0, 1.0);
+        if (!(share <= best)) best = share;
+    }
+    return best;
+}
+
+std::vector<std::pair<std::string, std::string>> counted_hosts(const probes::Endpoints& where) {
+    std::vector<std::pair<std::string, std::string>> hosts{{"client", where.client.netns}};
+    if (!where.server.remote && where.server.netns != where.client.netns)
+        hosts.emplace_back("server", where.server.netns);
+    return hosts;
+}
+
+Snapshot::Snapshot(std::vector<std::pair<std::string, std::string>> hosts) : hosts_(std::move(hosts)) {
+    for (const auto& h : hosts_) before_.push_back(read_counters(h.second));
+    cpu_ = read_cpu_times();
+}
+
+nlohmann::json Snapshot::delta() const {
+    auto out = nlohmann::json::object();
+    for (std::size_t i = 0; i < hosts_.size(); ++i) {
+        if (before_[i].empty()) continue;
+        auto after = read_counters(hosts_[i].second);
+        if (after.empty()) continue;
+        out[hosts_[i].first] = counter_delta(before_[i], after);
+    }
+    if (double busy = busiest_cpu(cpu_, read_cpu_times()); std::isfinite(busy)) out["cpu_busiest"] = busy;
+    return out;
+}
+
+}  // namespace wanlab::diagnosis
