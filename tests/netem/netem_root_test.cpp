@@ -6,14 +6,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <unistd.h>
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -452,6 +455,20 @@ wanlab::probes::Endpoints endpoints(const Pair& p) {
     e.client = {p.left, "198.18.0.1", 0};
     return e;
 }
+// How late this kernel's timers fire: the median overshoot of 15 sleeps of 5 ms. netem
+// holds each packet on an hrtimer (its qdisc watchdog), so every netem hop adds about this
+// much to the configured delay: ~50 us on hardware, 1-2 ms under the micro-VM's TCG, more
+// when the host is loaded. The bare path does not contain it; the reference must.
+double timer_lateness() {
+    std::vector<double> late;
+    for (int i = 0; i < 15; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        late.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - 0.005);
+    }
+    std::nth_element(late.begin(), late.begin() + 7, late.end());
+    return std::max(0.0, late[7]);
+}
 }  // namespace
 
 TEST_CASE("the rtt probe measures the configured netem RTT within 5%", "[root][netem][physical][probes]") {
@@ -466,9 +483,12 @@ TEST_CASE("the rtt probe measures the configured netem RTT within 5%", "[root][n
         auto r = wanlab::probes::make_probe(
                      probe_of("rtt", fmt::format("method = \"{}\"\ncount = 20\ninterval = \"20ms\"\n", method)))
                      ->run(endpoints(p), {});
-        double p50 = r.metrics.at("rtt_p50") - bare.metrics.at("rtt_p50");
+        // What the kernel delivered beyond the bare path: the two netem delays, each fired
+        // by a timer as late as this kernel's timers are (measured beside the probe).
+        const double late = timer_lateness();
+        double p50 = r.metrics.at("rtt_p50") - bare.metrics.at("rtt_p50") - 2 * late;
         INFO(method << ": p50 " << r.metrics.at("rtt_p50") * 1e3 << " ms, bare path "
-                    << bare.metrics.at("rtt_p50") * 1e3 << " ms");
+                    << bare.metrics.at("rtt_p50") * 1e3 << " ms, timer lateness " << late * 1e3 << " ms per hop");
         CHECK(r.metrics.at("loss") == 0);
         CHECK(p50 >= 0.040 * 0.95);
         CHECK(p50 <= 0.040 * 1.05);
