@@ -25,6 +25,9 @@ std::string shell_quote(std::string_view word);
 /// The words shell-quoted and joined by spaces: a command line that runs exactly `argv`.
 std::string shell_join(const std::vector<std::string>& argv);
 
+/// The whitespace-separated words of `s`, in order.
+std::vector<std::string> words(std::string_view s);
+
 /// `s` with every control character but newline and tab (C0, DEL, and the C1 range
 /// U+0080-U+009F in UTF-8) written as a visible escape: "\x1b", "\u009b".
 std::string terminal_safe(std::string_view s);

@@ -8,16 +8,10 @@
 
 #include "core/error.h"
 #include "core/sys.h"
+#include "core/text.h"
 
 namespace wanlab::diagnosis {
 namespace {
-
-std::vector<std::string> words(const std::string& line) {
-    std::istringstream in(line);
-    std::vector<std::string> w;
-    for (std::string x; in >> x;) w.push_back(x);
-    return w;
-}
 
 std::string read_or_empty(const std::string& path) {
     try {
@@ -38,7 +32,7 @@ Counters parse_counters(std::string_view text) {
     std::istringstream in{std::string(text)};
     std::string header, values;
     while (std::getline(in, header) && std::getline(in, values)) {
-        auto names = words(header), numbers = words(values);
+        auto names = text::words(header), numbers = text::words(values);
         if (names.empty() || names.size() != numbers.size() || names[0] != numbers[0] || names[0].back() != ':')
             continue;
         auto group = names[0].substr(0, names[0].size() - 1);
@@ -78,7 +72,7 @@ CpuTimes parse_cpu_times(std::string_view proc_stat) {
     CpuTimes out;
     std::istringstream in{std::string(proc_stat)};
     for (std::string line; std::getline(in, line);) {
-        auto w = words(line);
+        auto w = text::words(line);
         // "cpu0 user nice system idle iowait irq softirq steal ..."; the "cpu" total is skipped.
         if (w.size() < 5 || !w[0].starts_with("cpu") || w[0] == "cpu") continue;
         double total = 0, idle = 0;

@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -345,12 +347,14 @@ diagnosis::Evidence evidence_of(const results::Trial& t, const Measurements& ms)
     return e;
 }
 
-std::vector<std::string> diagnose_trial(const results::Trial& t, const Measurements& ms, bool* rate_bound) {
-    std::vector<std::string> out;
-    if (ms.empty()) return out;
-    for (const auto& v : diagnosis::diagnose(evidence_of(t, ms))) {
-        if (rate_bound && v.rule == "rate-bound") *rate_bound = true;
-        out.push_back(fmt::format("{}, {}: {}{}", ms.front()->probe, where(t), v.text, flag(t)));
+// The trial's measurements, per probe in the order the probes were first measured.
+std::vector<std::pair<std::string, Measurements>> by_probe(const results::RunData& data, const results::Trial& t) {
+    std::vector<std::pair<std::string, Measurements>> out;
+    for (const auto& m : data.measurements) {
+        if (m.trial != t.index) continue;
+        auto it = std::find_if(out.begin(), out.end(), [&m](const auto& g) { return g.first == m.probe; });
+        if (it == out.end()) it = out.insert(out.end(), {m.probe, {}});
+        it->second.push_back(&m);
     }
     return out;
 }
@@ -360,35 +364,28 @@ std::vector<std::string> diagnose_trial(const results::Trial& t, const Measureme
 std::vector<std::string> explain(const results::RunData& data) {
     std::vector<std::string> out;
     for (const auto& t : data.trials) {
+        auto probes = by_probe(data, t);
         Measurements bulk;
-        std::vector<std::string> probes;
-        for (const auto& m : data.measurements)
-            if (m.trial == t.index && m.kind == "throughput") {
-                bulk.push_back(&m);
-                if (std::find(probes.begin(), probes.end(), m.probe) == probes.end()) probes.push_back(m.probe);
-            }
+        for (const auto& [name, ms] : probes)
+            if (ms.front()->kind == "throughput") bulk.insert(bulk.end(), ms.begin(), ms.end());
         if (detail::emulation_failed(&t))
             out.push_back(
                 fmt::format("{}: emulation did not hold: {}; this trial's numbers do not describe the "
                             "configured path",
                             where(t), t.check.note));
-        for (const auto& p : probes) {
-            Measurements of_probe;
-            for (const auto* m : bulk)
-                if (m->probe == p) of_probe.push_back(m);
-            buffer_limits(out, t, p, of_probe);
-        }
-        // Every other probe's diagnosis, and the bulk ones' causes beyond their buffers.
+        for (const auto& [name, ms] : probes)
+            if (ms.front()->kind == "throughput") buffer_limits(out, t, name, ms);
+        // Every probe's diagnosis (diagnosis/rules.h), on the repeats that measured.
         bool rate_bound = false;
-        std::vector<std::string> names;
-        for (const auto& m : data.measurements)
-            if (m.trial == t.index && std::find(names.begin(), names.end(), m.probe) == names.end())
-                names.push_back(m.probe);
-        for (const auto& p : names) {
-            Measurements of_probe;
-            for (const auto& m : data.measurements)
-                if (m.trial == t.index && m.probe == p && !m.metrics.empty()) of_probe.push_back(&m);
-            for (auto& line : diagnose_trial(t, of_probe, &rate_bound)) out.push_back(std::move(line));
+        for (const auto& [name, ms] : probes) {
+            Measurements measured;
+            std::copy_if(ms.begin(), ms.end(), std::back_inserter(measured),
+                         [](const auto* m) { return !m->metrics.empty(); });
+            if (measured.empty()) continue;
+            for (const auto& v : diagnosis::diagnose(evidence_of(t, measured))) {
+                rate_bound = rate_bound || v.rule == "rate-bound";
+                out.push_back(fmt::format("{}, {}: {}{}", name, where(t), v.text, flag(t)));
+            }
         }
         // A link whose rate is the bound gains nothing from bigger buffers.
         if (!rate_bound) bdp_advice(out, data, t, bulk);

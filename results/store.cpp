@@ -21,9 +21,10 @@ constexpr int kSchemaVersion = 2;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr std::size_t kCandidatesShown = 5;
 
-// Version 2 (version 1 had no measurements.counters; ensure_schema() adds it, and a read-only
-// store of version 1 reads as if it were {}). A later wanlab that changes this bumps user_version, migrates, and sets
-// meta.written_by to its own version, so an older wanlab can say which one to use.
+// Version 2. Version 1 had no measurements.counters: ensure_schema() adds it, and a read-only
+// store of version 1 reads as if it were {}. A later wanlab that changes this bumps
+// user_version, migrates, and sets meta.written_by to its own version, so an older wanlab
+// can say which one to use.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE runs (
     id TEXT PRIMARY KEY,

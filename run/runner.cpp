@@ -17,6 +17,7 @@
 #include "core/placeholders.h"
 #include "core/signals.h"
 #include "core/sys.h"
+#include "core/text.h"
 #include "core/version.h"
 #include "diagnosis/counters.h"
 #include "lab/session.h"
@@ -114,9 +115,7 @@ std::string mount_type(const std::string& mountinfo, const std::filesystem::path
     std::size_t best = 0;
     std::istringstream lines(mountinfo);
     for (std::string line; std::getline(lines, line);) {
-        std::istringstream words(line);
-        std::vector<std::string> w;
-        for (std::string x; words >> x;) w.push_back(x);
+        auto w = text::words(line);
         auto dash = std::find(w.begin(), w.end(), "-");
         if (w.size() < 5 || dash == w.end() || dash + 1 == w.end()) continue;
         auto point = unescape(w[4]);

@@ -157,3 +157,11 @@ TEST_CASE("an error repeated in every trial is reported once, and at most 50 are
         text.ends_with("f.toml:50:1: error: unknown key\nnote: 10 more diagnostics not shown; fix the ones above "
                        "first\n"));
 }
+
+TEST_CASE("text::words splits on any run of whitespace and keeps every other byte", "[core]") {
+    CHECK(wanlab::text::words("  TcpExt: 1\t2\n  3 ") == std::vector<std::string>{"TcpExt:", "1", "2", "3"});
+    CHECK(wanlab::text::words("/tmp/with\\040space rw - 9p") ==
+          std::vector<std::string>{"/tmp/with\\040space", "rw", "-", "9p"});
+    CHECK(wanlab::text::words("").empty());
+    CHECK(wanlab::text::words(" \t\n").empty());
+}
