@@ -26,6 +26,7 @@
 #include "core/signals.h"
 #include "core/sys.h"
 #include "core/units.h"
+#include "diagnosis/capture.h"
 #include "diagnosis/counters.h"
 #include "lab/capabilities.h"
 #include "lab/session.h"
@@ -121,9 +122,9 @@ void print_human(const probes::ProbeKind& kind, const probes::ProbeResult& r) {
                 probes::human(U::bytes, get("rcvbuf_granted")).c_str());
         }
     }
-    if (auto s = r.samples.find("throughput"); s != r.samples.end()) {
+    if (auto s = r.series.find("throughput"); s != r.series.end()) {
         std::printf("  per interval:");
-        for (double v : s->second) std::printf(" %.2f", v / 1e9);
+        for (double v : s->second.value) std::printf(" %.2f", v / 1e9);
         std::printf(" Gbit/s\n");
     }
     for (const auto& n : r.notes) std::printf("  note: %s\n", n.c_str());
@@ -139,6 +140,7 @@ nlohmann::json to_json(const probes::ProbeKind& kind, const probes::ProbeSpec& s
     }
     for (const auto& [k, v] : r.samples)
         if (all_samples || k != "latency") j["samples"][k] = v;
+    for (const auto& [k, v] : r.series) j["series"][k] = {{"t", v.t}, {"value", v.value}};
     j["connections"] = nlohmann::json::array();
     for (const auto& c : r.connections)
         j["connections"].push_back(
@@ -150,6 +152,11 @@ int run(const ProbeArgs& o) {
     sys::SignalEvents signals;  // before any thread exists, so every thread blocks them
     auto spec = resolve(o);
     const auto* kind = probes::find_kind(spec.kind);
+    if (diagnosis::capture_bounds(spec))
+        throw InputError(
+            "wanlab probe: captures are recorded by `wanlab run` (capture = true on a [[probe]]: one pcap per trial "
+            "and lab host); for an ad-hoc probe, capture beside it: ip netns exec NAMESPACE tcpdump -i DEVICE -s 128 "
+            "-w FILE");
     auto probe = probes::make_probe(spec);
     std::optional<lab::PairSession> bare;
     auto given = given_endpoints(o, spec);

@@ -93,6 +93,7 @@ int show(const ShowArgs& a) {
     report::ReportOptions ro;
     ro.format = report::parse_format(a.format);
     ro.pivot = a.pivot;
+    ro.files_root = a.out;
     std::fputs(text::terminal_safe(report::render(data, stored_asserts(data.run), ro)).c_str(), stdout);
     return 0;
 }

@@ -53,6 +53,7 @@ int report_and_gate(const RunArgs& a, const lab::Experiment& exp, const results:
     report::ReportOptions ro;
     ro.format = report::parse_format(a.format);
     ro.pivot = a.pivot;
+    ro.files_root = a.out;
     std::fputs(report::render(data, exp.asserts, ro).c_str(), stdout);
     std::fflush(stdout);
     auto outcomes = report::evaluate(data, exp.asserts);

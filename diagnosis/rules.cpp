@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "diagnosis/qdisc_watch.h"
 #include "probes/human.h"
 
 namespace wanlab::diagnosis {
@@ -11,7 +12,110 @@ using probes::Unit;
 
 std::string ms(double s) { return probes::human(Unit::seconds, s); }
 std::string rate(double bps) { return probes::human(Unit::bits_per_second, bps); }
+std::string bytes(double b) { return probes::human(Unit::bytes, b); }
 bool known(double x) { return std::isfinite(x); }
+
+// The window per round trip a buffer allows: with the default tcp_adv_win_scale (1) the
+// kernel counts skb overhead against a socket buffer and about half of it carries data.
+constexpr double kWindowShare = 0.5;
+
+// A stream limited by its buffer moves at most one window per round trip. Reported when
+// the share of busy time is a majority; the cap only when the measurement does not refute
+// it (exceeds it by more than 25%).
+std::optional<Verdict> buffer_limited(const Evidence& e, double share, double buffer, const char* rule,
+                                      const char* limited, const char* which) {
+    if (e.kind != "throughput" || !(share > 0.5)) return std::nullopt;
+    auto text = fmt::format("{} {:.0f}% of the time", limited, share * 100);
+    double rtt = path_rtt(e);
+    double cap = buffer * kWindowShare * 8 / rtt;
+    if (buffer > 0 && rtt > 0 && !(e.throughput > 1.25 * cap))
+        text += fmt::format(": {} of {} (about {} of window) caps one stream near {} at this RTT ({}{})", which,
+                            bytes(buffer), bytes(buffer * kWindowShare), rate(cap), ms(rtt),
+                            e.rtt_configured > 0 ? "" : " minimum measured");
+    if (known(e.throughput))
+        text += fmt::format("; measured {}{}", rate(e.throughput),
+                            e.streams > 1 ? fmt::format(" over {:.0f} streams", e.streams) : "");
+    return Verdict{rule, text};
+}
+
+// A full-size segment as a queue holds it (the lab's links carry real packets: offloads are
+// off): the MSS plus TCP with timestamps, IPv4 and Ethernet headers; at MTU 1500, 1514.
+double packet_bytes(const Evidence& e) { return e.mss > 0 ? e.mss + 12 + 20 + 20 + 14 : 1514; }
+
+/// The bandwidth-delay product a queue of this path must hold, bytes; NaN when unknown. The
+/// rate is the configured one, else what was measured (a queue without a rate of its own
+/// fills at the sender's pace).
+double bdp_bytes(const Evidence& e) {
+    double r = e.rate_configured > 0 ? e.rate_configured : e.throughput;
+    double rtt = path_rtt(e);
+    return r > 0 && rtt > 0 ? r * rtt / 8 : kUnknown;
+}
+
+// netem's own drops beyond what its loss model explains: the queue limit's. "" when there
+// are none to speak of (within 3 sigma of the model's expectation, binomial).
+std::string netem_overflow(const Evidence& e, const QueueEvidence& q) {
+    if (!known(q.netem_drops) || !known(q.netem_sent) || !(q.netem_limit > 0)) return "";
+    double own = q.netem_drops - (known(q.child_drops) ? q.child_drops : 0);
+    if (!(own >= 1)) return "";
+    double offered = q.netem_sent + own;
+    double p = known(q.loss) ? q.loss : 0;
+    double expected = p * offered, sigma = std::sqrt(offered * p * (1 - p));
+    double excess = own - expected;
+    bool model_known = known(q.loss);
+    // Without a known loss model only a queue seen at its limit says the limit dropped them.
+    if (model_known ? !(excess > 3 * sigma + 1) : !(q.netem_peak >= 0.9 * q.netem_limit)) return "";
+    auto text = fmt::format("queue overflow ({}): netem dropped {:.0f} of {:.0f} packets", q.direction, own, offered);
+    if (model_known && p > 0)
+        text += fmt::format(", {:.0f} more than its loss model's {} explains (about {:.0f})", excess,
+                            probes::human(Unit::fraction, p), expected);
+    else if (!model_known)
+        text += " (its loss model's drops among them)";
+    if (!known(q.netem_peak) || q.netem_peak >= 0.9 * q.netem_limit)
+        text += fmt::format(
+            ": its queue limit of {:.0f} packets was reached{}", q.netem_limit,
+            known(q.netem_peak) ? fmt::format(" (peak {:.0f} queued, its delay line included)", q.netem_peak) : "");
+    else  // the samples missed the peak: say what they saw, and what else drops
+        text += fmt::format(
+            ": besides its loss model only its queue limit of {:.0f} packets drops (the {} ms samples saw at "
+            "most {:.0f} queued: it filled between them)",
+            q.netem_limit, kQdiscSampleEvery.count(), q.netem_peak);
+    double bdp = bdp_bytes(e);
+    if (known(bdp) && q.netem_limit * packet_bytes(e) < bdp) {
+        double need = std::ceil(bdp / packet_bytes(e));
+        text += fmt::format(
+            "; it holds {} of full-size packets, below the bandwidth-delay product {} ({:.0f} packets): netem "
+            "keeps every packet of its delay for the whole delay, so a limit below the BDP drops what the path "
+            "should carry. Raise [link] limit above {:.0f} (limit = \"auto\" sizes it with headroom)",
+            bytes(q.netem_limit * packet_bytes(e)), bytes(bdp), need, need);
+    }
+    return text;
+}
+
+// Drops of the fifo queue below the shaper (or the tbf's own): a bottleneck queue that
+// overflowed. AQMs (fq_codel, cake) drop on purpose and have no known limit here.
+std::string bottleneck_overflow(const Evidence& e, const QueueEvidence& q) {
+    if (q.bottleneck.empty() || !(q.bottleneck_drops >= 1)) return "";
+    double limit_bytes = q.bottleneck_limit_bytes > 0 ? q.bottleneck_limit_bytes
+                         : q.bottleneck_limit > 0     ? q.bottleneck_limit * packet_bytes(e)
+                                                      : kUnknown;
+    if (!known(limit_bytes)) return "";
+    auto limit = q.bottleneck_limit > 0 ? fmt::format("{:.0f} packets", q.bottleneck_limit) : bytes(limit_bytes);
+    double offered = (known(q.bottleneck_sent) ? q.bottleneck_sent : 0) + q.bottleneck_drops;
+    auto text = fmt::format("queue overflow ({}): the bottleneck queue ({}, limit {}) dropped {:.0f} of {:.0f} packets",
+                            q.direction, q.bottleneck == "queue" ? "qdisc" : "the tbf shaper's own", limit,
+                            q.bottleneck_drops, offered);
+    if (known(q.bottleneck_peak)) text += fmt::format(" (peak {:.0f} queued)", q.bottleneck_peak);
+    double bdp = bdp_bytes(e);
+    // A larger queue can only raise the goodput of a link that was not already full.
+    bool full = e.rate_configured > 0 && e.throughput >= 0.85 * e.rate_configured;
+    if (known(bdp) && limit_bytes < bdp && !full && e.kind == "throughput")
+        text += fmt::format(
+            "; the queue is below the bandwidth-delay product {} ({:.0f} packets), so a loss-based stream backs off "
+            "before it fills the link: a queue of one BDP ([link] qdisc_limit = {:.0f}) lets it, at the cost of "
+            "up to one RTT of queueing delay",
+            bytes(bdp), std::ceil(bdp / packet_bytes(e)), std::ceil(bdp / packet_bytes(e)));
+    return text;
+}
 
 // Linux's delayed-ACK timer starts at TCP_DELACK_MIN (HZ/25 = 40 ms) and may grow up to
 // TCP_DELACK_MAX (200 ms) on a quiet connection (include/net/tcp.h).
@@ -23,6 +127,15 @@ double path_rtt(const Evidence& e) {
     if (e.rtt_configured > 0) return e.rtt_configured;
     if (e.min_rtt > 0) return e.min_rtt;
     return kUnknown;
+}
+
+std::optional<Verdict> receive_window_limited(const Evidence& e) {
+    return buffer_limited(e, e.rwnd_limited, e.rcvbuf, "receive-window-limited", "receive-window limited",
+                          "a receive buffer");
+}
+
+std::optional<Verdict> send_buffer_limited(const Evidence& e) {
+    return buffer_limited(e, e.sndbuf_limited, e.sndbuf, "send-buffer-limited", "send-buffer limited", "a send buffer");
 }
 
 std::optional<Verdict> delayed_ack_stall(const Evidence& e) {
@@ -81,6 +194,17 @@ std::optional<Verdict> loss_bound(const Evidence& e) {
     return Verdict{"loss-bound", text};
 }
 
+std::optional<Verdict> queue_overflow(const Evidence& e) {
+    std::vector<std::string> parts;
+    for (const auto& q : e.queues)
+        for (auto part : {netem_overflow(e, q), bottleneck_overflow(e, q)})
+            if (!part.empty()) parts.push_back(std::move(part));
+    if (parts.empty()) return std::nullopt;
+    std::string text;
+    for (const auto& p : parts) text += (text.empty() ? "" : "; ") + p;
+    return Verdict{"queue-overflow", text};
+}
+
 std::optional<Verdict> bufferbloat(const Evidence& e) {
     if (e.kind != "throughput" || !known(e.srtt)) return std::nullopt;
     double base = path_rtt(e);
@@ -106,9 +230,17 @@ std::optional<Verdict> cpu_bound(const Evidence& e) {
                                e.cpu_busiest * 100)};
 }
 
+std::optional<Verdict> emulation_not_held(bool held, const std::string& note) {
+    if (held) return std::nullopt;
+    return Verdict{
+        "emulation-not-held",
+        fmt::format("emulation did not hold: {}; this trial's numbers do not describe the configured path", note)};
+}
+
 std::vector<Verdict> diagnose(const Evidence& e) {
     std::vector<Verdict> out;
-    for (auto rule : {delayed_ack_stall, rate_bound, loss_bound, bufferbloat, cpu_bound})
+    for (auto rule : {receive_window_limited, send_buffer_limited, delayed_ack_stall, rate_bound, loss_bound,
+                      queue_overflow, bufferbloat, cpu_bound})
         if (auto v = rule(e)) out.push_back(std::move(*v));
     return out;
 }

@@ -78,6 +78,18 @@ public:
         return e;
     }
 
+    std::vector<netem::QdiscSite> qdisc_sites(const Trial& trial) const override {
+        std::vector<netem::QdiscSite> out;
+        if (trial.link.up.impaired()) out.push_back({"up", topology_->ns("router"), LabNames::kRouterToServer, {}});
+        if (trial.link.down.impaired()) out.push_back({"down", topology_->ns("router"), LabNames::kRouterToClient, {}});
+        return out;
+    }
+
+    std::vector<CapturePoint> capture_points() const override {
+        return {{"client", topology_->ns("client"), Addressing::kClientDev, ""},
+                {"server", topology_->ns("server"), Addressing::kServerDev, ""}};
+    }
+
     services::Placement placement(const std::string& host) const override {
         const char* address = host == "client"   ? Addressing::kClientIp
                               : host == "router" ? Addressing::kClientGateway
@@ -142,6 +154,22 @@ public:
         probes::Endpoints e;
         e.server = {"", lab_.target.substr(0, lab_.target.find('/')), lab_.port, true};
         return e;
+    }
+
+    std::vector<netem::QdiscSite> qdisc_sites(const Trial& trial) const override {
+        // Egress below the filter's htb class; ingress on the ifb's root.
+        std::vector<netem::QdiscSite> out;
+        if (trial.link.up.impaired()) out.push_back({"up", "", lab_.dev, netem::kFilteredLayout});
+        if (trial.link.down.impaired()) out.push_back({"down", "", netem::ifb_name(lab_.dev), {}});
+        return out;
+    }
+
+    // The real interface carries more than the lab: only the target's packets are kept.
+    std::vector<CapturePoint> capture_points() const override {
+        auto target = lab_.target.substr(0, lab_.target.find('/'));
+        auto filter = lab_.target.find('/') == std::string::npos ? "host " + target : "net " + lab_.target;
+        if (lab_.port) filter += fmt::format(" and port {}", lab_.port);
+        return {{"host", "", lab_.dev, filter}};
     }
 
     // This machine is the only lab host: a service runs in wanlab's own namespace.

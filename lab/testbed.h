@@ -34,6 +34,14 @@ namespace wanlab::lab {
 
 class Journal;
 
+/// A lab host's interface on the path, where a capture watches (diagnosis/capture.h).
+struct CapturePoint {
+    std::string host;   ///< "client", "server", or "host" (host mode: this machine)
+    std::string netns;  ///< "" = wanlab's own
+    std::string dev;
+    std::string filter;  ///< a pcap filter keeping the lab's packets only ("" = all: the device is the lab's)
+};
+
 class Testbed {
 public:
     virtual ~Testbed() = default;
@@ -46,6 +54,11 @@ public:
     virtual void apply_link(const Trial& trial) = 0;
     /// The probes' client and server.
     virtual probes::Endpoints endpoints() const = 0;
+    /// Where `trial`'s link conditions sit, one site per impaired direction (their
+    /// statistics: diagnosis/qdisc_watch.h).
+    virtual std::vector<netem::QdiscSite> qdisc_sites(const Trial& trial) const = 0;
+    /// Where captures watch, one point per lab host the probes run on.
+    virtual std::vector<CapturePoint> capture_points() const = 0;
     /// Where a [[service]] on lab host `host` (LabSpec::hosts()) runs.
     virtual services::Placement placement(const std::string& host) const = 0;
     /// What `wanlab lab up` shows once `trial` is applied: the pieces, then a command to try.

@@ -63,6 +63,14 @@ inline constexpr std::uint32_t kShaperHandle = 0x00020000;
 inline constexpr std::uint32_t kQueueHandle = 0x00030000;
 inline constexpr TreeLayout kFilteredLayout{0x00010002, 0x00100000, 0x00200000, 0x00300000};
 
+/// Where one direction's tree sits, for reading its statistics.
+struct QdiscSite {
+    std::string direction;  ///< "up" (client -> server) or "down"
+    std::string netns;      ///< namespace name ("" = this one)
+    std::string dev;
+    TreeLayout layout;  ///< the handles of wanlab's tree on `dev`
+};
+
 /// Every request that builds `d` on device `ifindex`, parents first, each a create-or-
 /// replace. Distribution tables are loaded with load_distribution().
 std::vector<Request> tree_requests(const Direction& d, int ifindex, const std::string& dev, std::uint32_t mtu,

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <linux/gen_stats.h>
 #include <linux/netlink.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
@@ -94,6 +95,50 @@ std::string ack_reason(const AckError& ack, int nl_err) {
     return reason;
 }
 
+namespace {
+
+// TCA_STATS2's nested attributes: gnet_stats_basic (u64 bytes, u32 packets), the 64-bit
+// packet count, gnet_stats_queue (qlen, backlog, drops, requeues, overlimits).
+TcStats parse_stats2(const std::uint8_t* data, std::size_t size) {
+    TcStats st;
+    st.present = true;
+    std::size_t off = 0;
+    bool pkt64 = false;
+    while (off + NLA_HDRLEN <= size) {
+        nlattr a;
+        std::memcpy(&a, data + off, sizeof a);
+        if (a.nla_len < NLA_HDRLEN || off + a.nla_len > size) break;
+        const auto* p = data + off + NLA_HDRLEN;
+        std::size_t n = a.nla_len - NLA_HDRLEN;
+        switch (a.nla_type & NLA_TYPE_MASK) {
+            case TCA_STATS_BASIC:
+                if (n >= 12) {
+                    std::memcpy(&st.bytes, p, 8);
+                    std::uint32_t packets;
+                    std::memcpy(&packets, p + 8, 4);
+                    if (!pkt64) st.packets = packets;
+                }
+                break;
+            case TCA_STATS_PKT64:
+                if (n >= 8) std::memcpy(&st.packets, p, 8), pkt64 = true;
+                break;
+            case TCA_STATS_QUEUE:
+                if (n >= sizeof(gnet_stats_queue)) {
+                    gnet_stats_queue q;
+                    std::memcpy(&q, p, sizeof q);
+                    st.qlen = q.qlen, st.backlog = q.backlog, st.drops = q.drops;
+                    st.requeues = q.requeues, st.overlimits = q.overlimits;
+                }
+                break;
+            default: break;
+        }
+        off += NLA_ALIGN(a.nla_len);
+    }
+    return st;
+}
+
+}  // namespace
+
 TcObject parse_tc_message(const std::vector<std::uint8_t>& message) {
     TcObject o;
     o.message = message;
@@ -120,6 +165,7 @@ TcObject parse_tc_message(const std::vector<std::uint8_t>& message) {
                               strnlen(reinterpret_cast<const char*>(payload), size));
                 break;
             case TCA_OPTIONS: o.options.assign(payload, payload + size); break;
+            case TCA_STATS2: o.stats = parse_stats2(payload, size); break;
             default: break;
         }
         off += NLA_ALIGN(a.nla_len);

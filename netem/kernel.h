@@ -21,6 +21,19 @@ struct nl_sock;
 
 namespace wanlab::netem {
 
+/// A qdisc's statistics as the kernel dumps them (TCA_STATS2: basic and queue): cumulative
+/// counters since the qdisc was made, and the queue's length now.
+struct TcStats {
+    bool present = false;       ///< the message carried TCA_STATS2
+    std::uint64_t bytes = 0;    ///< sent (dequeued)
+    std::uint64_t packets = 0;  ///< sent; 64-bit when the kernel sends TCA_STATS_PKT64
+    std::uint32_t drops = 0;    ///< dropped here, or below it (a parent counts its child's drops)
+    std::uint32_t overlimits = 0;
+    std::uint32_t requeues = 0;
+    std::uint32_t qlen = 0;     ///< packets queued now (netem: including those in its delay line)
+    std::uint32_t backlog = 0;  ///< bytes queued now
+};
+
 /// One qdisc or class as the kernel reports it (an RTM_NEWQDISC / RTM_NEWTCLASS message).
 struct TcObject {
     std::string kind;
@@ -29,6 +42,7 @@ struct TcObject {
     std::uint32_t parent = 0;
     std::uint32_t info = 0;             ///< tcm_info: for a filter, priority << 16 | protocol (network order)
     std::vector<std::uint8_t> options;  ///< TCA_OPTIONS payload
+    TcStats stats;                      ///< TCA_STATS2
     std::vector<std::uint8_t> message;  ///< the whole message, to replay it on restore
 };
 

@@ -196,10 +196,16 @@ void validate_link(const LinkSpec& link, Diagnostics& diag) {
     validate_direction(link.down, "down", diag);
 }
 
-std::uint32_t auto_limit(std::uint64_t rate_bps, nanoseconds delay, nanoseconds jitter, std::uint32_t mtu) {
+namespace {
+/// Full-size packets in flight over `delay + jitter` at `rate_bps` (what netem's queue holds).
+long double packets_in_flight(std::uint64_t rate_bps, nanoseconds delay, nanoseconds jitter, std::uint32_t mtu) {
     long double seconds = static_cast<long double>((delay + jitter).count()) / 1e9L;
-    long double packets = static_cast<long double>(rate_bps) / 8.0L * seconds / std::max<std::uint32_t>(mtu, 1);
-    long double with_headroom = std::ceil(packets * 1.5L);
+    return static_cast<long double>(rate_bps) / 8.0L * seconds / std::max<std::uint32_t>(mtu, 1);
+}
+}  // namespace
+
+std::uint32_t auto_limit(std::uint64_t rate_bps, nanoseconds delay, nanoseconds jitter, std::uint32_t mtu) {
+    long double with_headroom = std::ceil(packets_in_flight(rate_bps, delay, jitter, mtu) * 1.5L);
     if (with_headroom > static_cast<long double>(kU32Max)) return static_cast<std::uint32_t>(kU32Max);
     return std::max<std::uint32_t>(1000, static_cast<std::uint32_t>(with_headroom));
 }
@@ -213,7 +219,9 @@ void resolve_limit(Direction& dir, std::uint64_t line_rate_bps, std::uint32_t mt
         return;
     }
     n.limit_packets = *n.limit;
-    std::uint32_t bdp = static_cast<std::uint32_t>(std::ceil(needed / 1.5));
+    // The product itself, not auto_limit()'s (which never goes below tc's 1000 packets).
+    long double bdp_exact = std::ceil(packets_in_flight(rate, n.delay, n.jitter, mtu));
+    auto bdp = static_cast<std::uint32_t>(std::min<long double>(bdp_exact, kU32Max));
     if (*n.limit < bdp && (n.delay.count() || n.jitter.count())) {
         auto it = dir.at.find("limit");
         double cap_bps =

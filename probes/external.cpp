@@ -45,6 +45,24 @@ std::string seconds_arg(std::chrono::nanoseconds d) {
     return fmt::format("{:g}", std::chrono::duration<double>(d).count());
 }
 
+// What iperf3 reports per interval of each stream it sends on: cwnd (bytes, as segments of
+// tcp_mss_default), the smoothed RTT, retransmits and the peer's window. A receiving stream
+// has none of these (iperf3 leaves them out or writes 0).
+void iperf3_stream_series(const json& interval, double at, double mss, SeriesMap& out) {
+    if (!interval.contains("streams") || !interval["streams"].is_array()) return;
+    int n = 0;
+    for (const auto& s : interval["streams"]) {
+        ++n;
+        if (!s.is_object() || !s.value("sender", false)) continue;
+        auto name = [n](const char* field) { return fmt::format("stream{}.{}", n, field); };
+        if (double cwnd = number_at(s, "/snd_cwnd"_json_pointer); cwnd > 0 && mss > 0)
+            out[name("cwnd")].add(at, cwnd / mss);
+        if (double rtt = number_at(s, "/rtt"_json_pointer); rtt > 0) out[name("srtt")].add(at, rtt / 1e6);
+        if (s.contains("retransmits")) out[name("retransmits")].add(at, number_at(s, "/retransmits"_json_pointer));
+        if (double wnd = number_at(s, "/snd_wnd"_json_pointer); wnd > 0) out[name("snd_wnd")].add(at, wnd);
+    }
+}
+
 }  // namespace
 
 ProbeResult parse_iperf3_json(const std::string& text) {
@@ -88,7 +106,9 @@ ProbeResult parse_iperf3_json(const std::string& text) {
         for (const auto& iv : j["intervals"]) {
             double bps = number_at(iv, "/sum/bits_per_second"_json_pointer) +
                          number_at(iv, "/sum_bidir_reverse/bits_per_second"_json_pointer);
-            r.samples["throughput"].push_back(bps);
+            double at = number_at(iv, "/sum/end"_json_pointer);
+            r.series["throughput"].add(at, bps);
+            iperf3_stream_series(iv, at, mss, r.series);
         }
         for (const auto& s : j["intervals"].back()["streams"])
             if (s.contains("snd_cwnd") && mss > 0) cwnd_sum += s["snd_cwnd"].get<double>() / mss, ++cwnd_n;
@@ -103,7 +123,7 @@ ProbeResult parse_iperf3_json(const std::string& text) {
     return r;
 }
 
-ProbeResult parse_ping(const std::string& text) {
+ProbeResult parse_ping(const std::string& text, double interval_s) {
     static const std::regex kReply(R"(icmp_seq=(\d+) .*time=([\d.]+) ms)");
     static const std::regex kCounts(R"((\d+) packets transmitted, (\d+) received)");
     static const std::regex kSummary(
@@ -116,8 +136,11 @@ ProbeResult parse_ping(const std::string& text) {
     std::string line;
     auto& rtts = r.samples["rtt"];
     while (std::getline(in, line))
-        if (std::regex_search(line, m, kReply) && line.find("DUP!") == std::string::npos)
+        if (std::regex_search(line, m, kReply) && line.find("DUP!") == std::string::npos) {
             rtts.push_back(std::stod(m[2]) / 1e3);
+            // icmp_seq counts from 1, one every interval from the start.
+            if (interval_s > 0) r.series["rtt"].add((std::stod(m[1]) - 1) * interval_s, rtts.back());
+        }
     if (!std::regex_search(text, m, kCounts))
         throw Error("ping output has no \"N packets transmitted, M received\" line");
     double sent = std::stod(m[1]), received = std::stod(m[2]);
@@ -133,10 +156,10 @@ ProbeResult parse_ping(const std::string& text) {
     return r;
 }
 
-ProbeResult parse_hping3(const std::string& text) {
+ProbeResult parse_hping3(const std::string& text, double interval_s) {
     // Replies go to stdout, "len=44 ip=... flags=SA seq=0 win=64240 rtt=0.2 ms"; the statistics
     // to stderr. Duplicates start with "DUP!" and are not samples.
-    static const std::regex kReply(R"(^len=\d+ .*flags=(\w+) .*rtt=([\d.]+) ms)");
+    static const std::regex kReply(R"(^len=\d+ .*flags=(\w+) .*seq=(\d+) .*rtt=([\d.]+) ms)");
     static const std::regex kCounts(R"((\d+) packets transmitted, (\d+) packets received)");
     static const std::regex kSummary(R"(round-trip min/avg/max = ([\d.]+)/([\d.]+)/([\d.]+) ms)");
     ProbeResult r;
@@ -149,7 +172,9 @@ ProbeResult parse_hping3(const std::string& text) {
     std::size_t resets = 0;
     while (std::getline(in, line))
         if (std::regex_search(line, m, kReply)) {
-            rtts.push_back(std::stod(m[2]) / 1e3);
+            rtts.push_back(std::stod(m[3]) / 1e3);
+            // seq counts from 0, one every interval from the start.
+            if (interval_s > 0) r.series["rtt"].add(std::stod(m[2]) * interval_s, rtts.back());
             resets += m[1].str().find('R') != std::string::npos;
         }
     if (!std::regex_search(text, m, kCounts))
@@ -251,7 +276,7 @@ ProbeResult run_ping(const ProbeSpec& spec, const Endpoints& where, const Tick& 
     if (out.out.find("packets transmitted") == std::string::npos)
         throw Error(
             fmt::format("ping {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
-    auto r = parse_ping(out.out);
+    auto r = parse_ping(out.out, seconds(interval));
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     return r;
 }
@@ -297,7 +322,7 @@ ProbeResult run_hping3(const ProbeSpec& spec, const Endpoints& where, const Tick
     if (out.err.find("packets transmitted") == std::string::npos)
         throw Error(
             fmt::format("hping3 {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
-    auto r = parse_hping3(out.out + out.err);
+    auto r = parse_hping3(out.out + out.err, seconds(interval));
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     if (count < option_int(spec, "count"))
         r.notes.push_back(

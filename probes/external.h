@@ -18,13 +18,15 @@
 namespace wanlab::probes {
 
 /// `iperf3 -c ... -J` output -> throughput metrics (throughput, retransmits, rtt, cwnd) and
-/// per-interval samples, from the sender's side as iperf3 reports it.
+/// series per interval (throughput; per sending stream cwnd, srtt, retransmits, snd_wnd),
+/// from the sender's side as iperf3 reports it.
 ProbeResult parse_iperf3_json(const std::string& text);
-/// `ping -c N ...` output (iputils) -> rtt metrics; samples from the "time=" lines.
-ProbeResult parse_ping(const std::string& text);
+/// `ping -c N ...` output (iputils) -> rtt metrics; samples from the "time=" lines, and with
+/// `interval_s` (ping's -i) the series "rtt" at each probe's send time (icmp_seq).
+ProbeResult parse_ping(const std::string& text, double interval_s = 0);
 /// `hping3 -S ...` stdout followed by its stderr (where hping3 prints the statistics) ->
 /// rtt metrics; samples from the "rtt=X ms" lines (hping3 prints 0.1 ms steps).
-ProbeResult parse_hping3(const std::string& text);
+ProbeResult parse_hping3(const std::string& text, double interval_s = 0);
 /// `wrk --latency ...` text output (wrk 4.x, no Lua script) -> http metrics: requests/s,
 /// requests, mean/max latency, p50/p90/p99 (p75 in a note), errors, timeouts, non_2xx
 /// (wrk's "Non-2xx or 3xx": status >= 400), throughput.

@@ -312,6 +312,7 @@ void LoadTally::merge(const LoadTally& o) {
     response_bytes += o.response_bytes;
     reconnects += o.reconnects;
     elapsed = std::max(elapsed, o.elapsed);
+    intervals.merge(o.intervals);
 }
 
 }  // namespace http
@@ -346,6 +347,7 @@ http::LoadOptions load_options(const ProbeSpec& spec) {
     o.nodelay = option_bool(spec, "client_nodelay");
     o.quickack = option_bool(spec, "client_quickack");
     o.keep_samples = kMaxSamples;
+    o.interval = std::chrono::nanoseconds(option_int(spec, "interval"));
     return o;
 }
 
@@ -367,6 +369,7 @@ void summarize(ProbeResult& r, http::LoadTally& t) {
     m["non_2xx"] = static_cast<double>(t.non_2xx);
     m["throughput"] = t.elapsed > 0 ? static_cast<double>(t.response_bytes) * 8 / t.elapsed : 0;
     r.samples["latency"] = std::move(t.samples);
+    t.intervals.add_series(r.series, "requests_per_second", t.elapsed);
 }
 
 std::string on_off(bool v) { return v ? "on" : "off"; }
@@ -384,6 +387,7 @@ void describe(ProbeResult& r, const http::LoadOptions& o, const std::optional<ht
         fmt::format("{} connections on {} thread(s) to http://{}:{}{}; client TCP_NODELAY {}, TCP_QUICKACK {}",
                     o.connections, o.threads, o.url.address, o.url.port, o.url.path, on_off(o.nodelay),
                     o.quickack ? "after each read" : "kernel default"));
+    if (o.quickack) r.notes.push_back(kClientQuickackNote);
     if (s)
         r.notes.push_back(
             fmt::format("built-in server: {} B body{}, {} thread(s), TCP_NODELAY {}, TCP_QUICKACK {}", s->response_size,

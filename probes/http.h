@@ -191,6 +191,7 @@ struct LoadOptions {
     bool nodelay = true;                   ///< TCP_NODELAY on every connection
     bool quickack = false;                 ///< TCP_QUICKACK after every read
     std::size_t keep_samples = 1'000'000;  ///< raw latencies kept in total (the histogram sees all)
+    std::chrono::nanoseconds interval{std::chrono::seconds(1)};  ///< of the time series
 };
 
 /// What the load generator saw, summed over its threads.
@@ -202,6 +203,7 @@ struct LoadTally {
     std::uint64_t response_bytes = 0;                            ///< every byte of the completed responses
     std::uint64_t reconnects = 0;  ///< connections reopened (after an error or a server's close)
     double elapsed = 0;            ///< seconds measured
+    IntervalTally intervals;       ///< completed requests and their latency per interval
 
     void merge(const LoadTally& other);
 };

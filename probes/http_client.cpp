@@ -110,6 +110,7 @@ private:
 
     void measure() {
         measuring_ = true;
+        tally.intervals = IntervalTally(seconds(o_.interval));
         tally.samples.reserve(std::min<std::size_t>(keep_, 1 << 16));
         auto now = Clock::now();
         for (auto& c : conns_)
@@ -299,6 +300,7 @@ private:
             auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - c.origin).count();
             tally.latency.record(static_cast<std::uint64_t>(std::max<std::int64_t>(ns, 0)));
             if (tally.samples.size() < keep_) tally.samples.push_back(static_cast<double>(ns) / 1e9);
+            tally.intervals.record(seconds(now - start_), static_cast<double>(ns) / 1e9);
             ++tally.requests;
             tally.response_bytes += c.parser.total_bytes();
             if (c.parser.status() < 200 || c.parser.status() > 299) ++tally.non_2xx;

@@ -26,6 +26,7 @@
 
 #include "core/error.h"
 #include "probes/probe_spec.h"
+#include "probes/series.h"
 
 namespace wanlab::probes {
 
@@ -57,6 +58,10 @@ struct ConnectionStats {
 inline constexpr const char* kRcvbufAutotuned = "rcvbuf: autotuned (net.ipv4.tcp_rmem)";
 inline constexpr const char* kSndbufAutotuned = "sndbuf: autotuned (net.ipv4.tcp_wmem)";
 
+/// The note an rr or http probe carries when its client set TCP_QUICKACK after every read, so
+/// a diagnosis does not advise what it already does.
+inline constexpr const char* kClientQuickackNote = "client: TCP_QUICKACK after each read";
+
 /// The note that says a command probe's metric came from its output, and the metric's unit
 /// and direction: "metric: NAME: UNIT, higher|lower is better; from ...". The report reads
 /// these to know a metric no kind declares (parse_output_note()).
@@ -76,9 +81,12 @@ struct ProbeResult {
     std::string tool;  ///< "builtin", "iperf3", "ping"
     /// Metric name (probe_spec's table) -> value in base units.
     std::map<std::string, double> metrics;
-    /// Raw samples by name: "throughput" (bit/s per interval), "rtt" (seconds per answered
-    /// probe), "latency" (seconds per transaction), each in the order measured.
+    /// Distributions by name: "rtt" (seconds per answered probe), "latency" (seconds per
+    /// transaction or request), each in the order measured.
     std::map<std::string, std::vector<double>> samples;
+    /// Time series by name: "throughput" per interval, TCP_INFO per stream ("stream1.cwnd"),
+    /// latency and rate per interval ("latency_mean", "requests_per_second").
+    std::map<std::string, Series> series;
     std::vector<ConnectionStats> connections;
     /// Facts a reader needs to trust the numbers ("rcvbuf: asked 64MiB, granted 416KiB,
     /// clamped by net.core.rmem_max").

@@ -26,6 +26,13 @@ constexpr std::int64_t kOneMs = 1'000'000;
 std::vector<OptionSpec> common(std::vector<OptionSpec> own) {
     std::vector<OptionSpec> all{
         {"duration", OptionType::duration, "@run.duration", "how long each repeat measures", kOneMs},
+        {"capture", OptionType::boolean, "false",
+         "write each lab host's packets during this probe to a pcap file per trial (wanlab run)"},
+        {"capture_packets", OptionType::integer, "0",
+         "capture at most this many packets per file (implies capture); 0 = no packet bound", 0, kBig},
+        {"capture_bytes", OptionType::size, "0", "a capture file's size at most (implies capture); 0 = 64MiB"},
+        {"capture_snaplen", OptionType::integer, "128", "bytes kept of each captured packet (128: the headers)", 64,
+         262144},
     };
     all.insert(all.end(), own.begin(), own.end());
     return all;
@@ -101,6 +108,8 @@ const std::vector<ProbeKind> kKinds{
          {"server_quickack", OptionType::boolean, "false", "TCP_QUICKACK on the server after each read"},
          {"server_split_write", OptionType::boolean, "false",
           "write each response in two parts (header, body), as servers do"},
+         {"interval", OptionType::duration, "\"1s\"", "time series interval (transactions/s and latency per interval)",
+          kOneMs},
      }),
      {
          {"transactions_per_second", Unit::per_second, true, "completed request/response pairs per second"},
@@ -126,6 +135,8 @@ const std::vector<ProbeKind> kKinds{
          {"server_nodelay", OptionType::boolean, "true", "TCP_NODELAY on the built-in server"},
          {"server_quickack", OptionType::boolean, "false", "TCP_QUICKACK on the built-in server after each read"},
          {"server_split_write", OptionType::boolean, "false", "the built-in server writes headers and body separately"},
+         {"interval", OptionType::duration, "\"1s\"", "time series interval (requests/s and latency per interval)",
+          kOneMs},
          {"client_nodelay", OptionType::boolean, "true", "TCP_NODELAY on the load generator"},
          {"client_quickack", OptionType::boolean, "false", "TCP_QUICKACK on the load generator after each read"},
          {"url", OptionType::string, "\"\"", "http://ADDRESS[:PORT][/PATH] to load instead of the built-in server"},

@@ -33,6 +33,7 @@ struct Sides {
 struct ClientTally {
     std::vector<double> latencies;  // seconds
     stats::Histogram histogram;     // nanoseconds
+    IntervalTally intervals;        // per interval of the time series
     std::uint64_t transactions = 0;
     bool failed = false;
     Clock::time_point finished;
@@ -48,7 +49,8 @@ void serve(int fd, const Sides& s) {
     }
 }
 
-void transact(int fd, const Sides& s, Clock::time_point end, std::size_t keep, const Workers& workers, ClientTally& t) {
+void transact(int fd, const Sides& s, Clock::time_point start, Clock::time_point end, std::size_t keep,
+              const Workers& workers, ClientTally& t) {
     std::vector<char> request(s.request, 'q'), response(s.response);
     t.latencies.reserve(std::min<std::size_t>(keep, 1 << 16));
     while (!workers.stopping()) {
@@ -59,8 +61,10 @@ void transact(int fd, const Sides& s, Clock::time_point end, std::size_t keep, c
             t.failed = !workers.stopping();
             break;
         }
-        auto dt = Clock::now() - t0;
+        auto done = Clock::now();
+        auto dt = done - t0;
         ++t.transactions;
+        t.intervals.record(seconds(done - start), seconds(dt));
         t.histogram.record(static_cast<std::uint64_t>(std::chrono::nanoseconds(dt).count()));
         if (t.latencies.size() < keep) t.latencies.push_back(seconds(dt));
     }
@@ -89,7 +93,9 @@ void summarize(ProbeResult& r, const std::vector<ClientTally>& tallies, double e
     stats::Histogram all;
     std::vector<double> raw;
     bool complete = true;
+    IntervalTally intervals;
     for (const auto& t : tallies) {
+        intervals.merge(t.intervals);
         transactions += t.transactions;
         errors += t.failed ? 1 : 0;
         all.merge(t.histogram);
@@ -112,6 +118,7 @@ void summarize(ProbeResult& r, const std::vector<ClientTally>& tallies, double e
             "latency percentiles from the histogram (0.8% resolution): more than {} transactions", kMaxSamples));
     }
     r.samples["latency"] = std::move(raw);
+    intervals.add_series(r.series, "transactions_per_second", elapsed);
 }
 
 }  // namespace
@@ -136,7 +143,9 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
         set_int(servers.back().get(), IPPROTO_TCP, TCP_NODELAY, s.server_nodelay, "TCP_NODELAY");
         set_timeouts(servers.back().get(), kTransactionTimeout);
     }
-    std::vector<ClientTally> tallies(static_cast<std::size_t>(n));
+    ClientTally fresh;
+    fresh.intervals = IntervalTally(seconds(std::chrono::nanoseconds(option_int(spec, "interval"))));
+    std::vector<ClientTally> tallies(static_cast<std::size_t>(n), fresh);
     std::size_t keep = kMaxSamples / static_cast<std::size_t>(n);
     auto start = Clock::now(), end = start + duration;
     Workers workers;  // after the sockets: joined before they close
@@ -146,7 +155,7 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
         workers.watch(sv);
         ClientTally* t = &tallies[i];
         workers.spawn([sv, &s] { serve(sv, s); });
-        workers.spawn([c, &s, end, keep, &workers, t] { transact(c, s, end, keep, workers, *t); });
+        workers.spawn([c, &s, start, end, keep, &workers, t] { transact(c, s, start, end, keep, workers, *t); });
     }
     sleep_until(end, [&] {
         if (tick) tick();
@@ -166,6 +175,7 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
         s.request, s.response, s.split ? fmt::format(" written as {} + {} B", s.header, s.response - s.header) : "",
         s.client_nodelay ? "on" : "off", s.server_nodelay ? "on" : "off", s.client_quickack ? "on" : "kernel default",
         s.server_quickack ? "on" : "kernel default"));
+    if (s.client_quickack) r.notes.push_back(kClientQuickackNote);
     return r;
 }
 

@@ -78,7 +78,11 @@ ProbeResult pace(const Plan& plan, const Tick& tick, const std::function<std::op
     std::int64_t sent = 0;
     for (; sent < plan.count && Clock::now() < stop; ++sent) {
         sleep_until(start + plan.interval * sent, tick);
-        if (auto rtt = once(sent)) r.samples["rtt"].push_back(*rtt);
+        double at = seconds(Clock::now() - start);
+        if (auto rtt = once(sent)) {
+            r.samples["rtt"].push_back(*rtt);
+            r.series["rtt"].add(at, *rtt);
+        }
     }
     const auto& x = r.samples["rtt"];
     auto q = stats::percentiles(x, {50, 99});

@@ -1,6 +1,7 @@
-// The built-in throughput probe: N TCP bulk streams, goodput per interval, and each
-// connection's TCP_INFO at the end of the measurement. See docs/probes.md.
-#include <linux/tcp.h>  // the full struct tcp_info (glibc's netinet/tcp.h lacks the chrono fields)
+// The built-in throughput probe: N TCP bulk streams, goodput and each stream's TCP_INFO per
+// interval, and each connection's TCP_INFO at the end of the measurement. See docs/probes.md.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "core/units.h"
 #include "probes/probe.h"
 #include "probes/sys.h"
+#include "probes/tcp_info.h"
 
 namespace wanlab::probes {
 namespace {
@@ -128,36 +130,6 @@ void receive_loop(int fd, Counter& counter, const std::atomic<bool>& done) {
         if (errno == EAGAIN && (!done.load() || ++idle_after_done < 4)) continue;
         return;
     }
-}
-
-/// TCP_INFO of a sending socket, in base units.
-std::map<std::string, double> sender_info(int fd) {
-    tcp_info ti{};
-    socklen_t len = sizeof ti;
-    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) sys::fail_errno("reading TCP_INFO");
-    std::map<std::string, double> v{
-        {"retransmits", ti.tcpi_total_retrans},
-        {"rtt", ti.tcpi_rtt / 1e6},
-        {"rttvar", ti.tcpi_rttvar / 1e6},
-        {"cwnd", ti.tcpi_snd_cwnd},
-        {"mss", ti.tcpi_snd_mss},
-    };
-    // Fields newer than the struct the running kernel fills are left out rather than zero.
-    auto has = [len](std::size_t end_offset) { return len >= end_offset; };
-    if (has(offsetof(tcp_info, tcpi_min_rtt) + sizeof ti.tcpi_min_rtt)) v["min_rtt"] = ti.tcpi_min_rtt / 1e6;
-    if (has(offsetof(tcp_info, tcpi_delivery_rate) + sizeof ti.tcpi_delivery_rate))
-        v["delivery_rate"] = static_cast<double>(ti.tcpi_delivery_rate) * 8;
-    if (has(offsetof(tcp_info, tcpi_sndbuf_limited) + sizeof ti.tcpi_sndbuf_limited)) {
-        v["busy_time"] = static_cast<double>(ti.tcpi_busy_time) / 1e6;
-        v["rwnd_limited_time"] = static_cast<double>(ti.tcpi_rwnd_limited) / 1e6;
-        v["sndbuf_limited_time"] = static_cast<double>(ti.tcpi_sndbuf_limited) / 1e6;
-        double busy = static_cast<double>(ti.tcpi_busy_time);
-        v["rwnd_limited"] = busy > 0 ? static_cast<double>(ti.tcpi_rwnd_limited) / busy : 0;
-        v["sndbuf_limited"] = busy > 0 ? static_cast<double>(ti.tcpi_sndbuf_limited) / busy : 0;
-    }
-    if (has(offsetof(tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked))
-        v["bytes_acked"] = static_cast<double>(ti.tcpi_bytes_acked);
-    return v;
 }
 
 std::string buffer_note(const char* option, std::int64_t asked, int granted, const char* max_sysctl) {
@@ -276,24 +248,27 @@ ProbeResult run_throughput(const ProbeSpec& spec, const Endpoints& where, const 
     };
     auto start = Clock::now(), end = start + duration, last = start;
     double last_total = 0, last_up = 0, last_down = 0;
+    TcpSampler tcp;
     while (last < end) {
         sleep_until(std::min(last + interval, end), check);
         auto now = Clock::now();
         double total = sum_bytes(streams, nullptr), up = sum_bytes(streams, "upload"),
                down = sum_bytes(streams, "download");
-        double dt = seconds(now - last);
-        r.samples["throughput"].push_back((total - last_total) * 8 / dt);
+        double dt = seconds(now - last), at = seconds(now - start);
+        r.series["throughput"].add(at, (total - last_total) * 8 / dt);
         if (both) {
-            r.samples["throughput_upload"].push_back((up - last_up) * 8 / dt);
-            r.samples["throughput_download"].push_back((down - last_down) * 8 / dt);
+            r.series["throughput_upload"].add(at, (up - last_up) * 8 / dt);
+            r.series["throughput_download"].add(at, (down - last_down) * 8 / dt);
         }
+        for (std::size_t i = 0; i < streams.size(); ++i)
+            tcp.sample(at, static_cast<int>(i + 1), streams[i]->sender(), streams[i]->receiver(), r.series);
         last_total = total, last_up = up, last_down = down, last = now;
     }
     double elapsed = seconds(last - start);
     for (const auto& s : streams) {
         ConnectionStats c;
         c.direction = s->direction;
-        c.values = sender_info(s->sender());
+        c.values = tcp_info(s->sender());
         c.congestion_control = congestion_control_of(s->sender());
         c.values["sndbuf_granted"] = get_int(s->sender(), SOL_SOCKET, SO_SNDBUF, "SO_SNDBUF");
         c.values["rcvbuf_granted"] = get_int(s->receiver(), SOL_SOCKET, SO_RCVBUF, "SO_RCVBUF");

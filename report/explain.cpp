@@ -1,9 +1,9 @@
 // explain(): sentences the measurements support, for the reader who asks "why this number?".
 //
 // Two kinds, and nothing without the data behind it:
-//  - buffer limits, from TCP_INFO as the throughput probe reports it: a stream that spent
-//    most of its busy time limited by the receive window (or its send buffer) moves at most
-//    one buffer per round trip, so the buffer it was granted names the cap;
+//  - the diagnosis of each probe in each trial (diagnosis/rules.h), on evidence gathered
+//    here from its repeats: metrics, TCP_INFO per connection, kernel counters, the link's
+//    qdisc statistics, the trial's configuration;
 //  - bandwidth-delay advice, from a trial's configured rate and RTT against the buffer
 //    maxima the trial set (or, for keys it did not set, those the host had before the run).
 #include <algorithm>
@@ -107,53 +107,6 @@ std::string where(const results::Trial& t) {
 
 std::string flag(const results::Trial& t) {
     return detail::emulation_failed(&t) ? " [! emulation did not hold in this trial]" : "";
-}
-
-struct Limit {
-    const char* share;    // metric: share of busy time limited
-    const char* granted;  // connection value: the buffer behind it, bytes
-    const char* limited;  // words for the sentence
-    const char* buffer;
-};
-const Limit kLimits[] = {
-    {"rwnd_limited", "rcvbuf_granted", "receive-window limited", "a receive buffer"},
-    {"sndbuf_limited", "sndbuf_granted", "send-buffer limited", "a send buffer"},
-};
-
-void buffer_limits(std::vector<std::string>& out, const results::Trial& t, const std::string& probe,
-                   const Measurements& ms) {
-    // The configured RTT is what the cap is about; without one, the smallest RTT TCP saw
-    // (the smoothed RTT at the end was taken under load, and its queue is not the path).
-    double rtt = t.link_rtt;
-    std::string rtt_text = probes::human(Unit::seconds, rtt);
-    if (!(rtt > 0)) {
-        rtt = connection_median(ms, "min_rtt");
-        rtt_text = probes::human(Unit::seconds, rtt) + " minimum measured";
-    }
-    for (const auto& limit : kLimits) {
-        std::vector<double> shares;
-        for (const auto* m : ms) shares.push_back(limited_share(*m, limit.share));
-        double share = median_or_nan(shares);
-        if (!(share > 0.5)) continue;  // a minority of the time explains little
-        auto s = fmt::format("{}, {}: {} {:.0f}% of the time", probe, where(t), limit.limited, share * 100);
-        double buffer = granted(ms, limit.granted);
-        // The kernel counts skb overhead against a socket buffer: with the default
-        // tcp_adv_win_scale (1) only about half of it carries data, so the window per round
-        // trip, and the cap, is about half of what the buffer's size suggests.
-        double tput = metric_median(ms, "throughput");
-        double cap = buffer / 2 * 8 / rtt;
-        // A cap the measurement exceeds is not the cause: say only the share.
-        if (buffer > 0 && rtt > 0 && !(tput > 1.25 * cap))
-            s += fmt::format(": {} of {} (about {} of window) caps one stream near {} at this RTT ({})", limit.buffer,
-                             detail::human_bytes(buffer), detail::human_bytes(buffer / 2),
-                             probes::human(Unit::bits_per_second, cap), rtt_text);
-        if (std::isfinite(tput)) {
-            auto n = streams(ms);
-            s += fmt::format("; measured {}{}", probes::human(Unit::bits_per_second, tput),
-                             n > 1 ? fmt::format(" over {} streams", n) : "");
-        }
-        out.push_back(s + flag(t));
-    }
 }
 
 // --- bandwidth-delay advice ---------------------------------------------------------------
@@ -323,6 +276,53 @@ double counter_median(const Measurements& ms, const std::string& host, const std
     return median_or_nan(std::move(v));
 }
 
+// One direction's queues from the "qdisc" counters of each repeat (diagnosis/qdisc_watch.h);
+// nullopt when no repeat recorded that direction.
+std::optional<diagnosis::QueueEvidence> queue_of(const results::Trial& t, const Measurements& ms,
+                                                 const std::string& direction) {
+    // NaN when no repeat has the counter (a role the tree does not have), unlike counter_median.
+    auto median = [&](const std::string& role, const std::string& what) {
+        std::vector<double> v;
+        for (const auto* m : ms)
+            if (auto q = m->counters.find("qdisc"); q != m->counters.end())
+                v.push_back(number_at(*q, direction + "." + role + "." + what));
+        return median_or_nan(std::move(v));
+    };
+    diagnosis::QueueEvidence q;
+    q.direction = direction;
+    q.loss = direction == "up" ? t.link_loss : t.link_loss_down;
+    q.netem_sent = median("netem", "sent_packets");
+    if (!std::isfinite(q.netem_sent)) return std::nullopt;
+    q.netem_drops = median("netem", "drops");
+    q.netem_limit = median("netem", "limit");
+    q.netem_peak = median("netem", "qlen_peak");
+    // netem's child is the shaper when there is one, else the queue: its drops are in netem's.
+    double shaper = median("shaper", "drops"), queue = median("queue", "drops");
+    q.child_drops = std::isfinite(shaper) ? shaper : queue;
+    // The fifo that overflows: the queue below the shaper, else the tbf's own (when its limit is known).
+    for (const char* role : {"queue", "shaper"}) {
+        double limit = median(role, "limit"), limit_bytes = median(role, "limit_bytes");
+        bool exists = std::isfinite(median(role, "sent_packets"));
+        if (!exists) continue;
+        if (std::isfinite(limit) || std::isfinite(limit_bytes)) {
+            q.bottleneck = role;
+            q.bottleneck_limit = limit;
+            q.bottleneck_limit_bytes = limit_bytes;
+            q.bottleneck_drops = median(role, "drops");
+            q.bottleneck_sent = median(role, "sent_packets");
+            q.bottleneck_peak = median(role, "qlen_peak");
+        }
+        break;  // an AQM queue below the shaper drops on purpose: no overflow to name
+    }
+    return q;
+}
+
+bool has_note(const Measurements& ms, const char* note) {
+    return std::any_of(ms.begin(), ms.end(), [note](const auto* m) {
+        return std::find(m->notes.begin(), m->notes.end(), note) != m->notes.end();
+    });
+}
+
 diagnosis::Evidence evidence_of(const results::Trial& t, const Measurements& ms) {
     diagnosis::Evidence e;
     e.kind = ms.front()->kind;
@@ -332,6 +332,19 @@ diagnosis::Evidence evidence_of(const results::Trial& t, const Measurements& ms)
     e.min_rtt = connection_median(ms, "min_rtt");
     e.srtt = connection_median(ms, "rtt");
     e.mss = connection_median(ms, "mss");
+    std::vector<double> rwnd, sndbuf;
+    for (const auto* m : ms) {
+        rwnd.push_back(limited_share(*m, "rwnd_limited"));
+        sndbuf.push_back(limited_share(*m, "sndbuf_limited"));
+    }
+    e.rwnd_limited = median_or_nan(std::move(rwnd));
+    e.sndbuf_limited = median_or_nan(std::move(sndbuf));
+    e.rcvbuf = granted(ms, "rcvbuf_granted");
+    e.sndbuf = granted(ms, "sndbuf_granted");
+    e.streams = static_cast<double>(streams(ms));
+    e.client_quickack = has_note(ms, probes::kClientQuickackNote);
+    for (const char* direction : {"up", "down"})
+        if (auto q = queue_of(t, ms, direction)) e.queues.push_back(*q);
     for (const auto* m : ms)
         for (const auto& c : m->connections)
             if (e.congestion_control.empty() && c.is_object() && c.contains("congestion_control") &&
@@ -368,13 +381,8 @@ std::vector<std::string> explain(const results::RunData& data) {
         Measurements bulk;
         for (const auto& [name, ms] : probes)
             if (ms.front()->kind == "throughput") bulk.insert(bulk.end(), ms.begin(), ms.end());
-        if (detail::emulation_failed(&t))
-            out.push_back(
-                fmt::format("{}: emulation did not hold: {}; this trial's numbers do not describe the "
-                            "configured path",
-                            where(t), t.check.note));
-        for (const auto& [name, ms] : probes)
-            if (ms.front()->kind == "throughput") buffer_limits(out, t, name, ms);
+        if (auto v = diagnosis::emulation_not_held(t.check.held, t.check.note))
+            out.push_back(fmt::format("{}: {}", where(t), v->text));
         // Every probe's diagnosis (diagnosis/rules.h), on the repeats that measured.
         bool rate_bound = false;
         for (const auto& [name, ms] : probes) {

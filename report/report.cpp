@@ -4,6 +4,7 @@
 // halves come from the same rows, so they cannot disagree.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -66,6 +67,7 @@ struct Model {
     std::vector<std::string> explanations;
     std::vector<AssertOutcome> outcomes;
     bool asserted = false;
+    std::string files_root;
 };
 
 // "probe.metric" or "metric" -> (probe, metric); probe and metric names have no dots.
@@ -221,7 +223,25 @@ Model build(const results::RunData& data, const std::vector<lab::AssertSpec>& as
     m.explanations = explain(data);
     m.outcomes = evaluate(data, asserts);
     m.asserted = !asserts.empty();
+    m.files_root = options.files_root;
     return m;
+}
+
+/// A capture's file as the reader finds it: under the results folder unless recorded absolute.
+std::string capture_path(const Model& m, const results::Capture& c) {
+    std::filesystem::path p(c.path);
+    if (p.is_absolute() || m.files_root.empty()) return p.string();
+    return (std::filesystem::path(m.files_root) / p).lexically_normal().string();
+}
+
+std::string capture_line(const Model& m, const results::Trial& t, const results::Capture& c) {
+    auto point = detail::point_label(t);
+    auto s =
+        fmt::format("{}, {}{}, {} ({}): {}: {} packets, {}", c.probe, t.variant, point.empty() ? "" : " @ " + point,
+                    c.host, c.dev, capture_path(m, c), c.packets, detail::human_bytes(static_cast<double>(c.bytes)));
+    if (c.dropped > 0) s += fmt::format(", {} dropped by the kernel (capture buffer full)", c.dropped);
+    if (!c.stopped.empty()) s += "; stopped: " + c.stopped;
+    return s;
 }
 
 // --- shared by the printers ---------------------------------------------------------------
@@ -442,6 +462,11 @@ std::string render_text(const Model& m, bool markdown) {
         section("Explanations");
         for (const auto& e : m.explanations) line(e);
     }
+    if (std::any_of(data.trials.begin(), data.trials.end(), [](const auto& t) { return !t.captures.empty(); })) {
+        section("Captures");
+        for (const auto& t : data.trials)
+            for (const auto& c : t.captures) line(capture_line(m, t, c));
+    }
     if (m.asserted) {
         section("Asserts: " + assert_summary(m));
         for (const auto& o : m.outcomes) line(o.message);
@@ -551,6 +576,21 @@ std::string render_json(const Model& m) {
                       {"rows", pv.row_key},     {"columns", pv.column_key}, {"groups", groups}};
     }
     j["explanations"] = m.explanations;
+    j["captures"] = json::array();
+    for (const auto& t : data.trials)
+        for (const auto& c : t.captures)
+            j["captures"].push_back({{"trial", t.index},
+                                     {"trial_id", t.id},
+                                     {"variant", t.variant},
+                                     {"point", detail::point_label(t)},
+                                     {"probe", c.probe},
+                                     {"host", c.host},
+                                     {"dev", c.dev},
+                                     {"path", capture_path(m, c)},
+                                     {"packets", c.packets},
+                                     {"bytes", c.bytes},
+                                     {"dropped", c.dropped},
+                                     {"stopped", c.stopped}});
     j["asserts"] = json::array();
     for (const auto& o : m.outcomes)
         j["asserts"].push_back({{"probe", o.spec.probe},

@@ -49,6 +49,9 @@ struct ReportOptions {
     /// The pivot's metric ("probe.metric" or "metric"); empty = the first asserted metric,
     /// else the first probe's headline metric. The pivot is shown when there is a sweep.
     std::string pivot;
+    /// The folder trial files are kept in (the results database's folder): capture paths,
+    /// recorded relative to it, are shown under it.
+    std::string files_root;
 };
 
 /// The whole report of a run: header (experiment, environment, trials flagged), before/after

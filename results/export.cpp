@@ -72,10 +72,12 @@ json trial_json(const Trial& t) {
             {"link_rtt", number(t.link_rtt)},
             {"link_rate", number(t.link_rate)},
             {"link_loss", number(t.link_loss)},
+            {"link_loss_down", number(t.link_loss_down)},
             {"sysctls", t.sysctls},
             {"check", t.check},
             {"status", t.status},
-            {"error", t.error}};
+            {"error", t.error},
+            {"captures", t.captures}};
 }
 
 Trial trial_from(const json& j) {
@@ -87,10 +89,12 @@ Trial trial_from(const json& j) {
     t.link_rtt = number_from(j.at("link_rtt"));
     t.link_rate = number_from(j.at("link_rate"));
     t.link_loss = number_from(j.at("link_loss"));
+    if (auto it = j.find("link_loss_down"); it != j.end()) t.link_loss_down = number_from(*it);
     j.at("sysctls").get_to(t.sysctls);
     j.at("check").get_to(t.check);
     j.at("status").get_to(t.status);
     j.at("error").get_to(t.error);
+    if (auto it = j.find("captures"); it != j.end()) it->get_to(t.captures);  // older exports have none
     return t;
 }
 
@@ -99,11 +103,19 @@ json measurement_json(const Measurement& m) {
     for (const auto& [name, value] : m.metrics) metrics[name] = number(value);
     json samples = json::object();
     for (const auto& [name, values] : m.samples) samples[name] = numbers(values);
-    return {{"trial", m.trial},      {"probe", m.probe},
-            {"kind", m.kind},        {"tool", m.tool},
-            {"repeat", m.repeat},    {"started", m.started},
-            {"metrics", metrics},    {"samples", samples},
-            {"notes", m.notes},      {"connections", m.connections},
+    json series = json::object();
+    for (const auto& [name, s] : m.series) series[name] = {{"t", numbers(s.t)}, {"value", numbers(s.value)}};
+    return {{"trial", m.trial},
+            {"probe", m.probe},
+            {"series", series},
+            {"kind", m.kind},
+            {"tool", m.tool},
+            {"repeat", m.repeat},
+            {"started", m.started},
+            {"metrics", metrics},
+            {"samples", samples},
+            {"notes", m.notes},
+            {"connections", m.connections},
             {"counters", m.counters}};
 }
 
@@ -117,6 +129,14 @@ Measurement measurement_from(const json& j) {
     j.at("started").get_to(m.started);
     for (const auto& [name, value] : j.at("metrics").items()) m.metrics[name] = number_from(value);
     for (const auto& [name, values] : j.at("samples").items()) m.samples[name] = numbers_from(values);
+    if (auto it = j.find("series"); it != j.end())  // older exports have none
+        for (const auto& [name, s] : it->items()) {
+            auto& out = m.series[name];
+            out.t = numbers_from(s.at("t"));
+            out.value = numbers_from(s.at("value"));
+            if (out.t.size() != out.value.size())
+                throw json::other_error::create(501, "series " + name + ": t and value differ in length", &s);
+        }
     j.at("notes").get_to(m.notes);
     m.connections = j.at("connections");
     if (auto it = j.find("counters"); it != j.end() && it->is_object()) m.counters = *it;  // older exports have none
@@ -175,20 +195,25 @@ std::string csv_value(double v) { return std::isnan(v) ? std::string() : fmt::fo
 std::vector<std::string> csv_header(const std::vector<std::string>& sweep) {
     std::vector<std::string> h = {"run", "trial", "trial_id", "variant"};
     h.insert(h.end(), sweep.begin(), sweep.end());
-    for (const char* name : {"probe", "kind", "tool", "repeat", "metric", "value", "unit"}) h.emplace_back(name);
+    for (const char* name : {"probe", "kind", "tool", "repeat", "metric", "t", "value", "unit"}) h.emplace_back(name);
     return h;
 }
 
 void append_measurement(std::string& out, const RunData& data, const std::vector<std::string>& sweep,
                         const Measurement& m) {
     const Trial* t = data.trial(m.trial);
-    for (const auto& [metric, value] : m.metrics) {
-        std::vector<std::string> row = {data.run.id, std::to_string(m.trial), t ? t->id : "", t ? t->variant : ""};
-        for (const auto& path : sweep) row.push_back(sweep_value(t, path));
-        row.insert(row.end(),
-                   {m.probe, m.kind, m.tool, std::to_string(m.repeat), metric, csv_value(value), unit_of(m, metric)});
-        append_row(out, row);
-    }
+    auto row = [&](const std::string& name, const std::string& at, double value, const std::string& unit) {
+        std::vector<std::string> fields = {data.run.id, std::to_string(m.trial), t ? t->id : "", t ? t->variant : ""};
+        for (const auto& path : sweep) fields.push_back(sweep_value(t, path));
+        fields.insert(fields.end(),
+                      {m.probe, m.kind, m.tool, std::to_string(m.repeat), name, at, csv_value(value), unit});
+        append_row(out, fields);
+    };
+    // A summary metric has no time; a series' points follow it, one row each.
+    for (const auto& [metric, value] : m.metrics) row(metric, "", value, unit_of(m, metric));
+    for (const auto& [name, s] : m.series)
+        for (std::size_t i = 0; i < s.size(); ++i)
+            row(name, csv_value(s.t[i]), s.value[i], probes::unit_name(probes::series_unit(name)));
 }
 
 }  // namespace
@@ -216,6 +241,22 @@ void to_json(json& j, const EmulationCheck& c) {
          {"rate_configured", number(c.rate_configured)},
          {"rate_measured", number(c.rate_measured)},
          {"note", c.note}};
+}
+
+void to_json(json& j, const Capture& c) {
+    j = {{"probe", c.probe},     {"host", c.host},   {"dev", c.dev},         {"path", c.path},
+         {"packets", c.packets}, {"bytes", c.bytes}, {"dropped", c.dropped}, {"stopped", c.stopped}};
+}
+
+void from_json(const json& j, Capture& c) {
+    j.at("probe").get_to(c.probe);
+    j.at("host").get_to(c.host);
+    j.at("dev").get_to(c.dev);
+    j.at("path").get_to(c.path);
+    j.at("packets").get_to(c.packets);
+    j.at("bytes").get_to(c.bytes);
+    j.at("dropped").get_to(c.dropped);
+    j.at("stopped").get_to(c.stopped);
 }
 
 void from_json(const json& j, EmulationCheck& c) {

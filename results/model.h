@@ -9,12 +9,15 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "probes/series.h"
 
 namespace wanlab::results {
 
@@ -56,17 +59,30 @@ struct EmulationCheck {
     std::string note;                                     ///< "rtt 40.3 ms for 40 ms configured", or what did not hold
 };
 
+/// One packet capture file of a trial: a probe's packets as one lab host saw them.
+struct Capture {
+    std::string probe;
+    std::string host;                      ///< "client", "server" (lab hosts) or "host" (host mode)
+    std::string dev;                       ///< the device captured on
+    std::string path;                      ///< the pcap file, as the run wrote it
+    std::uint64_t packets = 0, bytes = 0;  ///< written to the file (bytes: the file's size)
+    std::uint64_t dropped = 0;             ///< the kernel dropped (buffer full), pcap_stats
+    std::string stopped;                   ///< "" (end of the probe), or the bound that stopped it
+};
+
 struct Trial {
     std::size_t index = 0;  ///< 1-based position in the plan
     std::string id;         ///< stable id (hash of variant and sweep values)
     std::string variant;
     std::vector<std::pair<std::string, std::string>> sweep;  ///< swept path -> value as written
     /// The configuration that matters to explanations: sum of both directions' delays (s),
-    /// the slowest direction's rate (bit/s, NaN: none), loss fraction client->server.
-    double link_rtt = kNaN, link_rate = kNaN, link_loss = kNaN;
+    /// the slowest direction's rate (bit/s, NaN: none), random loss fraction client->server
+    /// and server->client (NaN: another loss model, whose mean is not one number).
+    double link_rtt = kNaN, link_rate = kNaN, link_loss = kNaN, link_loss_down = kNaN;
     /// Sysctls this trial set, "host:key" or "key" for global ones -> value as written to /proc/sys.
     std::map<std::string, std::string> sysctls;
     EmulationCheck check;
+    std::vector<Capture> captures;  ///< packet captures its probes asked for
     /// "pending", "done", "interrupted", "failed".
     std::string status = "pending";
     std::string error;
@@ -85,6 +101,7 @@ struct Measurement {
     std::string started;                    ///< ISO 8601 UTC
     std::map<std::string, double> metrics;  ///< base units
     std::map<std::string, std::vector<double>> samples;
+    probes::SeriesMap series;  ///< time series (probes/series.h)
     std::vector<std::string> notes;
     nlohmann::json connections = nlohmann::json::array();  ///< per connection, as probes report them
     /// Kernel counters that moved during the measurement, per lab host, and the busiest

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <sqlite3.h>
@@ -17,12 +19,13 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr std::size_t kCandidatesShown = 5;
 
-// Version 2. Version 1 had no measurements.counters: ensure_schema() adds it, and a read-only
-// store of version 1 reads as if it were {}. A later wanlab that changes this bumps
+// Version 3. Version 1 had no measurements.counters, version 2 no trials.captures and no
+// series table: ensure_schema() adds them, and a read-only store of an older version reads
+// as if they were empty. A later wanlab that changes this bumps
 // user_version, migrates, and sets meta.written_by to its own version, so an older wanlab
 // can say which one to use.
 constexpr const char* kSchema = R"sql(
@@ -48,11 +51,14 @@ CREATE TABLE trials (
     sweep TEXT NOT NULL,           -- JSON [[path, value], ...] in plan order
     link_rtt REAL,                 -- seconds, both directions; NULL: none
     link_rate REAL,                -- bit/s, slowest direction; NULL: none
-    link_loss REAL,                -- fraction, client to server; NULL: none
+    link_loss REAL,                -- random loss fraction, client to server; NULL: another model
+    link_loss_down REAL,           -- the same, server to client; since version 3
     sysctls TEXT NOT NULL,         -- JSON {"host:key": value}
     emulation_check TEXT NOT NULL, -- JSON: checked, held, rtt_/rate_configured/measured, note
     status TEXT NOT NULL,          -- pending, done, interrupted, failed
     error TEXT NOT NULL,
+    -- JSON array: probe, host, dev, path, packets, bytes, dropped, stopped; since version 3
+    captures TEXT NOT NULL DEFAULT '[]',
     PRIMARY KEY (run_id, idx)
 );
 CREATE TABLE measurements (
@@ -85,13 +91,21 @@ CREATE TABLE samples (
     value REAL,
     PRIMARY KEY (measurement_id, name, seq)
 ) WITHOUT ROWID;
+CREATE TABLE series (              -- since version 3
+    measurement_id INTEGER NOT NULL REFERENCES measurements(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,            -- "throughput", "stream1.cwnd", "router.up.backlog", ...
+    seq INTEGER NOT NULL,          -- 0-based order within the series
+    t REAL NOT NULL,               -- seconds since the measurement began
+    value REAL,                    -- base units; NULL: not measured
+    PRIMARY KEY (measurement_id, name, seq)
+) WITHOUT ROWID;
 -- One row per (measurement, metric) with its trial's variant, for ad-hoc queries.
 CREATE VIEW metric_values AS
     SELECT m.run_id, m.trial, t.variant, m.probe, m.kind, m.tool, m.repeat, x.name AS metric, x.value
     FROM measurements m JOIN metrics x ON x.measurement_id = m.id
     LEFT JOIN trials t ON t.run_id = m.run_id AND t.idx = m.trial;
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;
 )sql";
 
 constexpr const char* kRunColumns =
@@ -254,7 +268,22 @@ void create_schema(sqlite3* db, const fs::path& path) {
         .run();
 }
 
-void check_tables(sqlite3* db, const fs::path& path);
+void check_tables(sqlite3* db, const fs::path& path, int version);
+
+// Each migration brings the schema from version to - 1 to version `to`.
+struct Migration {
+    int to;
+    const char* sql;
+};
+constexpr Migration kMigrations[] = {
+    {2, "ALTER TABLE measurements ADD COLUMN counters TEXT NOT NULL DEFAULT '{}'; PRAGMA user_version = 2"},
+    {3,
+     "ALTER TABLE trials ADD COLUMN captures TEXT NOT NULL DEFAULT '[]'; "
+     "ALTER TABLE trials ADD COLUMN link_loss_down REAL; "
+     "CREATE TABLE series (measurement_id INTEGER NOT NULL REFERENCES measurements(id) ON DELETE CASCADE, "
+     "name TEXT NOT NULL, seq INTEGER NOT NULL, t REAL NOT NULL, value REAL, "
+     "PRIMARY KEY (measurement_id, name, seq)) WITHOUT ROWID; PRAGMA user_version = 3"},
+};
 
 void ensure_schema(sqlite3* db, const fs::path& path) {
     int version = user_version(db, path);
@@ -262,34 +291,35 @@ void ensure_schema(sqlite3* db, const fs::path& path) {
     if (version == kSchemaVersion) return;
     Transaction tx(db, path, "BEGIN IMMEDIATE", "creating the schema");
     // Another process may have created or migrated it between the check and the lock.
-    switch (user_version(db, path)) {
-        case 0: create_schema(db, path); break;
-        case 1:
-            check_tables(db, path);
-            exec(db, path,
-                 "ALTER TABLE measurements ADD COLUMN counters TEXT NOT NULL DEFAULT '{}'; PRAGMA user_version = 2",
-                 "migrating the schema to version 2");
-            Statement(db, path, "INSERT OR REPLACE INTO meta (key, value) VALUES ('written_by', ?)",
-                      "migrating the schema to version 2")
-                .bind(std::string(kVersion))
-                .run();
-            break;
-        default: break;
+    int from = user_version(db, path);
+    if (from == 0) {
+        create_schema(db, path);
+    } else if (from < kSchemaVersion) {
+        check_tables(db, path, from);
+        for (const auto& step : kMigrations)
+            if (step.to > from) exec(db, path, step.sql, fmt::format("migrating the schema to version {}", step.to));
+        Statement(db, path, "INSERT OR REPLACE INTO meta (key, value) VALUES ('written_by', ?)", "migrating the schema")
+            .bind(std::string(kVersion))
+            .run();
     }
     tx.commit();
 }
 
 // The tables wanlab reads and writes; each must be a real table (a view could recurse forever,
 // a virtual table could be anything).
-constexpr const char* kTables[] = {"runs", "trials", "measurements", "metrics", "samples", "meta"};
+// (name, the version that added it)
+constexpr std::pair<const char*, int> kTables[] = {{"runs", 1},    {"trials", 1}, {"measurements", 1}, {"metrics", 1},
+                                                   {"samples", 1}, {"meta", 1},   {"series", 3}};
 
 [[noreturn]] void refuse_schema(const fs::path& path, const std::string& why) {
     throw InputError(fmt::format("results database {}: {}: is it a wanlab results database?", path.string(), why));
 }
 
-void check_tables(sqlite3* db, const fs::path& path) {
+/// The tables of schema `version`.
+void check_tables(sqlite3* db, const fs::path& path, int version) {
     Statement s(db, path, "SELECT type, sql FROM sqlite_master WHERE name = ? COLLATE NOCASE", "checking the schema");
-    for (const char* table : kTables) {
+    for (const auto& [table, since] : kTables) {
+        if (since > version) continue;
         s.reset();
         s.bind(std::string(table));
         if (!s.step()) refuse_schema(path, fmt::format("it has no table `{}`", table));
@@ -304,7 +334,7 @@ void check_schema(sqlite3* db, const fs::path& path) {
     int version = user_version(db, path);
     if (version > kSchemaVersion) refuse_newer(db, path, version);
     if (version < 1) refuse_schema(path, fmt::format("it has schema version {}", version));
-    check_tables(db, path);
+    check_tables(db, path, version);
 }
 
 /// The file itself, before SQLite opens it: never through a symbolic link (SQLITE_OPEN_NOFOLLOW
@@ -374,13 +404,16 @@ Trial read_trial(const Statement& s) {
     t.check = s.parsed_as<EmulationCheck>(8);
     t.status = s.text(9);
     t.error = s.text(10);
+    t.captures = s.parsed_as<std::vector<Capture>>(11);
+    t.link_loss_down = s.real(12);
     return t;
 }
 
 std::vector<Trial> read_trials(sqlite3* db, const fs::path& path, const std::string& run_id) {
     Statement s(db, path,
-                "SELECT idx, id, variant, sweep, link_rtt, link_rate, link_loss, sysctls, emulation_check, "
-                "status, error FROM trials WHERE run_id = ? ORDER BY idx",
+                fmt::format("SELECT idx, id, variant, sweep, link_rtt, link_rate, link_loss, sysctls, emulation_check, "
+                            "status, error, {} FROM trials WHERE run_id = ? ORDER BY idx",
+                            user_version(db, path) >= 3 ? "captures, link_loss_down" : "'[]', NULL"),
                 fmt::format("reading the trials of run `{}`", run_id));
     s.bind(run_id);
     std::vector<Trial> trials;
@@ -398,6 +431,12 @@ void read_samples(Statement& s, std::int64_t measurement, Measurement& m) {
     s.reset();
     s.bind(measurement);
     while (s.step()) m.samples[s.text(0)].push_back(s.real(1));
+}
+
+void read_series(Statement& s, std::int64_t measurement, Measurement& m) {
+    s.reset();
+    s.bind(measurement);
+    while (s.step()) m.series[s.text(0)].add(s.real(1), s.real(2));
 }
 
 Measurement read_measurement(const Statement& s) {
@@ -425,12 +464,18 @@ std::vector<Measurement> read_measurements(sqlite3* db, const fs::path& path, co
                 action);
     Statement metrics(db, path, "SELECT name, value FROM metrics WHERE measurement_id = ?", action);
     Statement samples(db, path, "SELECT name, value FROM samples WHERE measurement_id = ? ORDER BY name, seq", action);
+    // A read-only store of schema version 2 or older has no series.
+    std::optional<Statement> series;
+    if (user_version(db, path) >= 3)
+        series.emplace(db, path, "SELECT name, t, value FROM series WHERE measurement_id = ? ORDER BY name, seq",
+                       action);
     s.bind(run_id);
     std::vector<Measurement> out;
     while (s.step()) {
         out.push_back(read_measurement(s));
         read_metrics(metrics, s.integer(0), out.back());
         read_samples(samples, s.integer(0), out.back());
+        if (series) read_series(*series, s.integer(0), out.back());
     }
     return out;
 }
@@ -451,6 +496,17 @@ void insert_samples(sqlite3* db, const fs::path& path, std::int64_t measurement,
         for (std::size_t seq = 0; seq < values.size(); ++seq) {
             s.reset();
             s.bind(measurement, name, seq, values[seq]).run();
+        }
+    }
+}
+
+void insert_series(sqlite3* db, const fs::path& path, std::int64_t measurement, const Measurement& m,
+                   const std::string& action) {
+    Statement s(db, path, "INSERT INTO series (measurement_id, name, seq, t, value) VALUES (?, ?, ?, ?, ?)", action);
+    for (const auto& [name, series] : m.series) {
+        for (std::size_t seq = 0; seq < series.size(); ++seq) {
+            s.reset();
+            s.bind(measurement, name, seq, series.t[seq], series.value[seq]).run();
         }
     }
 }
@@ -498,11 +554,12 @@ std::string resolve_run(sqlite3* db, const fs::path& path, const std::string& id
 
 constexpr const char* kPutTrial =
     "INSERT OR REPLACE INTO trials (run_id, idx, id, variant, sweep, link_rtt, link_rate, link_loss, "
-    "sysctls, emulation_check, status, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "sysctls, emulation_check, status, error, captures, link_loss_down) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 Statement& bind_trial(Statement& s, const std::string& run_id, const Trial& t) {
     return s.bind(run_id, t.index, t.id, t.variant, json(t.sweep), t.link_rtt, t.link_rate, t.link_loss,
-                  json(t.sysctls), json(t.check), t.status, t.error);
+                  json(t.sysctls), json(t.check), t.status, t.error, json(t.captures), t.link_loss_down);
 }
 
 }  // namespace
@@ -527,7 +584,7 @@ Store::Store(const fs::path& db, Access access, std::chrono::milliseconds read_l
         } else {
             configure(db_, path_);
             ensure_schema(db_, path_);
-            check_tables(db_, path_);
+            check_tables(db_, path_, kSchemaVersion);
         }
     } catch (...) {
         sqlite3_close(db_);
@@ -580,6 +637,7 @@ void Store::add_measurement(const std::string& run_id, const Measurement& m) {
     const std::int64_t id = sqlite3_last_insert_rowid(db_);
     insert_metrics(db_, path_, id, m, action);
     insert_samples(db_, path_, id, m, action);
+    insert_series(db_, path_, id, m, action);
     tx.commit();
 }
 

@@ -74,7 +74,8 @@ private:
     sqlite3* db_ = nullptr;
 };
 
-/// The run as JSON in base units: {"run":{...},"trials":[...],"measurements":[...]}.
+/// The run as JSON in base units: {"run":{...},"trials":[...],"measurements":[...]}; a
+/// measurement's series as {"NAME": {"t": [...], "value": [...]}}.
 nlohmann::json to_json(const RunData& data);
 /// The inverse of to_json(), which the tests use to check what a run wrote.
 RunData from_json(const nlohmann::json& j);
@@ -84,6 +85,8 @@ void to_json(nlohmann::json& j, const Environment& env);
 void from_json(const nlohmann::json& j, Environment& env);
 void to_json(nlohmann::json& j, const EmulationCheck& check);
 void from_json(const nlohmann::json& j, EmulationCheck& check);
+void to_json(nlohmann::json& j, const Capture& c);
+void from_json(const nlohmann::json& j, Capture& c);
 /// One CSV row per (measurement, metric): run,trial,trial_id,variant,<sweep columns>,probe,
 /// kind,tool,repeat,metric,value,unit. RFC 4180 quoting.
 std::string to_csv(const RunData& data);

@@ -19,7 +19,9 @@
 #include "core/sys.h"
 #include "core/text.h"
 #include "core/version.h"
+#include "diagnosis/capture.h"
 #include "diagnosis/counters.h"
+#include "diagnosis/qdisc_watch.h"
 #include "lab/session.h"
 #include "lab/testbed.h"
 #include "probes/sys.h"
@@ -83,6 +85,7 @@ results::Measurement record_of(const probes::ProbeSpec& spec, const probes::Prob
     m.started = started;
     m.metrics = r.metrics;
     m.samples = r.samples;
+    m.series = r.series;
     m.notes = r.notes;
     for (const auto& c : r.connections)
         m.connections.push_back(
@@ -174,8 +177,11 @@ public:
         : exp_(exp), store_(store), progress_(progress), tick_(tick), data_(data), done_(done) {}
 
     /// `between` runs after each measurement (the services' liveness check); it may throw.
+    /// Captures are written into `work` (the trial's folder, maybe staged) and recorded as
+    /// `kept`/NAME (the folder's path relative to the results folder).
     void run(const lab::Trial& t, results::Trial& rec, const lab::Testbed& testbed,
-             const std::function<void()>& between) {
+             const std::function<void()>& between, const std::filesystem::path& work,
+             const std::filesystem::path& kept) {
         auto label = trial_label(t);
         const auto lab_where = testbed.endpoints();
         if (checks_emulation(t)) progress_.status(label + ": checking the emulation", 1s * done_);
@@ -187,6 +193,7 @@ public:
         if (rec.check.checked && !rec.check.held)
             progress_.line(fmt::format("{}: emulation did not hold: {}", label, rec.check.note));
         store_.put_trial(data_.run.id, rec);
+        const auto sites = testbed.qdisc_sites(t);
         for (const auto& written : t.probes) {
             auto [spec, where] = in_lab(written, lab_where);
             auto probe = probes::make_probe(spec);
@@ -201,14 +208,22 @@ public:
                 }
                 done_ += ns_to_s(exp_.run.warmup.count());
             }
+            auto captures = start_captures(spec, testbed, work);
             for (unsigned r = 1; r <= exp_.run.repeats; ++r) {
                 progress_.status(fmt::format("{}: {} repeat {}/{}", label, spec.name, r, exp_.run.repeats), 1s * done_);
                 auto started = utc_now();
                 results::Measurement m;
                 try {
                     diagnosis::Snapshot counters(diagnosis::counted_hosts(where));
+                    std::optional<diagnosis::QdiscWatch> qdiscs;
+                    if (!sites.empty()) qdiscs.emplace(sites, diagnosis::kQdiscSampleEvery);
                     m = record_of(spec, probe->run(where, tick_), t.index, r, started);
                     m.counters = counters.delta();
+                    if (qdiscs) {
+                        const auto& tally = qdiscs->finish();
+                        m.counters["qdisc"] = tally.counters();
+                        tally.add_series(m.series);
+                    }
                 } catch (const probes::MeasurementError& e) {
                     // The tool refused this measurement, not the lab: recorded, and the run goes on.
                     m = record_of(spec, probes::ProbeResult{}, t.index, r, started);
@@ -222,7 +237,29 @@ public:
                 probes::sleep_until(probes::Clock::now() + exp_.run.cooldown, tick_);
                 done_ += ns_to_s(exp_.run.cooldown.count());
             }
+            for (auto& c : captures) {
+                auto done = c->finish();
+                done.probe = spec.name;
+                done.path = (kept / std::filesystem::path(done.path).filename()).string();
+                rec.captures.push_back(std::move(done));
+            }
+            if (!captures.empty()) store_.put_trial(data_.run.id, rec);
         }
+    }
+
+    /// One capture per lab host for a probe that asks for them (none otherwise).
+    static std::vector<std::unique_ptr<diagnosis::Capture>> start_captures(const probes::ProbeSpec& spec,
+                                                                           const lab::Testbed& testbed,
+                                                                           const std::filesystem::path& work) {
+        std::vector<std::unique_ptr<diagnosis::Capture>> out;
+        auto bounds = diagnosis::capture_bounds(spec);
+        if (!bounds) return out;
+        std::filesystem::create_directories(work);
+        for (const auto& p : testbed.capture_points())
+            out.push_back(std::make_unique<diagnosis::Capture>(
+                p.host, p.netns, p.dev, p.filter, work / fmt::format("capture-{}-{}.pcap", spec.name, p.host),
+                *bounds));
+        return out;
     }
 
     std::string trial_label(const lab::Trial& t) const {
@@ -322,7 +359,12 @@ results::Trial trial_record(const lab::Trial& t) {
     for (double v : {e.rate_up, e.rate_down})
         if (v > 0) rates.insert(v);
     r.link_rate = rates.empty() ? results::kNaN : *rates.begin();
-    r.link_loss = t.link.up.netem.loss.model == netem::Loss::Model::random ? t.link.up.netem.loss.probability : 0.0;
+    auto loss = [](const netem::Loss& l) {
+        if (l.model == netem::Loss::Model::none) return 0.0;
+        return l.model == netem::Loss::Model::random ? l.probability : results::kNaN;
+    };
+    r.link_loss = loss(t.link.up.netem.loss);
+    r.link_loss_down = loss(t.link.down.netem.loss);
     for (const auto& s : t.sysctl.global) r.sysctls[s.key] = s.value;
     for (const auto& [host, settings] : t.sysctl.per_host)
         for (const auto& s : settings) r.sysctls[host + ":" + s.key] = s.value;
@@ -420,8 +462,13 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
             TrialRunner runner(exp, store, progress, tick, data, done);
             auto files = options.files_dir.empty() ? store.path().parent_path() : options.files_dir;
             std::optional<StageDir> stage;
-            if (std::any_of(exp.trials.begin(), exp.trials.end(), [](const auto& t) { return !t.services.empty(); }) &&
-                on_network_fs(files))
+            // Services and captures write files as they run: over 9p both are slowed down.
+            auto writes_files = [](const lab::Trial& t) {
+                return !t.services.empty() || std::any_of(t.probes.begin(), t.probes.end(), [](const auto& p) {
+                    return diagnosis::capture_bounds(p).has_value();
+                });
+            };
+            if (std::any_of(exp.trials.begin(), exp.trials.end(), writes_files) && on_network_fs(files))
                 stage.emplace();
             std::vector<std::string> failed;
             for (std::size_t i = 0; i < exp.trials.size(); ++i) {
@@ -433,7 +480,9 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
                 try {
                     if (!t.services.empty()) progress.status(runner.trial_label(t) + ": starting services", 1s * done);
                     session->start_services(t, work, tick);
-                    runner.run(t, *current, session->testbed(), [&session] { session->check_services(); });
+                    runner.run(
+                        t, *current, session->testbed(), [&session] { session->check_services(); }, work,
+                        keep.lexically_relative(files));
                     session->check_services();
                     session->stop_services();
                     move_folder(work, keep);

@@ -153,3 +153,159 @@ TEST_CASE("diagnose: the rate-bound iperf3 case gets its verdict and nothing abo
     REQUIRE(all.size() == 1);
     CHECK(all[0].rule == "rate-bound");
 }
+
+// --- queue overflow: tests/vm/run/evidence.toml in the micro-VM (20 Mbit/s, 40 ms; medians
+// of its two 4 s repeats) ---------------------------------------------------------------------
+
+namespace {
+
+Evidence evidence_bulk(double throughput) {
+    Evidence e;
+    e.kind = "throughput";
+    e.rtt_configured = 0.040;
+    e.rate_configured = 20e6;
+    e.throughput = throughput;
+    e.mss = 1448;
+    return e;
+}
+
+// "short-limit": netem's own rate with limit = 20; 74 and 79 drops, peaks 19 and 20.
+Evidence short_limit() {
+    auto e = evidence_bulk(5.11e6);
+    QueueEvidence up;
+    up.direction = "up";
+    up.loss = 0;
+    up.netem_sent = 2061.5;
+    up.netem_drops = 76.5;
+    up.netem_limit = 20;
+    up.netem_peak = 19.5;
+    e.queues.push_back(up);
+    QueueEvidence down = up;
+    down.direction = "down";
+    down.netem_sent = 1159.5;
+    down.netem_drops = 0;
+    e.queues.push_back(down);
+    return e;
+}
+
+// "small-fifo": a tbf at 20 Mbit/s with a 10-packet pfifo below it; 35 and 17 drops.
+Evidence small_fifo() {
+    auto e = evidence_bulk(8.06e6);
+    QueueEvidence up;
+    up.direction = "up";
+    up.loss = 0;
+    up.netem_sent = 2990;
+    up.netem_drops = 26;
+    up.netem_limit = 1000;
+    up.netem_peak = 30.5;
+    up.child_drops = 26;
+    up.bottleneck = "queue";
+    up.bottleneck_drops = 26;
+    up.bottleneck_sent = 2990;
+    up.bottleneck_limit = 10;
+    up.bottleneck_peak = 6;
+    e.queues.push_back(up);
+    return e;
+}
+
+}  // namespace
+
+TEST_CASE("queue overflow: netem's limit below the path's BDP names its drops and the limit to set", "[diagnosis]") {
+    auto v = queue_overflow(short_limit());
+    REQUIRE(v);
+    CHECK(v->rule == "queue-overflow");
+    CHECK_THAT(v->text, Contains("queue overflow (up): netem dropped 76 of 2138 packets") &&
+                            Contains("queue limit of 20 packets was reached (peak 20 queued") &&
+                            Contains("below the bandwidth-delay product 97.7 KiB (67 packets)") &&
+                            Contains("Raise [link] limit above 67"));
+    CHECK_THAT(v->text, !Contains("(down)"));  // the direction that dropped nothing
+    CHECK(diagnose(short_limit()).front().rule == "queue-overflow");
+}
+
+TEST_CASE("queue overflow: the fifo below a shaper, and netem's count of its child's drops is not netem's",
+          "[diagnosis]") {
+    auto v = queue_overflow(small_fifo());
+    REQUIRE(v);
+    CHECK_THAT(v->text, Contains("the bottleneck queue (qdisc, limit 10 packets) dropped 26 of 3016 packets (peak 6") &&
+                            Contains("qdisc_limit = 67"));
+    CHECK_THAT(v->text, !Contains("netem dropped"));
+    // A link already full gains nothing from a deeper queue: the drops are named, no advice.
+    auto full = small_fifo();
+    full.throughput = 18.6e6;
+    CHECK_THAT(queue_overflow(full)->text, !Contains("qdisc_limit ="));
+}
+
+TEST_CASE("queue overflow: not for drops the loss model explains, an AQM's, or none", "[diagnosis]") {
+    // The same path with limit = "auto" (1000 packets): 0 drops, peak 416.
+    auto none = short_limit();
+    none.queues[0].netem_drops = 0;
+    none.queues[0].netem_limit = 1000;
+    none.queues[0].netem_peak = 416;
+    CHECK_FALSE(queue_overflow(none));
+    // 1% random loss (cc-compare): 1,012 drops of 100,000 packets is the model's 1,000 +- 3 sigma.
+    auto lossy = short_limit();
+    lossy.queues[0].loss = 0.01;
+    lossy.queues[0].netem_sent = 98988;
+    lossy.queues[0].netem_drops = 1012;
+    lossy.queues[0].netem_limit = 1000;
+    lossy.queues[0].netem_peak = 300;
+    CHECK_FALSE(queue_overflow(lossy));
+    // ... but 1,500 is 500 more than the model's: the limit's.
+    lossy.queues[0].netem_drops = 1500;
+    lossy.queues[0].netem_sent = 98500;
+    auto v = queue_overflow(lossy);
+    REQUIRE(v);
+    CHECK_THAT(v->text, Contains("500 more than its loss model's 1.00% explains (about 1000)") &&
+                            Contains("the 100 ms samples saw at most 300 queued"));
+    // A Gilbert-Elliott model (no single loss rate): only a queue seen at its limit says so.
+    auto ge = lossy;
+    ge.queues[0].loss = kUnknown;
+    CHECK_FALSE(queue_overflow(ge));
+    ge.queues[0].netem_peak = 1000;
+    CHECK_THAT(queue_overflow(ge)->text, Contains("its loss model's drops among them"));
+    // fq_codel below the shaper: its drops are its method, not an overflow.
+    auto aqm = small_fifo();
+    aqm.queues[0].bottleneck.clear();
+    CHECK_FALSE(queue_overflow(aqm));
+}
+
+TEST_CASE("buffer limits: the share of busy time, the cap only where the measurement does not refute it",
+          "[diagnosis]") {
+    // main example, default buffers at 40 ms: 88% receive-window limited, 416 KiB granted.
+    auto e = evidence_bulk(34.28e6);
+    e.rate_configured = 100e6;
+    e.rwnd_limited = 0.881;
+    e.rcvbuf = 425984;
+    e.streams = 1;
+    auto v = receive_window_limited(e);
+    REQUIRE(v);
+    CHECK(v->text ==
+          "receive-window limited 88% of the time: a receive buffer of 416 KiB (about 208 KiB of window) caps one "
+          "stream near 42.60 Mbit/s at this RTT (40.00 ms); measured 34.28 Mbit/s");
+    CHECK_FALSE(send_buffer_limited(e));
+    // The bare-path run: 2.13 Gbit/s against a "cap" of 333 Mbit/s at its 3.15 ms srtt.
+    auto bare = e;
+    bare.rtt_configured = kUnknown;
+    bare.min_rtt = 0.00005;
+    bare.srtt = 0.00315;
+    bare.throughput = 2.13e9;
+    bare.rcvbuf = 262144;
+    // The path's RTT is TCP's minimum, not the srtt under load (whose cap, 333 Mbit/s, the
+    // measurement refutes).
+    CHECK_THAT(receive_window_limited(bare)->text, Contains("(50.0 us minimum measured)") && !Contains("333"));
+    bare.min_rtt = kUnknown;
+    bare.rcvbuf = 262144;
+    bare.throughput = 2.13e9;
+    CHECK_THAT(receive_window_limited(bare)->text, !Contains("caps one stream"));
+}
+
+TEST_CASE("emulation not held: the check's own words, and nothing for a trial that held", "[diagnosis]") {
+    // evidence.toml's short-limit trial: its 20-packet limit let the rate check reach 8 Mbit/s.
+    auto v = emulation_not_held(false, "up rate 8.0 Mbit/s for 20 Mbit/s configured (did not hold)");
+    REQUIRE(v);
+    CHECK(v->rule == "emulation-not-held");
+    CHECK(v->text ==
+          "emulation did not hold: up rate 8.0 Mbit/s for 20 Mbit/s configured (did not hold); this trial's "
+          "numbers do not describe the configured path");
+    CHECK_FALSE(emulation_not_held(true, "rtt 40.3 ms for 40 ms configured"));
+}

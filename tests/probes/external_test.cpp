@@ -67,7 +67,16 @@ TEST_CASE("iperf3 parser reads goodput, retransmits, rtt and cwnd of an upload",
     CHECK(r.metrics.at("retransmits") == 69);
     CHECK(r.metrics.at("rtt") == Approx((207 + 161) / 2.0 / 1e6));
     CHECK(r.metrics.at("cwnd") == Approx(916762.0 / 32768));
-    CHECK(r.samples.at("throughput").size() == 2);
+    const auto& tput = r.series.at("throughput");
+    REQUIRE(tput.size() == 2);
+    CHECK(tput.t[0] == Approx(1.00069));
+    CHECK(tput.value[0] == Approx(12645489990.227545));
+    // Each sending stream's own view per interval: cwnd in segments of tcp_mss_default.
+    CHECK(r.series.at("stream1.cwnd").value[0] == Approx(1047728.0 / 32768));
+    CHECK(r.series.at("stream1.srtt").value[0] == Approx(119e-6));
+    CHECK(r.series.at("stream2.retransmits").value[0] == 4);
+    CHECK(r.series.at("stream2.snd_wnd").value[0] == 33029120);
+    CHECK(r.samples.count("throughput") == 0);
     REQUIRE(r.connections.size() == 2);
     CHECK(r.connections[0].direction == "upload");
 }

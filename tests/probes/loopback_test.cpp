@@ -44,7 +44,15 @@ TEST_CASE("throughput on loopback moves data both ways and reports every connect
     CHECK(r.metrics.at("throughput_upload") > 0);
     CHECK(r.metrics.at("throughput_download") > 0);
     CHECK(r.connections.size() == 2);
-    CHECK(r.samples.at("throughput").size() == 3);
+    CHECK(r.series.at("throughput").size() == 3);
+    CHECK(r.series.at("throughput").t.back() == Approx(0.3).margin(0.05));
+    // TCP_INFO per stream and interval: the sender's window and RTT, the receiver's space.
+    for (const char* name :
+         {"stream1.cwnd", "stream1.srtt", "stream2.cwnd", "stream1.busy_time", "stream2.rcv_space"}) {
+        INFO(name);
+        REQUIRE(r.series.at(name).size() == 3);
+        CHECK(r.series.at(name).value.back() > 0);
+    }
     check_names(r);
 }
 
@@ -56,16 +64,29 @@ TEST_CASE("rtt on loopback answers every tcp and udp probe", "[probes][loopback]
                      ->run(kLoopback, {});
         CHECK(r.metrics.at("loss") == 0);
         CHECK(r.samples.at("rtt").size() == 5);
+        const auto& series = r.series.at("rtt");  // each probe at its send time, 1 ms apart
+        REQUIRE(series.size() == 5);
+        CHECK(series.value == r.samples.at("rtt"));
+        CHECK(series.t[4] >= series.t[0] + 0.004);
         CHECK(r.metrics.at("rtt_p50") > 0);
         check_names(r);
     }
 }
 
 TEST_CASE("rr on loopback completes transactions without errors", "[probes][loopback]") {
-    auto r = make_probe(loopback_spec("rr", "connections = 2\nserver_split_write = true\n"))->run(kLoopback, {});
+    auto r = make_probe(loopback_spec("rr", "connections = 2\nserver_split_write = true\ninterval = \"100ms\"\n"))
+                 ->run(kLoopback, {});
     CHECK(r.metrics.at("transactions") > 0);
     CHECK(r.metrics.at("errors") == 0);
     CHECK(r.metrics.at("latency_p50") <= r.metrics.at("latency_max"));
+    // Per 100 ms interval: the rate, whose intervals add up to every transaction, and the latency.
+    const auto& rate = r.series.at("transactions_per_second");
+    REQUIRE(rate.size() == 3);
+    double sum = 0;
+    for (double v : rate.value) sum += v * 0.1;
+    CHECK(sum == Approx(r.metrics.at("transactions")).epsilon(0.05));
+    CHECK(r.series.at("latency_mean").size() == 3);
+    CHECK(r.series.at("latency_max").value[0] <= r.metrics.at("latency_max"));
     check_names(r);
 }
 

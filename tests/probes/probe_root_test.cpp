@@ -135,7 +135,8 @@ TEST_CASE("throughput over a bare veth exceeds 1 Gbit/s with one and with four s
         INFO("streams " << streams);
         CHECK(r.metrics.at("throughput") > 1e9);
         CHECK(r.connections.size() == static_cast<std::size_t>(std::stoi(streams)));
-        CHECK(r.samples.at("throughput").size() == 4);
+        CHECK(r.series.at("throughput").size() == 4);
+        CHECK(r.series.at("stream" + std::string(streams) + ".cwnd").size() == 4);  // each stream's TCP_INFO too
     }
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "probes/series.h"
 #include "probes/stats.h"
 
 using namespace wanlab::probes;
@@ -75,4 +76,46 @@ TEST_CASE("stats histogram keeps small values exact and merges counts", "[probes
     CHECK(a.percentile(25) == 2);
     CHECK(a.percentile(50) == 127);
     CHECK(a.min() == 1);
+}
+
+TEST_CASE("interval tally gives rate and latency per interval, merged across threads", "[probes][stats][series]") {
+    wanlab::probes::IntervalTally a(0.5), b(0.5);
+    a.record(0.1, 0.010);
+    a.record(0.2, 0.030);
+    b.record(0.3, 0.020);
+    b.record(1.2, 0.040);  // the third interval; the second has none
+    a.merge(b);
+    wanlab::probes::SeriesMap out;
+    a.add_series(out, "requests_per_second", 1.25);
+    const auto& rate = out.at("requests_per_second");
+    REQUIRE(rate.t == std::vector<double>{0.5, 1.0, 1.25});
+    CHECK(rate.value[0] == Approx(6));  // 3 in 0.5 s
+    CHECK(rate.value[1] == 0);
+    CHECK(rate.value[2] == Approx(4));  // 1 in the last 0.25 s
+    // No latency for an interval without completions.
+    CHECK(out.at("latency_mean").t == std::vector<double>{0.5, 1.25});
+    CHECK(out.at("latency_mean").value[0] == Approx(0.020));
+    CHECK(out.at("latency_max").value == std::vector<double>{0.030, 0.040});
+    // A tail shorter than half an interval is no rate.
+    wanlab::probes::SeriesMap tail;
+    a.add_series(tail, "requests_per_second", 1.2);
+    CHECK(tail.at("requests_per_second").t == std::vector<double>{0.5, 1.0});
+}
+
+TEST_CASE("a series' unit follows its name", "[probes][series]") {
+    using wanlab::probes::series_unit;
+    using wanlab::probes::Unit;
+    CHECK(series_unit("throughput") == Unit::bits_per_second);
+    CHECK(series_unit("stream2.delivery_rate") == Unit::bits_per_second);
+    CHECK(series_unit("stream1.cwnd") == Unit::count);
+    CHECK(series_unit("stream1.srtt") == Unit::seconds);
+    CHECK(series_unit("stream1.min_rtt") == Unit::seconds);
+    CHECK(series_unit("stream1.rwnd_limited_time") == Unit::seconds);
+    CHECK(series_unit("stream1.snd_wnd") == Unit::bytes);
+    CHECK(series_unit("stream1.in_flight") == Unit::bytes);
+    CHECK(series_unit("qdisc.up.netem.backlog") == Unit::bytes);
+    CHECK(series_unit("qdisc.up.netem.drops") == Unit::count);
+    CHECK(series_unit("requests_per_second") == Unit::per_second);
+    CHECK(series_unit("latency_mean") == Unit::seconds);
+    CHECK(series_unit("rtt") == Unit::seconds);
 }

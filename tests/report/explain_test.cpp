@@ -189,3 +189,52 @@ TEST_CASE("report names the delayed-ACK stall from an http probe's latency and t
     CHECK_THAT(lines[0], Contains("web, default-buffers: delayed-ACK stall: a request took 43.50 ms") &&
                              Contains("fired 4502 times for 4554 requests"));
 }
+
+TEST_CASE("report does not advise quick-ack to a client that already quick-acks", "[report]") {
+    auto d = testing::buffer_sweep();
+    d.measurements.clear();
+    d.trials[0].link_rtt = 0.002;
+    results::Measurement m;
+    m.trial = 1;
+    m.probe = "rr";
+    m.kind = "rr";
+    m.tool = "builtin";
+    m.repeat = 1;
+    m.metrics = {{"latency_mean", 0.044}, {"transactions", 45}};
+    m.counters = {{"client", {{"TcpExt.DelayedACKs", 44}}}};
+    d.measurements.push_back(m);
+    auto stall = containing(explain(d), "delayed-ACK stall");
+    REQUIRE(stall.size() == 1);
+    CHECK_THAT(stall[0], Contains("TCP_QUICKACK on the client"));
+    d.measurements[0].notes.push_back(probes::kClientQuickackNote);
+    stall = containing(explain(d), "delayed-ACK stall");
+    REQUIRE(stall.size() == 1);
+    CHECK_THAT(stall[0], !Contains("TCP_QUICKACK"));
+}
+
+TEST_CASE("report names a queue overflow from the link's qdisc counters, per direction", "[report]") {
+    // tests/vm/run/evidence.toml's "short-limit" trial: netem at 20 Mbit/s, limit 20 packets.
+    auto d = testing::buffer_sweep();
+    d.trials[0].link_rate = 20e6;
+    d.trials[0].link_loss = 0;
+    d.trials[0].link_loss_down = 0;
+    for (auto& m : d.measurements) {
+        if (m.trial != 1) continue;
+        m.metrics["throughput"] = 5.11e6;
+        m.counters["qdisc"] = {{"up.netem.sent_packets", 2062},
+                               {"up.netem.drops", 76},
+                               {"up.netem.limit", 20},
+                               {"up.netem.qlen_peak", 20},
+                               {"down.netem.sent_packets", 1160},
+                               {"down.netem.drops", 0},
+                               {"down.netem.limit", 20}};
+    }
+    auto lines = containing(explain(d), "queue overflow");
+    REQUIRE(lines.size() == 1);
+    CHECK_THAT(lines[0], Contains("bulk, default-buffers @ link.rtt=20ms: queue overflow (up): netem dropped 76 of "
+                                  "2138 packets: its queue limit of 20 packets was reached (peak 20 queued") &&
+                             Contains("Raise [link] limit above"));
+    // A run recorded before wanlab read the link's qdiscs: no such counters, no verdict.
+    for (auto& m : d.measurements) m.counters.erase("qdisc");
+    CHECK(containing(explain(d), "queue overflow").empty());
+}

@@ -55,25 +55,52 @@ TEST_CASE("csv has one row per metric with sweep columns and quotes names with c
     d.measurements.resize(1);
     d.measurements.push_back(sample_measurement(2, 1));
     d.measurements.back().metrics["mystery"] = 1.5;
+    for (auto& m : d.measurements) m.series.clear();  // series rows: their own test
     auto lines = lines_of(to_csv(d));
     REQUIRE(lines.size() == 8);
-    CHECK(lines[0] == "run,trial,trial_id,variant,link.delay,link.rate,probe,kind,tool,repeat,metric,value,unit");
+    CHECK(lines[0] == "run,trial,trial_id,variant,link.delay,link.rate,probe,kind,tool,repeat,metric,t,value,unit");
     CHECK(lines[1] ==
           "20261130-041209-bulk,1,t1-default,default,20ms,100mbit,bulk,throughput,builtin,1,"
-          "retransmits,12,count");
-    CHECK(lines[2] == "20261130-041209-bulk,1,t1-default,default,20ms,100mbit,bulk,throughput,builtin,1,rtt,,s");
+          "retransmits,,12,count");
+    CHECK(lines[2] == "20261130-041209-bulk,1,t1-default,default,20ms,100mbit,bulk,throughput,builtin,1,rtt,,,s");
     CHECK(lines[3] ==
           "20261130-041209-bulk,1,t1-default,default,20ms,100mbit,bulk,throughput,builtin,1,"
-          "throughput,94371840.33333333,bit/s");
+          "throughput,,94371840.33333333,bit/s");
     CHECK(lines[4] ==
           "20261130-041209-bulk,2,\"t2-big, \"\"buffers\"\"\",\"big, \"\"buffers\"\"\",40ms,100mbit,"
-          "bulk,throughput,builtin,1,mystery,1.5,");
+          "bulk,throughput,builtin,1,mystery,,1.5,");
+}
+
+TEST_CASE("csv has a row per point of each series, with its time, after the metrics", "[results]") {
+    RunData d = sample_run();
+    d.measurements.resize(1);
+    d.measurements[0].metrics = {{"throughput", 1e8}};
+    auto lines = lines_of(to_csv(d));
+    REQUIRE(lines.size() == 7);
+    const std::string head = "20261130-041209-bulk,1,t1-default,default,20ms,100mbit,bulk,throughput,builtin,1,";
+    CHECK(lines[1] == head + "throughput,,100000000,bit/s");
+    CHECK(lines[2] == head + "stream1.cwnd,0.1,10,count");
+    CHECK(lines[3] == head + "stream1.cwnd,0.2,,count");
+    CHECK(lines[4] == head + "stream1.cwnd,0.30000000000000004,40,count");
+    CHECK(lines[5] == head + "throughput,1,94000000,bit/s");
+    CHECK(lines[6] == head + "throughput,2,95000000,bit/s");
+}
+
+TEST_CASE("json keeps each series as times and values and refuses one of unequal lengths", "[results]") {
+    json j = to_json(sample_run());
+    CHECK(j["measurements"][0]["series"]["throughput"] ==
+          json::parse(R"({"t":[1,2],"value":[94000000.0,95000000.0]})"));
+    CHECK(j["measurements"][0]["series"]["stream1.cwnd"]["value"][1].is_null());
+    CHECK(j["trials"][0]["captures"][0]["path"] == "r1/trial-1-t1/capture-bulk-client.pcap");
+    j["measurements"][0]["series"]["throughput"]["t"].push_back(3);
+    CHECK_THROWS_WITH(from_json(j), Catch::Contains("series throughput: t and value differ in length"));
 }
 
 TEST_CASE("csv values read back as the same doubles", "[results]") {
     RunData d = sample_run();
     d.measurements.resize(1);
     d.measurements[0].metrics = {{"a", 0.1}, {"b", 1.0 / 3.0}, {"c", 1e-300}, {"d", 123456789.123456789}};
+    for (auto& m : d.measurements) m.series.clear();  // series rows: their own test
     auto lines = lines_of(to_csv(d));
     REQUIRE(lines.size() == 5);
     auto it = d.measurements[0].metrics.begin();
@@ -91,14 +118,15 @@ TEST_CASE("csv fills sweep columns a trial lacks with empty fields", "[results]"
     d.trials[1].sweep = {{"link.rate", "10mbit"}, {"probe.bulk.streams", "4"}};
     d.measurements = {sample_measurement(2, 1)};
     d.measurements[0].metrics = {{"throughput", 1e7}};
+    for (auto& m : d.measurements) m.series.clear();  // series rows: their own test
     auto lines = lines_of(to_csv(d));
     REQUIRE(lines.size() == 2);
     CHECK(lines[0] ==
           "run,trial,trial_id,variant,link.delay,link.rate,probe.bulk.streams,probe,kind,tool,repeat,"
-          "metric,value,unit");
+          "metric,t,value,unit");
     CHECK(lines[1] ==
           "20261130-041209-bulk,2,\"t2-big, \"\"buffers\"\"\",\"big, \"\"buffers\"\"\",,10mbit,4,"
-          "bulk,throughput,builtin,1,throughput,10000000,bit/s");
+          "bulk,throughput,builtin,1,throughput,,10000000,bit/s");
 }
 
 TEST_CASE("csv gives a command probe's own metric the unit its note declares", "[results]") {
@@ -108,8 +136,9 @@ TEST_CASE("csv gives a command probe's own metric the unit its note declares", "
     m.kind = "command";
     m.metrics = {{"ttfb", 0.02}, {"wall_time", 0.5}};
     m.notes = {"metric: ttfb: s, lower is better; from stdout regex \"ttfb=(?<value>[0-9.]+)\" (ms)"};
+    for (auto& m : d.measurements) m.series.clear();  // series rows: their own test
     auto lines = lines_of(to_csv(d));
     REQUIRE(lines.size() == 3);
-    CHECK_THAT(lines[1], Catch::EndsWith(",ttfb,0.02,s"));
-    CHECK_THAT(lines[2], Catch::EndsWith(",wall_time,0.5,s"));
+    CHECK_THAT(lines[1], Catch::EndsWith(",ttfb,,0.02,s"));
+    CHECK_THAT(lines[2], Catch::EndsWith(",wall_time,,0.5,s"));
 }

@@ -59,6 +59,7 @@ inline Trial sample_trial(std::size_t index, const std::string& variant, const s
     t.link_rtt = 0.08;
     t.link_rate = 1e8;
     t.link_loss = kNaN;
+    t.link_loss_down = 0.01;
     t.sysctls = {{"client:net.ipv4.tcp_rmem", "4096 131072 67108864"}, {"net.core.rmem_max", "67108864"}};
     t.check.checked = true;
     t.check.held = false;
@@ -68,6 +69,9 @@ inline Trial sample_trial(std::size_t index, const std::string& variant, const s
     t.check.rate_measured = kNaN;
     t.check.note = "rate not measured";
     t.status = "done";
+    if (index == 1)
+        t.captures = {{"bulk", "client", "wl-c", "r1/trial-1-t1/capture-bulk-client.pcap", 1200, 180024, 3,
+                       "capture_packets = 1200 reached (17 packets not written)"}};
     return t;
 }
 
@@ -81,6 +85,8 @@ inline Measurement sample_measurement(std::size_t trial, unsigned repeat) {
     m.started = "2026-11-30T04:12:" + std::to_string(10 + repeat) + "Z";
     m.metrics = {{"throughput", 94371840.0 + repeat / 3.0}, {"retransmits", 12}, {"rtt", kNaN}};
     m.samples = {{"throughput", {0.1, 1.0 / 3.0, kNaN, 9.5e7}}, {"cwnd", {10, 20, 40}}};
+    m.series["stream1.cwnd"] = {{0.1, 0.2, 0.30000000000000004}, {10, kNaN, 40}};
+    m.series["throughput"] = {{1, 2}, {9.4e7, 9.5e7}};
     m.notes = {"rcvbuf: asked 64MiB, granted 416KiB, clamped by net.core.rmem_max"};
     m.connections = nlohmann::json::array({{{"id", 1}, {"bytes", 117964800}, {"cc", "cubic"}}});
     return m;
@@ -134,6 +140,18 @@ inline void require_same(const Trial& a, const Trial& b) {
     CHECK(same_number(a.link_rtt, b.link_rtt));
     CHECK(same_number(a.link_rate, b.link_rate));
     CHECK(same_number(a.link_loss, b.link_loss));
+    CHECK(same_number(a.link_loss_down, b.link_loss_down));
+    REQUIRE(a.captures.size() == b.captures.size());
+    for (std::size_t i = 0; i < a.captures.size(); ++i) {
+        CHECK(a.captures[i].probe == b.captures[i].probe);
+        CHECK(a.captures[i].host == b.captures[i].host);
+        CHECK(a.captures[i].dev == b.captures[i].dev);
+        CHECK(a.captures[i].path == b.captures[i].path);
+        CHECK(a.captures[i].packets == b.captures[i].packets);
+        CHECK(a.captures[i].bytes == b.captures[i].bytes);
+        CHECK(a.captures[i].dropped == b.captures[i].dropped);
+        CHECK(a.captures[i].stopped == b.captures[i].stopped);
+    }
     CHECK(a.sysctls == b.sysctls);
     CHECK(a.check.checked == b.check.checked);
     CHECK(a.check.held == b.check.held);
@@ -164,6 +182,13 @@ inline void require_same(const Measurement& a, const Measurement& b) {
         INFO("samples " << name);
         REQUIRE(b.samples.count(name) == 1);
         CHECK(same_numbers(values, b.samples.at(name)));
+    }
+    REQUIRE(a.series.size() == b.series.size());
+    for (const auto& [name, series] : a.series) {
+        INFO("series " << name);
+        REQUIRE(b.series.count(name) == 1);
+        CHECK(same_numbers(series.t, b.series.at(name).t));
+        CHECK(same_numbers(series.value, b.series.at(name).value));
     }
     CHECK(a.notes == b.notes);
     CHECK(a.connections == b.connections);

@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 
@@ -83,8 +84,12 @@ TEST_CASE("the results database can be queried with plain sql, one row per metri
         Store store(db);
         store_whole(store, sample_run());
     }
-    CHECK(query(db, "PRAGMA user_version") == "2");
+    CHECK(query(db, "PRAGMA user_version") == "3");
     CHECK(query(db, "PRAGMA journal_mode") == "delete");
+    CHECK(query(db, "SELECT count(*) FROM series WHERE name = 'stream1.cwnd'") == "9");
+    CHECK(query(db, "SELECT count(*) FROM series WHERE name = 'stream1.cwnd' AND value IS NULL") == "3");
+    CHECK(query(db, "SELECT t FROM series WHERE name = 'throughput' AND seq = 1 LIMIT 1") == "2.0");
+    CHECK(query(db, "SELECT json_extract(captures, '$[0].packets') FROM trials WHERE idx = 1") == "1200");
     CHECK(query(db, "SELECT count(*) FROM metrics") == "9");
     CHECK(query(db, "SELECT count(*) FROM metrics WHERE value IS NULL AND name = 'rtt'") == "3");
     CHECK(query(db, "SELECT value FROM metrics WHERE name = 'retransmits' LIMIT 1") == "12.0");
@@ -204,10 +209,10 @@ TEST_CASE("a database written by a newer wanlab is refused with the version to u
     TempDir dir;
     const auto db = dir.path / "results.db";
     { Store store(db); }
-    sql(db, "PRAGMA user_version = 3; UPDATE meta SET value = '0.3.0' WHERE key = 'written_by';");
+    sql(db, "PRAGMA user_version = 4; UPDATE meta SET value = '0.4.0' WHERE key = 'written_by';");
     CHECK_THROWS_WITH(Store(db), Catch::StartsWith("results database " + db.string() +
-                                                   " has schema version 3 (written by wanlab 0.3.0); wanlab ") &&
-                                     Catch::EndsWith(" reads up to version 2: open it with wanlab 0.3.0 or newer"));
+                                                   " has schema version 4 (written by wanlab 0.4.0); wanlab ") &&
+                                     Catch::EndsWith(" reads up to version 3: open it with wanlab 0.4.0 or newer"));
 
     const auto bare = dir.path / "bare.db";
     sql(bare, "PRAGMA user_version = 7;");
@@ -359,7 +364,8 @@ TEST_CASE("a read that takes longer than the read-only limit stops with a clear 
     CHECK(seconds_since(start) < 1);
 }
 
-TEST_CASE("a version 1 database reads with empty counters and is migrated when opened for writing", "[results]") {
+TEST_CASE("a version 1 database reads with empty counters, series and captures and is migrated when opened for writing",
+          "[results]") {
     TempDir dir;
     const auto db = dir.path / "results.db";
     auto d = sample_run();
@@ -369,20 +375,49 @@ TEST_CASE("a version 1 database reads with empty counters and is migrated when o
         store_whole(store, d);
         CHECK(store.load_run(d.run.id).measurements.front().counters == d.measurements.front().counters);
     }
-    // Make it what wanlab 0.1 wrote: no counters column, version 1.
-    sql(db, "ALTER TABLE measurements DROP COLUMN counters; PRAGMA user_version = 1;");
+    // Make it what wanlab 0.1 wrote: no counters, captures, link_loss_down or series; version 1.
+    sql(db,
+        "ALTER TABLE measurements DROP COLUMN counters; ALTER TABLE trials DROP COLUMN captures; "
+        "ALTER TABLE trials DROP COLUMN link_loss_down; DROP TABLE series; PRAGMA user_version = 1;");
     {
         Store old(db, Store::Access::read_only);
         auto loaded = old.load_run(d.run.id);
         CHECK(loaded.measurements.front().counters == nlohmann::json::object());
+        CHECK(loaded.measurements.front().series.empty());
+        CHECK(loaded.trials.front().captures.empty());
+        CHECK(std::isnan(loaded.trials.front().link_loss_down));
         CHECK(loaded.measurements.size() == d.measurements.size());
     }
     CHECK(query(db, "PRAGMA user_version") == "1");  // reading changed nothing
     {
         Store store(db);
-        CHECK(store.load_run(d.run.id).measurements.front().counters == nlohmann::json::object());
+        auto loaded = store.load_run(d.run.id);
+        CHECK(loaded.measurements.front().counters == nlohmann::json::object());
+        CHECK(loaded.measurements.front().series.empty());
+        store.add_measurement(d.run.id, d.measurements.front());  // a migrated store takes series
+        CHECK(store.load_run(d.run.id).measurements.back().series.size() == 2);
     }
-    CHECK(query(db, "PRAGMA user_version") == "2");
+    CHECK(query(db, "PRAGMA user_version") == "3");
     CHECK(query(db, "SELECT count(*) FROM measurements WHERE counters = '{}'") ==
           std::to_string(d.measurements.size()));
+}
+
+TEST_CASE("a version 2 database gains series and captures when opened for writing", "[results]") {
+    TempDir dir;
+    const auto db = dir.path / "results.db";
+    auto d = sample_run();
+    {
+        Store store(db);
+        store_whole(store, d);
+    }
+    sql(db,
+        "ALTER TABLE trials DROP COLUMN captures; ALTER TABLE trials DROP COLUMN link_loss_down; DROP TABLE series; "
+        "PRAGMA user_version = 2;");
+    CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).trials.front().captures.empty());
+    {
+        Store store(db);
+        store.put_trial(d.run.id, d.trials.front());
+        CHECK(store.load_run(d.run.id).trials.front().captures.size() == 1);
+    }
+    CHECK(query(db, "PRAGMA user_version") == "3");
 }

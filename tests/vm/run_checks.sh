@@ -39,7 +39,7 @@ check "results list names the run" sh -c "'$wanlab' results list --out '$out/mai
 check "results show --format json is JSON with the report's sections" \
     sh -c "'$wanlab' results show main1 --out '$out/main' --format json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(not {\"cells\",\"pivot\",\"asserts\"} <= d.keys())'"
 check "results show --export csv has one row per (measurement, metric)" \
-    [ "$("$wanlab" results show main1 --out "$out/main" --export csv | grep -Ec ',throughput,[-0-9.e+]+,bit/s$')" = "$(q "$db" "select count(*) from metric_values where run_id='main1' and metric='throughput'")" ]
+    [ "$("$wanlab" results show main1 --out "$out/main" --export csv | grep -Ec ',throughput,,[-0-9.e+]+,bit/s$')" = "$(q "$db" "select count(*) from metric_values where run_id='main1' and metric='throughput'")" ]
 check "compare of a run with itself shows zero deltas" sh -c "'$wanlab' compare main1 main1 --out '$out/main' | grep -q '+0.0%'"
 
 # 2. CI gates: a passing and a failing assert give exit 3 and a JUnit report saying so.
@@ -120,4 +120,46 @@ check "wanlab shell returns the command's exit status [rc=$rc]" [ "$rc" = 5 ]
 check "the command's pings cross the emulated 40 ms path [min ${fastest:-?} ms]" \
     awk -v a="${fastest:-0}" 'BEGIN { exit !(a >= 40 && a <= 59) }'
 check "after wanlab shell: machine as before" same_state shell
+
+# 7. The evidence beside the numbers: the link's qdisc statistics, time series, captures, and
+#    the verdicts they carry (queue overflow; rate-bound with no buffer advice).
+db=$out/evidence/results.db
+"$wanlab" run "$src/tests/vm/run/evidence.toml" --no-vm --out "$out/evidence" --run ev1 \
+    >"$out/evidence.stdout" 2>"$out/evidence.stderr"
+rc=$?
+check "evidence run exits 0 [rc=$rc]" [ "$rc" = 0 ]
+# The counters' names hold dots: the JSON path quotes them.
+cnt() { q "$db" "select json_extract(counters, '\$.qdisc.\"$2\"') from measurements where run_id='ev1' and trial=$1 and repeat=1"; }
+drops=$(cnt 1 up.netem.drops) peak=$(cnt 1 up.netem.qlen_peak) limit=$(cnt 1 up.netem.limit)
+check "netem at a 20-packet limit dropped packets and was seen full [drops=$drops peak=$peak limit=$limit]" \
+    awk -v d="${drops:-0}" -v p="${peak:-0}" -v l="${limit:-0}" 'BEGIN { exit !(d >= 5 && l == 20 && p >= 18) }'
+drops=$(cnt 2 up.netem.drops) sent=$(cnt 2 up.netem.sent_packets) limit=$(cnt 2 up.netem.limit)
+check "netem at a 10000-packet limit dropped nothing of the packets it sent [drops=$drops sent=$sent limit=$limit]" \
+    awk -v d="${drops:-1}" -v s="${sent:-0}" -v l="${limit:-0}" 'BEGIN { exit !(d == 0 && s > 1000 && l == 10000) }'
+qd=$(cnt 3 up.queue.drops) sd=$(cnt 3 up.shaper.drops) nd=$(cnt 3 up.netem.drops) ql=$(cnt 3 up.queue.limit)
+check "the 10-packet pfifo below the tbf dropped, counted again by its parents [queue=$qd tbf=$sd netem=$nd limit=$ql]" \
+    awk -v q="${qd:-0}" -v s="${sd:-0}" -v n="${nd:-0}" -v l="${ql:-0}" 'BEGIN { exit !(q >= 1 && s == q && n >= q && l == 10) }'
+check "the short limit's trial is diagnosed as a queue overflow with the limit to set" \
+    grep -q "bulk, short-limit: queue overflow (up): netem dropped .*Raise \[link\] limit above" "$out/evidence.stdout"
+check "the small fifo's trial is diagnosed as a queue overflow of the bottleneck queue" \
+    grep -q "bulk, small-fifo: queue overflow (up): the bottleneck queue (qdisc, limit 10 packets) dropped" "$out/evidence.stdout"
+check "the deep limit's trial has no queue overflow" sh -c "! grep -q 'deep-limit: queue overflow' '$out/evidence.stdout'"
+pts=$(q "$db" "select count(*) from series s join measurements m on m.id=s.measurement_id where m.run_id='ev1' and m.trial=2 and m.repeat=1 and s.name='stream1.cwnd'")
+check "TCP_INFO per 200 ms interval of a 4 s repeat [cwnd points=$pts]" \
+    awk -v n="${pts:-0}" 'BEGIN { exit !(n >= 18 && n <= 21) }'
+bl=$(q "$db" "select max(value) from series s join measurements m on m.id=s.measurement_id where m.run_id='ev1' and m.trial=2 and s.name='qdisc.up.netem.backlog'")
+check "the netem queue's backlog over time, up to a BDP and more behind the deep limit [max=$bl bytes]" \
+    awk -v b="${bl:-0}" 'BEGIN { exit !(b >= 100000) }'
+pcaps=$(ls "$out"/evidence/ev1/trial-*/capture-bulk-*.pcap 2>/dev/null | wc -l)
+check "a capture per trial and lab host, moved from the VM's staging folder [files=$pcaps]" [ "$pcaps" = 6 ]
+check "results show lists the captures" sh -c "'$wanlab' results show ev1 --out '$out/evidence' | grep -q 'capture-bulk-server.pcap: 2000 packets'"
+check "after the evidence run: machine as before" same_state evidence
+
+"$wanlab" run "$src/tests/vm/run/rate-bound.toml" --no-vm --out "$out/ratebound" --run rb1 \
+    >"$out/ratebound.stdout" 2>"$out/ratebound.stderr"
+rc=$?
+check "rate-bound run exits 0 [rc=$rc]" [ "$rc" = 0 ]
+check "iperf3 autotuned at 20 Mbit/s over 45 ms is rate-bound with either rmem_max" \
+    [ "$(grep -c 'iperf3, .*rmem-max: rate-bound' "$out/ratebound.stdout")" = 2 ]
+check "and gets no buffer advice" sh -c "! grep -q 'bandwidth-delay product' '$out/ratebound.stdout'"
 exit 0
