@@ -20,7 +20,7 @@ void put(std::vector<std::uint8_t>& m, std::uint16_t type, const void* data, std
     auto at = m.size();
     m.resize(at + NLA_ALIGN(NLA_HDRLEN + n));
     std::memcpy(m.data() + at, &a, sizeof a);
-    std::memcpy(m.data() + at + NLA_HDRLEN, data, n);
+    if (n > 0) std::memcpy(m.data() + at + NLA_HDRLEN, data, n);  // an empty vector's data() may be null
 }
 
 /// An RTM_NEWQDISC message as the kernel dumps it: kind, options, TCA_STATS2.
