@@ -79,6 +79,14 @@ int list(const ListArgs& a) {
     return 0;
 }
 
+/// A report on stdout. Text formats never carry a foreign database's control characters to a
+/// terminal; a page is written as it is (its scripts must stay intact; its text from the
+/// database is escaped for HTML) unless stdout is a terminal.
+void print_report(const std::string& text, report::Format format) {
+    bool raw = format == report::Format::html && !::isatty(STDOUT_FILENO);
+    std::fputs((raw ? text : text::terminal_safe(text)).c_str(), stdout);
+}
+
 int show(const ShowArgs& a) {
     auto data = database(a.out)->load_run(a.run);
     if (a.export_as == "json") {
@@ -94,7 +102,7 @@ int show(const ShowArgs& a) {
     ro.format = report::parse_format(a.format);
     ro.pivot = a.pivot;
     ro.files_root = a.out;
-    std::fputs(text::terminal_safe(report::render(data, stored_asserts(data.run), ro)).c_str(), stdout);
+    print_report(report::render(data, stored_asserts(data.run), ro), ro.format);
     return 0;
 }
 
@@ -108,8 +116,8 @@ int compare(const CompareArgs& a) {
                                                    first.run.experiment, second.run.experiment))
                        .c_str(),
                    stderr);
-    std::fputs(text::terminal_safe(report::render_comparison(first, second, report::parse_format(a.format))).c_str(),
-               stdout);
+    auto format = report::parse_format(a.format);
+    print_report(report::render_comparison(first, second, format), format);
     return 0;
 }
 
@@ -125,8 +133,8 @@ Runner setup_results(CLI::App& sub) {
         sub.add_subcommand("show", "The report of one run (before/after, pivot, explanations, asserts)");
     show_cmd->add_option("RUN", s->run, "Run id, a unique prefix of one, or `latest` (default)");
     show_cmd->add_option("--out", s->out, "Folder holding results.db (default: ./wanlab-results)");
-    show_cmd->add_option("--format", s->format, "table, csv, json, markdown")
-        ->check(CLI::IsMember({"table", "csv", "json", "markdown"}));
+    show_cmd->add_option("--format", s->format, "table, csv, json, markdown, html (one page with charts)")
+        ->check(CLI::IsMember({"table", "csv", "json", "markdown", "html"}));
     show_cmd->add_option("--pivot", s->pivot, "Metric of the sweep pivot (probe.metric)");
     show_cmd->add_option("--export", s->export_as, "Every measurement and sample instead of the report: json or csv")
         ->check(CLI::IsMember({"json", "csv"}));
@@ -139,8 +147,8 @@ Runner setup_compare(CLI::App& sub) {
     sub.add_option("RUN_B", c->b, "The run compared with it")->required();
     sub.add_option("--out", c->out, "Folder holding RUN_A's results.db (default: ./wanlab-results)");
     sub.add_option("--other", c->other, "Folder holding RUN_B's results.db, when it is another one (another machine)");
-    sub.add_option("--format", c->format, "table, csv, json, markdown")
-        ->check(CLI::IsMember({"table", "csv", "json", "markdown"}));
+    sub.add_option("--format", c->format, "table, csv, json, markdown, html (one page with charts)")
+        ->check(CLI::IsMember({"table", "csv", "json", "markdown", "html"}));
     return [c] { return compare(*c); };
 }
 

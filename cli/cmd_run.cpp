@@ -5,10 +5,15 @@
 // through a writable share, and the report is rendered here from that database.
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -37,6 +42,7 @@ struct RunArgs {
     bool vm = false, no_vm = false;
     std::string format = "table";
     std::string junit;
+    std::string html;  ///< --html FILE: the report as a page, refreshed after each trial
     std::string run_id;
     std::string pivot;
     bool quiet = false;
@@ -48,6 +54,25 @@ struct RunArgs {
     bool inner = false;
 };
 
+/// Writes the report of `data` as a page to `path`, whole or not at all: a reader who opens
+/// it mid-run sees the last complete page (a temporary file renamed over it).
+void write_page(const std::string& path, const RunArgs& a, const lab::Experiment& exp, const results::RunData& data) {
+    report::ReportOptions ro;
+    ro.format = report::Format::html;
+    ro.pivot = a.pivot;
+    ro.files_root = a.out;
+    auto page = report::render(data, exp.asserts, ro);
+    auto tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        f << page;
+        if (!f.flush()) throw Error(fmt::format("writing the page {}", tmp));
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) throw Error(fmt::format("writing the page {}: {}", path, ec.message()));
+}
+
 /// Prints the report of `data` and applies the CI gates; returns the exit status.
 int report_and_gate(const RunArgs& a, const lab::Experiment& exp, const results::RunData& data, int run_status) {
     report::ReportOptions ro;
@@ -56,6 +81,7 @@ int report_and_gate(const RunArgs& a, const lab::Experiment& exp, const results:
     ro.files_root = a.out;
     std::fputs(report::render(data, exp.asserts, ro).c_str(), stdout);
     std::fflush(stdout);
+    if (!a.html.empty()) write_page(a.html, a, exp, data);
     auto outcomes = report::evaluate(data, exp.asserts);
     if (!a.junit.empty()) {
         std::ofstream j(a.junit);
@@ -88,6 +114,7 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
                             ro.run_id, pid, a.auto_restore_s, w.log.string()));
         };
     ro.where = a.where.empty() ? "host" : a.where;
+    if (!a.html.empty()) ro.on_trial = [&](const results::RunData& so_far) { write_page(a.html, a, exp, so_far); };
     auto outcome = run::run_experiment(exp, text, ro, store, progress, [&signals] { signals.check(); });
     const auto& run = outcome.data.run;
     if (run.status != "complete")
@@ -99,6 +126,49 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
     if (run.status == "failed") throw Error(run.error, outcome.exit_code);
     return status;
 }
+
+/// PageFollower: while a run in the micro-VM refreshes its page at `staged`, copies it to
+/// `target` whenever it changed (every second). Creates: a thread. Undoes: stops it, copies
+/// once more, and removes the staged page.
+class PageFollower {
+public:
+    PageFollower(fs::path staged, fs::path target) : staged_(std::move(staged)), target_(std::move(target)) {
+        thread_ = std::thread([this] {
+            std::unique_lock lock(mutex_);
+            while (!wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) copy();
+        });
+    }
+    ~PageFollower() {
+        {
+            std::lock_guard lock(mutex_);
+            stop_ = true;
+        }
+        wake_.notify_all();
+        thread_.join();
+        copy();
+        std::error_code ec;
+        fs::remove(staged_, ec);
+    }
+    PageFollower(const PageFollower&) = delete;
+    PageFollower& operator=(const PageFollower&) = delete;
+
+private:
+    void copy() {
+        std::error_code ec;
+        auto when = fs::last_write_time(staged_, ec);
+        if (ec || when == copied_) return;
+        auto tmp = target_;
+        tmp += ".tmp";
+        if (fs::copy_file(staged_, tmp, fs::copy_options::overwrite_existing, ec) && !ec) fs::rename(tmp, target_, ec);
+        if (!ec) copied_ = when;
+    }
+    fs::path staged_, target_;
+    fs::file_time_type copied_{};
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool stop_ = false;
+    std::thread thread_;  // last: started once everything above exists
+};
 
 int run_in_vm(const RunArgs& a, const lab::Experiment& exp) {
     if (a.auto_restore_s > 0)
@@ -126,7 +196,16 @@ int run_in_vm(const RunArgs& a, const lab::Experiment& exp) {
         fmt::format("vm ({}, {} cpus)", vm::accel_name(machine.accel().accel), machine.cpus())};
     for (const auto& s : a.sets) argv.insert(argv.end(), {"--set", s});
     if (a.quiet) argv.push_back("--quiet");
+    // The page: the run in the VM refreshes it in the results share (the only place it can
+    // write), and a copy follows it to where it was asked for while the run goes on.
+    std::optional<PageFollower> follower;
+    if (!a.html.empty()) {
+        auto staged = out / fmt::format(".page-{}.html", id);
+        argv.insert(argv.end(), {"--html", staged.string()});
+        follower.emplace(staged, a.html);
+    }
     auto r = machine.run(argv);
+    follower.reset();
     results::Store store(out / "results.db");
     results::RunData data;
     try {
@@ -151,6 +230,13 @@ int run_in_vm(const RunArgs& a, const lab::Experiment& exp) {
 int run(const RunArgs& a) {
     if (a.vm && a.no_vm) throw InputError("--vm and --no-vm contradict each other; give one");
     (void)report::parse_format(a.format);  // bad input fails before anything runs
+    if (!a.html.empty() && !a.inner) {     // a page that cannot be written fails now, not after the first trial
+        auto probe = a.html + ".tmp";
+        if (!std::ofstream(probe, std::ios::app))
+            throw InputError(fmt::format("--html {}: cannot write there", a.html));
+        std::error_code ec;
+        fs::remove(probe, ec);
+    }
     std::string text;
     auto exp = load_or_throw(a.file, a.sets, &text);
     if (a.inner) {  // inside the micro-VM
@@ -197,8 +283,11 @@ Runner setup_run(CLI::App& sub) {
     sub.add_option("--set", a->sets, "Override a key (repeatable)")->type_name("KEY=VALUE");
     sub.add_flag("--vm", a->vm, "Run inside the micro-VM even if this kernel has everything");
     sub.add_flag("--no-vm", a->no_vm, "Never fall back to the micro-VM: refuse if this kernel lacks a qdisc");
-    sub.add_option("--format", a->format, "Report format: table, csv, json, markdown")
-        ->check(CLI::IsMember({"table", "csv", "json", "markdown"}));
+    sub.add_option("--format", a->format, "Report format: table, csv, json, markdown, html")
+        ->check(CLI::IsMember({"table", "csv", "json", "markdown", "html"}));
+    sub.add_option("--html", a->html,
+                   "Also write the report as one self-contained page with charts, refreshed after each trial")
+        ->type_name("FILE");
     sub.add_option("--junit", a->junit, "Also write the [[assert]] outcomes as JUnit XML");
     sub.add_option("--pivot", a->pivot, "Metric of the sweep pivot (probe.metric)");
     sub.add_option("--run", a->run_id, "Run id (default: random); namespaces are wanlab-RUN-*");
@@ -219,6 +308,7 @@ Runner setup_run(CLI::App& sub) {
         "Examples:\n"
         "  wanlab run examples/buffer-sweep.toml\n"
         "  wanlab run examples/buffer-sweep.toml --set run.duration=3s --set run.repeats=2 --junit report.xml\n"
+        "  wanlab run examples/buffer-sweep.toml --html report.html\n"
         "  wanlab results show latest --out wanlab-results");
     return [a] { return run(*a); };
 }

@@ -6,6 +6,7 @@
 // where trial indexes shift. A cell with data in one run only is listed as such rather than
 // dropped: a trial that vanished is itself a finding.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "report/detail.h"
+#include "report/html.h"
 
 namespace wanlab::report {
 namespace {
@@ -207,6 +209,97 @@ std::string render_csv(const std::vector<Line>& lines) {
     return out;
 }
 
+// The comparison as a page: both runs, what differs, and per metric the two runs' medians
+// side by side with their intervals.
+std::string render_html(const results::RunData& a, const results::RunData& b, const std::vector<Line>& lines) {
+    html::Page page(fmt::format("wanlab: {} compared (runs {} and {})", a.run.experiment, a.run.id, b.run.id));
+    std::string runs = "<dl>";
+    for (const auto& [name, r] : {std::pair{"A", &a.run}, std::pair{"B", &b.run}})
+        runs += fmt::format("<dt>{}</dt><dd>{}</dd>", name, html::escape(run_line(*r)));
+    page.markup(runs + "</dl>\n");
+    if (auto d = environment_differences(a.run, b.run); !d.empty()) {
+        page.paragraph("What differs between the runs:");
+        page.list(d, "warning");
+    }
+    page.section("metrics", "A against B");
+    page.paragraph(
+        "Medians over repeats with their confidence intervals; delta (B - A) / A; * significant at 5% "
+        "(Welch's t-test); faded: a trial whose emulation did not hold in that run.");
+    std::vector<std::pair<std::string, std::string>> order;
+    for (const auto& l : lines)
+        if (std::find(order.begin(), order.end(), std::pair{l.probe, l.metric}) == order.end())
+            order.emplace_back(l.probe, l.metric);
+    for (const auto& [probe, metric] : order) {
+        std::vector<double> all;
+        const probes::MetricSpec* spec = nullptr;
+        for (const auto& l : lines)
+            if (l.probe == probe && l.metric == metric) {
+                spec = l.spec;
+                for (const auto* side : {&l.a, &l.b})
+                    if (*side) all.push_back((*side)->summary.high), all.push_back((*side)->summary.median);
+            }
+        double top = 0;
+        for (double v : all)
+            if (std::isfinite(v)) top = std::max(top, std::fabs(v));
+        auto u = html::axis_unit(spec ? spec->unit : probes::Unit::count, top);
+        json values = json::array();
+        for (const auto& l : lines) {
+            if (l.probe != probe || l.metric != metric) continue;
+            auto trial = l.point.empty() ? l.variant : l.variant + " @ " + l.point;
+            for (const auto& [run, side] : {std::pair{"A", &l.a}, std::pair{"B", &l.b}}) {
+                if (!*side) continue;
+                const auto& s = (*side)->summary;
+                auto scaled = [&u](double v) { return std::isfinite(v) ? json(v / u.divisor) : json(); };
+                bool significant = std::string(run) == "B" && l.diff.significant;
+                values.push_back({{"trial", trial},
+                                  {"run", run},
+                                  {"median", scaled(s.median)},
+                                  {"low", scaled(s.low)},
+                                  {"high", scaled(s.high)},
+                                  {"significant", significant},
+                                  {"delta", std::string(run) == "B" && l.a ? detail::signed_percent(l.diff.delta) : ""},
+                                  {"emulation", detail::emulation_failed((*side)->trial) ? "did not hold" : "held"},
+                                  {"text", side_text(l, *side)}});
+            }
+        }
+        auto what = probe + "." + metric;
+        json spec_json = {
+            {"title", what + ": A against B"},
+            {"width", 520},
+            {"height", 240},
+            {"data", {{"name", "sides"}, {"values", values}}},
+            {"encoding",
+             {{"x", {{"field", "trial"}, {"type", "nominal"}, {"title", "trial"}, {"axis", {{"labelAngle", 0}}}}},
+              {"xOffset", {{"field", "run"}}}}},
+            {"layer",
+             json::array(
+                 {{{"mark", {{"type", "bar"}}},
+                   {"encoding",
+                    {{"y", {{"field", "median"}, {"type", "quantitative"}, {"title", what + " (" + u.label + ")"}}},
+                     {"color", {{"field", "run"}, {"type", "nominal"}, {"title", "run"}}},
+                     {"opacity",
+                      {{"field", "emulation"},
+                       {"type", "nominal"},
+                       {"scale", {{"domain", {"held", "did not hold"}}, {"range", {1.0, 0.35}}}}}},
+                     {"tooltip", json::array({{{"field", "run"}},
+                                              {{"field", "trial"}},
+                                              {{"field", "text"}, {"title", "median [CI]"}},
+                                              {{"field", "delta"}},
+                                              {{"field", "emulation"}}})}}}},
+                  {{"mark", {{"type", "rule"}, {"color", "black"}}},
+                   {"encoding", {{"y", {{"field", "low"}, {"type", "quantitative"}}}, {"y2", {{"field", "high"}}}}}},
+                  {{"transform", json::array({{{"filter", "datum.significant"}}})},
+                   {"mark", {{"type", "text"}, {"dy", -8}, {"fontSize", 16}, {"fontWeight", "bold"}}},
+                   {"encoding",
+                    {{"y", {{"field", "high"}, {"type", "quantitative"}}}, {"text", {{"value", "*"}}}}}}})}};
+        page.chart({"compare-" + probe + "-" + metric, what + ": A against B", std::move(spec_json)});
+    }
+    auto text = render_text(a, b, lines, false);
+    page.section("table", "Every cell");
+    page.markup("<pre>" + html::escape(text) + "</pre>\n");
+    return page.document();
+}
+
 }  // namespace
 
 std::string render_comparison(const results::RunData& a, const results::RunData& b, Format format) {
@@ -216,6 +309,7 @@ std::string render_comparison(const results::RunData& a, const results::RunData&
         case Format::markdown: return render_text(a, b, lines, true);
         case Format::json: return render_json(a, b, lines);
         case Format::csv: return render_csv(lines);
+        case Format::html: return render_html(a, b, lines);
     }
     return "";
 }

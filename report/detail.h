@@ -11,6 +11,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,11 @@ Json number(double v) {
 std::string csv_field(const std::string& s);
 std::string csv_number(double v);  ///< full precision, empty for NaN
 
+/// Text for XML or HTML content and quoted attribute values: the five entities (&amp; &lt;
+/// &gt; &quot; &#39;), and '?' for the control characters XML 1.0 cannot carry (below 0x20
+/// but tab, newline, return).
+std::string escape_markup(std::string_view s);
+
 /// Text for a markdown line: stars and pipes escaped, so "* significant" is not a list item.
 std::string markdown_text(const std::string& s);
 
@@ -61,6 +67,7 @@ public:
     bool empty() const { return rows_.empty(); }
     std::string text(const std::string& indent) const;  ///< two spaces between columns
     std::string markdown() const;
+    std::string html() const;  ///< a <table>, right-aligned cells of class "num"
 
 private:
     std::vector<std::string> header_;

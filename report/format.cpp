@@ -92,4 +92,38 @@ std::string TextTable::markdown() const {
     return out;
 }
 
+std::string escape_markup(std::string_view s) {
+    std::string out;
+    out.reserve(s.size());
+    for (char c : s) {
+        switch (c) {
+            case '&': out += "&amp;"; break;
+            case '<': out += "&lt;"; break;
+            case '>': out += "&gt;"; break;
+            case '"': out += "&quot;"; break;
+            case '\'': out += "&#39;"; break;
+            default:
+                if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r')
+                    out += '?';
+                else
+                    out += c;
+        }
+    }
+    return out;
+}
+
+std::string TextTable::html() const {
+    auto escape = [](const std::string& v) { return escape_markup(v); };
+    std::string out = "<table><thead><tr>";
+    for (const auto& h : header_) out += "<th>" + escape(h) + "</th>";
+    out += "</tr></thead><tbody>\n";
+    for (const auto& r : rows_) {
+        out += "<tr>";
+        for (std::size_t c = 0; c < r.size(); ++c)
+            out += (right_[c] ? "<td class=\"num\">" : "<td>") + escape(r[c]) + "</td>";
+        out += "</tr>\n";
+    }
+    return out + "</tbody></table>\n";
+}
+
 }  // namespace wanlab::report::detail

@@ -11,26 +11,7 @@
 namespace wanlab::report {
 namespace {
 
-// Text and attribute values: the five XML entities; control characters XML 1.0 cannot
-// carry at all (anything below 0x20 but tab, newline, return) become '?'.
-std::string xml(const std::string& s) {
-    std::string out;
-    for (char c : s) {
-        switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            case '\'': out += "&apos;"; break;
-            default:
-                if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r')
-                    out += '?';
-                else
-                    out += c;
-        }
-    }
-    return out;
-}
+std::string xml(const std::string& s) { return detail::escape_markup(s); }
 
 std::string property(const char* name, const std::string& value) {
     return fmt::format("      <property name=\"{}\" value=\"{}\"/>\n", name, xml(value));

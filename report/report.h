@@ -38,8 +38,9 @@ struct Difference {
 };
 Difference difference(const std::vector<double>& base, const std::vector<double>& other, bool higher_is_better);
 
-enum class Format { table, csv, json, markdown };
-/// "table", "csv", "json", "markdown"; throws wanlab::InputError naming the choices otherwise.
+enum class Format { table, csv, json, markdown, html };
+/// "table", "csv", "json", "markdown", "html"; throws wanlab::InputError naming the choices
+/// otherwise. html is one self-contained page with charts (report/html.h).
 Format parse_format(const std::string& name);
 
 struct ReportOptions {

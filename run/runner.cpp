@@ -498,6 +498,7 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
                 }
                 store.put_trial(data.run.id, *current);
                 current = nullptr;
+                if (options.on_trial) options.on_trial(data);
             }
             if (!failed.empty())
                 throw Error(fmt::format("{} of {} trials failed; the first: {}", failed.size(), exp.trials.size(),

@@ -34,6 +34,9 @@ struct RunnerOptions {
     /// Called after each stage of building the lab ("journal", "namespaces", ...), from the
     /// calling thread before any probe thread exists (`wanlab run` arms its watchdog here).
     std::function<void(const std::string& stage)> on_stage;
+    /// Called after each trial is recorded (done or failed), from the calling thread, with
+    /// the run as recorded so far (`wanlab run --html` refreshes its page here). May throw.
+    std::function<void(const results::RunData& so_far)> on_trial;
     /// Where each trial's folder goes ({dir} of its services: their logs and rendered
     /// templates): FILES/RUN/trial-N-ID. "" = the results store's folder.
     /// When files_dir is on a network filesystem (9p, as in the micro-VM; NFS; SMB), the

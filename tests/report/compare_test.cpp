@@ -79,3 +79,19 @@ TEST_CASE("report comparison csv has one row per matched cell", "[report]") {
     CHECK_THAT(text,
                Contains("bbbb0001,default-buffers,link.rtt=10ms,bulk,throughput,bit/s,only in B,,,,,,3,400000000,"));
 }
+
+TEST_CASE("report comparison as a page draws A against B per metric with the differences listed", "[report][html]") {
+    auto page = render_comparison(testing::buffer_sweep(), rerun(), Format::html);
+    CHECK_THAT(page, Contains("<figure class=\"chart\" id=\"compare-bulk-throughput\""));
+    CHECK_THAT(page, Contains("kernel 6.1.0-18-amd64 -&gt; 6.8.0-1-amd64"));
+    auto data = page.substr(page.find("id=\"wanlab-charts\">"));
+    data = data.substr(data.find('>') + 1, data.find("</script>") - data.find('>') - 1);
+    auto charts = nlohmann::json::parse(data);
+    const auto& spec = charts.at(0).at("spec");
+    CHECK(charts.at(0)["id"] == "compare-bulk-throughput");
+    // B's 10% gain on a matched trial is significant and marked; a trial of one run only has one bar.
+    bool marked = false;
+    for (const auto& v : spec["data"]["values"]) marked = marked || (v["run"] == "B" && v["significant"] == true);
+    CHECK(marked);
+    CHECK(spec["layer"][0]["encoding"]["y"]["title"] == "bulk.throughput (Mbit/s)");
+}

@@ -49,7 +49,7 @@ TEST_CASE("report format names parse, and a wrong one lists the choices", "[repo
     CHECK(parse_format("markdown") == Format::markdown);
     CHECK(parse_format("csv") == Format::csv);
     CHECK(parse_format("json") == Format::json);
-    CHECK_THROWS_WITH(parse_format("xml"), "unknown report format `xml`: choose table, markdown, csv or json");
+    CHECK_THROWS_WITH(parse_format("xml"), "unknown report format `xml`: choose table, markdown, csv, json or html");
     CHECK_THROWS_AS(parse_format("xml"), InputError);
 }
 

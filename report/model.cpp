@@ -1,0 +1,348 @@
+#include "report/model.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+namespace wanlab::report::detail {
+namespace {
+
+// "probe.metric" or "metric" -> (probe, metric); probe and metric names have no dots.
+std::pair<std::string, std::string> split_metric(const std::string& name) {
+    auto dot = name.find('.');
+    if (dot == std::string::npos) return {"", name};
+    return {name.substr(0, dot), name.substr(dot + 1)};
+}
+
+std::vector<std::string> metrics_for(const ProbeRef& p, const std::vector<std::string>& wanted) {
+    if (wanted.empty()) return detail::headline_metrics(p);
+    std::vector<std::string> out;
+    for (const auto& w : wanted) {
+        auto [probe, metric] = split_metric(w);
+        if ((probe.empty() || probe == p.name) && detail::metric_spec(p, metric) &&
+            std::find(out.begin(), out.end(), metric) == out.end())
+            out.push_back(metric);
+    }
+    return out;
+}
+
+Cell make_cell(const results::RunData& data, const std::string& point, const std::string& variant, const ProbeRef& p,
+               const std::string& metric) {
+    Cell c;
+    c.point = point;
+    c.variant = variant;
+    c.probe = p;
+    c.metric = metric;
+    c.spec = detail::metric_spec(p, metric);
+    c.trial = detail::trial_at(data, point, variant);
+    if (c.trial) c.values = detail::values_of(data, c.trial->index, p.name, metric);
+    c.summary = summarize(c.values);
+    return c;
+}
+
+void build_rows(Model& m, const std::vector<ProbeRef>& probes, const ReportOptions& options) {
+    const auto& data = *m.data;
+    for (const auto& point : m.points)
+        for (const auto& p : probes)
+            for (const auto& metric : metrics_for(p, options.metrics)) {
+                std::vector<Cell> cells;
+                bool any = false;
+                for (const auto& v : m.variants) {
+                    cells.push_back(make_cell(data, point, v, p, metric));
+                    any = any || cells.back().summary.n > 0;
+                }
+                if (!any) continue;  // e.g. a tool that does not report this metric
+                std::size_t base = m.cells.size();
+                m.cells.push_back(cells.front());
+                if (cells.size() == 1) m.rows.push_back(Row{base, kNone, Difference{}});
+                for (std::size_t i = 1; i < cells.size(); ++i) {
+                    Row r{base, m.cells.size(), Difference{}};
+                    bool higher = !cells[i].spec || cells[i].spec->higher_is_better;
+                    r.diff = difference(cells.front().values, cells[i].values, higher);
+                    m.cells.push_back(cells[i]);
+                    m.rows.push_back(r);
+                }
+            }
+    for (const auto& w : options.metrics) {
+        bool found = std::any_of(probes.begin(), probes.end(), [&w](const ProbeRef& p) {
+            auto ms = metrics_for(p, {w});
+            return !ms.empty();
+        });
+        if (!found) m.notes.push_back(fmt::format("metric {}: no probe in this run reports it", w));
+    }
+}
+
+// The pivot's metric: asked for, else the first assert's, else the first probe's headline.
+std::optional<std::pair<ProbeRef, std::string>> pivot_metric(const std::vector<ProbeRef>& probes,
+                                                             const std::vector<lab::AssertSpec>& asserts,
+                                                             const ReportOptions& options,
+                                                             std::vector<std::string>& notes) {
+    using Choice = std::pair<ProbeRef, std::string>;
+    if (!options.pivot.empty()) {
+        auto [probe, metric] = split_metric(options.pivot);
+        for (const auto& p : probes)
+            if ((probe.empty() || p.name == probe) && detail::metric_spec(p, metric)) return Choice{p, metric};
+        notes.push_back(fmt::format("pivot {}: no probe in this run reports it", options.pivot));
+        return std::nullopt;
+    }
+    for (const auto& a : asserts)
+        if (const auto* p = detail::find_probe(probes, a.probe, a.metric); p && detail::metric_spec(*p, a.metric))
+            return Choice{*p, a.metric};
+    for (const auto& p : probes)
+        if (auto h = detail::headline_metrics(p); !h.empty()) return Choice{p, h.front()};
+    return std::nullopt;
+}
+
+// Rows: the first swept path's values. Columns: the second's, with one table per variant
+// (and per value of any further path); else the variants, in one table.
+void build_pivot(Model& m, const std::vector<ProbeRef>& probes, const std::vector<lab::AssertSpec>& asserts,
+                 const ReportOptions& options) {
+    const auto& data = *m.data;
+    if (!detail::has_sweep(data)) return;
+    auto choice = pivot_metric(probes, asserts, options, m.notes);
+    if (!choice) return;
+    Pivot pv;
+    pv.probe = choice->first;
+    pv.metric = choice->second;
+    pv.spec = detail::metric_spec(pv.probe, pv.metric);
+    pv.row_key = m.sweep_keys.at(0);
+    pv.column_key = m.sweep_keys.size() > 1 ? m.sweep_keys[1] : "variant";
+    auto add_unique = [](std::vector<std::string>& list, const std::string& s) {
+        if (std::find(list.begin(), list.end(), s) == list.end()) list.push_back(s);
+    };
+    for (const auto& t : data.trials) {
+        if (t.sweep.empty()) continue;
+        std::string row = t.sweep[0].second, column = t.variant, label;
+        if (m.sweep_keys.size() > 1 && t.sweep.size() > 1) {
+            column = t.sweep[1].second;
+            label = t.variant;
+            for (std::size_t i = 2; i < t.sweep.size(); ++i)
+                label += (i == 2 ? " @ " : ", ") + t.sweep[i].first + "=" + t.sweep[i].second;
+        }
+        auto g = std::find_if(pv.groups.begin(), pv.groups.end(),
+                              [&label](const PivotGroup& x) { return x.label == label; });
+        if (g == pv.groups.end()) {
+            pv.groups.push_back(PivotGroup{label, {}, {}, {}});
+            g = pv.groups.end() - 1;
+        }
+        add_unique(g->rows, row);
+        add_unique(g->columns, column);
+        auto& cell = g->cells[{row, column}];
+        if (!cell.trial) cell.trial = &t;
+        auto v = detail::values_of(data, t.index, pv.probe.name, pv.metric);
+        cell.values.insert(cell.values.end(), v.begin(), v.end());
+        cell.summary = summarize(cell.values);
+    }
+    // Variants as columns: the baseline first, as in every other table.
+    if (pv.column_key == "variant")
+        for (auto& g : pv.groups) {
+            std::vector<std::string> ordered;
+            for (const auto& v : m.variants)
+                if (std::find(g.columns.begin(), g.columns.end(), v) != g.columns.end()) ordered.push_back(v);
+            g.columns = ordered;
+        }
+    m.pivot = std::move(pv);
+}
+
+std::string trial_name(const results::Trial& t) {
+    auto point = detail::point_label(t);
+    return fmt::format("trial {} ({}) {}{}", t.index, t.id, t.variant, point.empty() ? "" : " @ " + point);
+}
+
+std::string flagged(const Cell& c, std::string text) { return detail::emulation_failed(c.trial) ? text + " !" : text; }
+
+// Lines of the header that a reader must not miss: trials whose emulation did not hold (the
+// numbers do not describe the configured path) and trials that failed.
+// The measurements of trial `t` a tool refused, one line per probe: how many, and why.
+std::vector<std::string> refused_measurements(const results::RunData& data, const results::Trial& t) {
+    std::vector<std::string> out;
+    std::map<std::string, std::pair<std::size_t, std::string>> by_probe;  // failed repeats, first message
+    std::map<std::string, std::size_t> repeats;
+    std::vector<std::string> order;
+    for (const auto& m : data.measurements) {
+        if (m.trial != t.index) continue;
+        if (!repeats.count(m.probe)) order.push_back(m.probe);
+        ++repeats[m.probe];
+        for (const auto& n : m.notes)
+            if (n.starts_with(results::kErrorNote)) {
+                auto& [count, first] = by_probe[m.probe];
+                if (count++ == 0) first = n.substr(std::string_view(results::kErrorNote).size());
+            }
+    }
+    for (const auto& p : order)
+        if (auto it = by_probe.find(p); it != by_probe.end())
+            out.push_back(fmt::format("x {}: probe {}: {} of {} repeat{} not measured: {}", trial_name(t), p,
+                                      it->second.first, repeats[p], repeats[p] == 1 ? "" : "s", it->second.second));
+    return out;
+}
+
+}  // namespace
+
+Model build(const results::RunData& data, const std::vector<lab::AssertSpec>& asserts, const ReportOptions& options) {
+    Model m;
+    m.data = &data;
+    m.baseline = detail::baseline_of(data);
+    m.points = detail::points_of(data);
+    m.variants = detail::variants_of(data);
+    for (const auto& t : data.trials)
+        for (const auto& kv : t.sweep)
+            if (std::find(m.sweep_keys.begin(), m.sweep_keys.end(), kv.first) == m.sweep_keys.end())
+                m.sweep_keys.push_back(kv.first);
+    auto probes = detail::probes_of(data);
+    build_rows(m, probes, options);
+    build_pivot(m, probes, asserts, options);
+    m.explanations = explain(data);
+    m.outcomes = evaluate(data, asserts);
+    m.asserted = !asserts.empty();
+    m.files_root = options.files_root;
+    return m;
+}
+
+std::string capture_path(const Model& m, const results::Capture& c) {
+    std::filesystem::path p(c.path);
+    if (p.is_absolute() || m.files_root.empty()) return p.string();
+    return (std::filesystem::path(m.files_root) / p).lexically_normal().string();
+}
+
+std::string capture_line(const Model& m, const results::Trial& t, const results::Capture& c) {
+    auto point = detail::point_label(t);
+    auto s =
+        fmt::format("{}, {}{}, {} ({}): {}: {} packets, {}", c.probe, t.variant, point.empty() ? "" : " @ " + point,
+                    c.host, c.dev, capture_path(m, c), c.packets, detail::human_bytes(static_cast<double>(c.bytes)));
+    if (c.dropped > 0) s += fmt::format(", {} dropped by the kernel (capture buffer full)", c.dropped);
+    if (!c.stopped.empty()) s += "; stopped: " + c.stopped;
+    return s;
+}
+
+std::string status_text(const results::Run& run) {
+    std::string why = run.error.empty() ? "" : ": " + run.error;
+    if (run.status == "interrupted") return "interrupted: partial results" + why;
+    if (run.status == "failed") return "failed: partial results" + why;
+    if (run.status == "running") return "running: partial results";
+    return run.status + why;
+}
+
+std::size_t trials_done(const results::RunData& data) {
+    return static_cast<std::size_t>(std::count_if(data.trials.begin(), data.trials.end(),
+                                                  [](const results::Trial& t) { return t.status == "done"; }));
+}
+
+std::size_t trials_planned(const results::RunData& data) {
+    return data.run.planned_trials ? data.run.planned_trials : data.trials.size();
+}
+
+std::vector<std::string> trial_warnings(const results::RunData& data) {
+    std::vector<std::string> out;
+    for (const auto& t : data.trials) {
+        if (detail::emulation_failed(&t))
+            out.push_back(fmt::format("! {}: emulation did not hold{}{}", trial_name(t),
+                                      t.check.note.empty() ? "" : ": ", t.check.note));
+        if (t.status == "failed" || t.status == "interrupted")
+            out.push_back(fmt::format("x {}: {}{}{}", trial_name(t), t.status, t.error.empty() ? "" : ": ", t.error));
+        for (auto& line : refused_measurements(data, t)) out.push_back(std::move(line));
+    }
+    return out;
+}
+
+probes::Unit unit(const Cell& c) { return c.spec ? c.spec->unit : probes::Unit::count; }
+
+std::string cell_text(const Cell& c) { return flagged(c, detail::human_ci(unit(c), c.summary)); }
+
+std::string delta_text(const Row& r) {
+    if (r.other == kNone) return "";
+    return detail::signed_percent(r.diff.delta) + (r.diff.significant ? " *" : "");
+}
+
+std::string verdict(const Row& r) {
+    if (r.other == kNone || !r.diff.significant) return "";
+    return r.diff.better ? "better" : "worse";
+}
+
+// "[CI]: ... 75% at 3 repeats": the coverage of the intervals actually shown.
+std::string coverage_legend(const Model& m) {
+    std::map<std::size_t, double> by_n;
+    for (const auto& c : m.cells)
+        if (c.summary.n > 0) by_n[c.summary.n] = c.summary.confidence;
+    std::string s;
+    for (const auto& kv : by_n) {
+        if (!s.empty()) s += ", ";
+        s += kv.first < 2 ? "none at 1 repeat" : fmt::format("{:.1f}% at {} repeats", kv.second * 100, kv.first);
+    }
+    return s;
+}
+
+// The before/after table, for table and markdown.
+detail::TextTable before_after(const Model& m) {
+    bool sweep = detail::has_sweep(*m.data), compare = m.variants.size() > 1;
+    std::vector<std::string> header;
+    std::vector<bool> right;
+    if (sweep) header.push_back("point"), right.push_back(false);
+    header.push_back("metric"), right.push_back(false);
+    header.push_back(m.baseline + (compare ? " (baseline)" : "")), right.push_back(true);
+    if (compare) {
+        for (const char* h : {"variant", "median [CI]", "delta", "verdict"}) header.push_back(h);
+        for (bool r : {false, true, true, false}) right.push_back(r);
+    }
+    detail::TextTable table(header, right);
+    std::string last_point, last_metric;
+    for (const auto& r : m.rows) {
+        const auto& base = m.cells[r.base];
+        std::vector<std::string> row;
+        std::string metric = base.probe.name + "." + base.metric;
+        bool same = base.point == last_point && metric == last_metric;
+        // Repeated point/metric/baseline cells left blank: the eye follows the variants.
+        if (sweep) row.push_back(base.point == last_point ? "" : base.point);
+        row.push_back(same ? "" : metric);
+        row.push_back(same ? "" : cell_text(base));
+        if (compare && r.other != kNone) {
+            const auto& o = m.cells[r.other];
+            row.push_back(o.variant);
+            row.push_back(cell_text(o));
+            row.push_back(delta_text(r));
+            row.push_back(verdict(r));
+        }
+        last_point = base.point, last_metric = metric;
+        table.add(row);
+    }
+    return table;
+}
+
+std::vector<detail::TextTable> pivot_tables(const Model& m) {
+    std::vector<detail::TextTable> out;
+    const auto& pv = *m.pivot;
+    auto u = pv.spec ? pv.spec->unit : probes::Unit::count;
+    for (const auto& g : pv.groups) {
+        std::vector<std::string> header{pv.row_key + " \\ " + pv.column_key};
+        std::vector<bool> right{false};
+        for (const auto& c : g.columns) header.push_back(c), right.push_back(true);
+        detail::TextTable t(header, right);
+        for (const auto& r : g.rows) {
+            std::vector<std::string> row{r};
+            for (const auto& c : g.columns) {
+                auto it = g.cells.find({r, c});
+                row.push_back(it == g.cells.end() ? "-"
+                                                  : flagged(it->second, probes::human(u, it->second.summary.median)));
+            }
+            t.add(row);
+        }
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+std::string assert_summary(const Model& m) {
+    auto failed = std::count_if(m.outcomes.begin(), m.outcomes.end(), [](const AssertOutcome& o) { return !o.passed; });
+    return fmt::format("{} checks, {} passed, {} failed", m.outcomes.size(), m.outcomes.size() - failed, failed);
+}
+
+std::string environment_line(const results::Environment& e) {
+    std::string s = e.where.empty() ? "?" : e.where;
+    if (!e.kernel.empty()) s += ", kernel " + e.kernel;
+    if (!e.machine.empty()) s += " " + e.machine;
+    if (!e.hostname.empty()) s += " on " + e.hostname;
+    if (!e.wanlab_version.empty()) s += ", wanlab " + e.wanlab_version;
+    return s;
+}
+
+}  // namespace wanlab::report::detail

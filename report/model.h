@@ -1,0 +1,102 @@
+// The report's model: one run turned into cells (a sweep point, variant, probe and metric
+// over its repeats), before/after rows, the sweep pivot, explanations and assert outcomes,
+// built once (build()) and printed by each of the printers (report.cpp: table, markdown,
+// json, csv; html.cpp: the page), with the pieces of text they share.
+//
+// Contract: pure functions of the results model; a Model points into the RunData it was
+// built from, which must outlive it. Internal to report/. Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "report/detail.h"
+#include "report/report.h"
+
+namespace wanlab::report::detail {
+
+inline constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+
+/// One (sweep point, variant, probe, metric) over its repeats.
+struct Cell {
+    std::string point;
+    std::string variant;
+    ProbeRef probe;
+    std::string metric;
+    const probes::MetricSpec* spec = nullptr;
+    const results::Trial* trial = nullptr;  // nullptr: the variant has no trial at this point
+    std::vector<double> values;
+    Summary summary;
+};
+
+/// A line of the before/after table: the baseline cell against one other variant's (or
+/// alone, when the run has one variant).
+struct Row {
+    std::size_t base = kNone, other = kNone;
+    Difference diff;
+};
+
+struct PivotGroup {
+    std::string label;  // "" when the columns are the variants
+    std::vector<std::string> rows, columns;
+    std::map<std::pair<std::string, std::string>, Cell> cells;
+};
+
+struct Pivot {
+    ProbeRef probe;
+    std::string metric;
+    const probes::MetricSpec* spec = nullptr;
+    std::string row_key, column_key;
+    std::vector<PivotGroup> groups;
+};
+
+struct Model {
+    const results::RunData* data = nullptr;
+    std::string baseline;
+    std::vector<std::string> points, variants, sweep_keys;
+    std::vector<Cell> cells;
+    std::vector<Row> rows;
+    std::vector<std::string> notes;  // what the reader asked for that the run cannot show
+    std::optional<Pivot> pivot;
+    std::vector<std::string> explanations;
+    std::vector<AssertOutcome> outcomes;
+    bool asserted = false;
+    std::string files_root;
+};
+
+Model build(const results::RunData& data, const std::vector<lab::AssertSpec>& asserts, const ReportOptions& options);
+
+/// A capture's file as the reader finds it: under the results folder unless recorded absolute.
+std::string capture_path(const Model& m, const results::Capture& c);
+/// "bulk, default, client (wl-c): PATH: 300 packets, 40.3 KiB; stopped: ..."
+std::string capture_line(const Model& m, const results::Trial& t, const results::Capture& c);
+
+/// "complete", "interrupted: partial results: ...".
+std::string status_text(const results::Run& run);
+std::size_t trials_done(const results::RunData& data);
+std::size_t trials_planned(const results::RunData& data);
+/// Header lines a reader must not miss: trials whose emulation did not hold, failed trials,
+/// measurements a tool refused.
+std::vector<std::string> trial_warnings(const results::RunData& data);
+probes::Unit unit(const Cell& c);
+/// "34.28 Mbit/s [33.94, 34.62]", with " !" from a trial whose emulation did not hold.
+std::string cell_text(const Cell& c);
+/// "+65.2% *" ("*": significant); "" for a row without a comparison.
+std::string delta_text(const Row& r);
+/// "better", "worse", or "" when not significant.
+std::string verdict(const Row& r);
+/// The coverage of the intervals shown: "75.0% at 3 repeats, ...".
+std::string coverage_legend(const Model& m);
+/// The before/after table and the pivot's tables, in human units.
+TextTable before_after(const Model& m);
+std::vector<TextTable> pivot_tables(const Model& m);
+/// "3 checks, 3 passed, 0 failed".
+std::string assert_summary(const Model& m);
+/// "host, kernel 6.1.0 x86_64 on lab-1, wanlab 0.1.0".
+std::string environment_line(const results::Environment& e);
+
+}  // namespace wanlab::report::detail

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# browser:report-page: the HTML report of real runs, in headless Chromium. Makes
+#  1. the main example's page with `wanlab run --html` (short: 2 s repeats), in the micro-VM
+#     where this kernel has no netem: the sweep, before/after bars, time series, the
+#     emulation check;
+#  2. a run on this kernel of tests/browser/latency.toml and its page from `wanlab results
+#     show --format html`: latency distributions of rr, http and rtt;
+#  3. `wanlab compare --format html` of the main run with itself;
+# then checks each in Chromium (report_page_test.mjs) and keeps the screenshots in WORK.
+# Usage: run_browser_test.sh WANLAB SRC WORK
+set -u
+wanlab=$1 src=$2 work=$3
+rm -rf "$work/out" && mkdir -p "$work/out" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+[[ -x /usr/bin/chromium ]] || fail "/usr/bin/chromium is missing (run scripts/setup)"
+[[ -d $src/tests/browser/node_modules/playwright-core ]] || fail "playwright-core is missing (run scripts/setup)"
+test_page() {  # PAGE NAME EXPECT
+    echo "--- $2"
+    node "$src/tests/browser/report_page_test.mjs" "$1" "$work/$2.png" "$3" || failed=1
+}
+failed=0
+
+"$wanlab" run "$src/examples/buffer-sweep.toml" --out "$work/out" --run page-main --quiet --html "$work/main.html" \
+    --set run.duration=2s --set run.repeats=2 --set run.warmup=0s --set run.cooldown=0s >"$work/main.stdout" 2>&1
+rc=$?
+# 3: an [[assert]] of the example failed, which is vm:run-e2e's to judge, not the page's.
+[[ $rc -eq 0 || $rc -eq 3 ]] || { tail -30 "$work/main.stdout"; fail "wanlab run of the main example exited $rc"; }
+[[ -s $work/main.html ]] || fail "wanlab run --html wrote no page"
+test_page "$work/main.html" report-main '{
+  "pivot-0": {"data": "pivot", "field": "series", "has": ["default-buffers", "large-buffers"], "count": 2},
+  "bars-bulk-throughput": {"data": "cells", "field": "variant", "has": ["default-buffers", "large-buffers"]},
+  "series-bulk": {"data": "series", "field": "series", "has": ["throughput (", "cwnd, stream 1 (", "srtt, stream 1 ("]},
+  "emulation": {"data": "rtt", "field": "trial", "count": 6}
+}'
+
+"$wanlab" run "$src/tests/browser/latency.toml" --no-vm --out "$work/out" --run page-latency --quiet \
+    >"$work/latency.stdout" 2>&1
+rc=$?
+[[ $rc -eq 0 ]] || { tail -30 "$work/latency.stdout"; fail "wanlab run of latency.toml exited $rc"; }
+"$wanlab" results show page-latency --out "$work/out" --format html >"$work/latency.html" || fail "results show --format html"
+test_page "$work/latency.html" report-latency '{
+  "latency-reqs": {"data": "quantiles", "field": "variant", "has": ["nagle", "nodelay"], "count": 2},
+  "latency-web": {"data": "quantiles", "field": "variant", "has": ["nagle", "nodelay"]},
+  "latency-ping": {"data": "quantiles", "field": "variant", "has": ["nagle", "nodelay"]},
+  "series-web": {"data": "series", "field": "series", "has": ["requests_per_second (", "latency_mean ("]},
+  "bars-reqs-latency_p50": {"data": "cells", "field": "point", "has": ["probe.reqs.connections=1", "probe.reqs.connections=4"]}
+}'
+
+"$wanlab" compare page-main page-main --out "$work/out" --format html >"$work/compare.html" || fail "compare --format html"
+test_page "$work/compare.html" report-compare '{
+  "compare-bulk-throughput": {"data": "sides", "field": "run", "has": ["A", "B"], "count": 2}
+}'
+[[ $failed -eq 0 ]] || fail "a page failed its checks (above)"
+echo "PASS: three pages drawn in Chromium; screenshots in $work"
