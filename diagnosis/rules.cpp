@@ -85,7 +85,7 @@ std::string netem_overflow(const Evidence& e, const QueueEvidence& q) {
         text += fmt::format(
             "; it holds {} of full-size packets, below the bandwidth-delay product {} ({:.0f} packets): netem "
             "keeps every packet of its delay for the whole delay, so a limit below the BDP drops what the path "
-            "should carry. Raise [link] limit above {:.0f} (limit = \"auto\" sizes it with headroom)",
+            "should carry. Raise [link] limit above {:.0f}",
             bytes(q.netem_limit * packet_bytes(e)), bytes(bdp), need, need);
     }
     return text;
