@@ -250,6 +250,11 @@ int run(const RunArgs& a) {
             fmt::format("{}: [lab] mode = \"host\" impairs this machine's interface {}; it cannot run in "
                         "the micro-VM (drop --vm)",
                         a.file, exp.trials.front().lab.dev));
+    if (exp.trials.front().lab.mode == lab::LabSpec::Mode::hosts && a.vm)
+        throw InputError(
+            fmt::format("{}: [lab] mode = \"hosts\" runs across real machines; it cannot run in the "
+                        "micro-VM (drop --vm)",
+                        a.file));
     if (a.vm) return run_in_vm(a, exp);
     lab::require_capabilities("wanlab run");
     auto missing = lab::missing_qdiscs(exp);

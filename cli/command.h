@@ -57,6 +57,7 @@ Runner setup_link(CLI::App& sub);
 Runner setup_doctor(CLI::App& sub);
 Runner setup_lab(CLI::App& sub);         // cli/cmd_lab.cpp
 Runner setup_restore(CLI::App& sub);     // cli/cmd_restore.cpp
+Runner setup_agent(CLI::App& sub);       // cli/cmd_agent.cpp
 Runner setup_shell(CLI::App& sub);       // cli/cmd_shell.cpp
 Runner setup_vm(CLI::App& sub);          // cli/cmd_vm.cpp
 Runner setup_probe(CLI::App& sub);       // cli/cmd_probe.cpp

@@ -24,6 +24,7 @@ constexpr Command kCommands[] = {
      &setup_probe},
     {"profiles", "List the named link and tuning profiles (yours first), or show one in full", &setup_profiles},
     {"vm", "Run commands in a throwaway micro-VM with a stock kernel (real netem anywhere)", &setup_vm},
+    {"agent", "One machine's part of a run across machines, driven over ssh by the wanlab that runs it", &setup_agent},
     {"completion", "Print the bash or zsh completion script (installed by cmake --install)", &setup_completion, true},
 };
 }  // namespace

@@ -45,4 +45,12 @@ bool spared(const std::string& peer, const std::string& prefix, std::uint16_t po
     return !in_prefix(peer, prefix);
 }
 
+std::string ssh_destination_problem(const std::string& ssh) {
+    if (ssh.empty()) return "it is empty";
+    if (ssh.front() == '-') return "it starts with '-', which ssh would read as an option";
+    for (unsigned char c : ssh)
+        if (c <= ' ' || c == 0x7f) return "it holds whitespace or a control character";
+    return "";
+}
+
 }  // namespace wanlab::addr

@@ -34,4 +34,9 @@ bool in_prefix(const std::string& address, const std::string& prefix);
 /// out, source port in), so an SSH client's session escapes any port filter but its own port.
 bool spared(const std::string& peer, const std::string& prefix, std::uint16_t port, std::uint16_t peer_port);
 
+/// Why `ssh` cannot be handed to ssh as its destination (user@host, host, or an alias of
+/// the user's ssh config), or "": empty, starting with '-' (ssh would read it as an option),
+/// or holding whitespace or control characters.
+std::string ssh_destination_problem(const std::string& ssh);
+
 }  // namespace wanlab::addr

@@ -123,6 +123,7 @@ std::optional<Experiment> load_experiment(const std::string& file, const std::st
     auto description = top.string("description");
     exp.run = parse_run(top.table("run"), diag);
     top.table("lab");
+    top.table("hosts");
     top.table("link");
     top.table("sysctl");
     top.table_array("probe");

@@ -26,9 +26,18 @@
 
 namespace wanlab::lab {
 
+/// [hosts.NAME] of [lab] mode = "hosts": one real machine of the experiment.
+struct Machine {
+    std::string name;               ///< its role: client, server
+    std::string ssh;                ///< "local", or an ssh destination (user@host, a config alias)
+    std::string address;            ///< what probes connect to ("" for a local client)
+    std::string wanlab = "wanlab";  ///< the program on that machine
+    Location at;                    ///< the [hosts.NAME] header
+};
+
 /// [lab]: where the experiment runs.
 struct LabSpec {
-    enum class Mode { netns, host };
+    enum class Mode { netns, host, hosts };
     Mode mode = Mode::netns;
     std::string dev;                               ///< host mode: the interface to impair
     std::string target;                            ///< host mode: impair only traffic to/from this address or prefix
@@ -37,8 +46,11 @@ struct LabSpec {
     bool offloads = false;                         ///< GSO/TSO/GRO on the lab's links (off: shapers see real packets)
     std::uint32_t queue_length = 1000;             ///< txqueuelen of lab links, packets
     std::uint64_t line_rate_bps = 10'000'000'000;  ///< sizes `limit = "auto"` when no rate is set
+    std::vector<Machine> machines;                 ///< hosts mode: [hosts.client], [hosts.server]
+    std::string ssh_config;                        ///< hosts mode: [hosts] ssh_config, passed to ssh as -F
 
-    /// The hosts sysctls can be set on: client, router, server (netns) or host.
+    /// The hosts sysctls can be set on: client, router, server (netns), host, or the
+    /// machines of hosts mode.
     std::vector<std::string> hosts() const;
 };
 

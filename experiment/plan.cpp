@@ -129,6 +129,19 @@ std::string direction_summary(const netem::Direction& d) {
 
 std::vector<std::string> trial_commands(const Trial& t, const LabNames& names) {
     std::vector<std::string> out;
+    if (t.lab.mode == LabSpec::Mode::hosts) {
+        // Each machine changes itself: [sysctl] on every machine, [sysctl.ROLE] on its own.
+        for (const auto& m : t.lab.machines) {
+            auto where =
+                m.ssh == "local" ? "# on this machine (" + m.name + "): " : "ssh " + text::shell_quote(m.ssh) + " ";
+            std::vector<const sysctl::Setting*> settings;
+            for (const auto& g : t.sysctl.global) settings.push_back(&g);
+            if (auto it = t.sysctl.per_host.find(m.name); it != t.sysctl.per_host.end())
+                for (const auto& s : it->second) settings.push_back(&s);
+            for (const auto* s : settings) out.push_back(where + "sysctl -w " + sysctl_arg(*s));
+        }
+        return out;
+    }
     if (t.lab.mode == LabSpec::Mode::netns) {
         std::string router = netns_exec(names.ns("router"));
         for (const auto& [dir, dev] :
@@ -289,11 +302,22 @@ std::string render_plan_text(const Experiment& exp) {
             "  lab: namespaces wanlab-RUN-{{client,router,server}}, mtu {}, offloads {}; link conditions on "
             "the router\n",
             first.lab.mtu, first.lab.offloads ? "on" : "off");
+    else if (first.lab.mode == LabSpec::Mode::hosts)
+        for (const auto& m : first.lab.machines)
+            out += fmt::format(
+                "  machine {}: {}{}; wanlab there: {}; its changes are made and given back by its own "
+                "`wanlab agent`\n",
+                m.name, m.ssh == "local" ? "this machine" : "ssh " + m.ssh,
+                m.address.empty() ? "" : " (" + m.address + ")", m.wanlab);
     else
         out += fmt::format("  lab: host interface {} toward {}{}\n", first.lab.dev, first.lab.target,
                            first.lab.port ? fmt::format(" port {}", first.lab.port) : "");
     auto globals = global_keys(exp);
-    if (!globals.empty()) {
+    if (first.lab.mode == LabSpec::Mode::hosts && !globals.empty()) {
+        std::string list;
+        for (const auto& k : globals) list += (list.empty() ? "" : ", ") + k;
+        out += fmt::format("  [sysctl] keys, set on every machine and given back by each: {}\n", list);
+    } else if (!globals.empty()) {
         std::string list;
         for (const auto& k : globals) list += (list.empty() ? "" : ", ") + k;
         out += fmt::format("  host-global sysctls changed (for the whole machine, restored afterwards): {}\n", list);

@@ -23,12 +23,84 @@ namespace {
 using config::Node;
 using config::Reader;
 
+// The ssh host of a destination ("user@host" -> "host"), as an address probes can connect
+// to, or "" when it is a name (an alias of the user's ssh config, a DNS name).
+std::string address_of(const std::string& ssh) {
+    auto host = ssh.substr(ssh.find('@') == std::string::npos ? 0 : ssh.find('@') + 1);
+    auto p = addr::parse_prefix(host);
+    return p && p->single() && p->family == AF_INET ? host : "";
+}
+
+// [hosts] and its [hosts.NAME] tables (hosts mode): the machines, each a role.
+void parse_machines(const Node* table, LabSpec& lab, const Location& mode_at, Diagnostics& diag) {
+    if (lab.mode != LabSpec::Mode::hosts) {
+        if (table)
+            diag.error(table->key_at,
+                       "[hosts] applies only to [lab] mode = \"hosts\" (experiments across real machines)");
+        return;
+    }
+    if (!table) {
+        diag.error(mode_at, "[lab] mode = \"hosts\" needs [hosts.client] and [hosts.server], each with `ssh`",
+                   "e.g. [hosts.client] ssh = \"local\" and [hosts.server] ssh = \"root@203.0.113.7\"");
+        return;
+    }
+    Reader r(*table, "[hosts]", diag);
+    if (auto v = r.string("ssh_config")) lab.ssh_config = *v;
+    for (const char* role : {"client", "server", "router"}) {
+        const Node* t = r.table(role);
+        if (!t) {
+            if (std::string(role) != "router")
+                diag.error(table->key_at, fmt::format("[lab] mode = \"hosts\" needs [hosts.{}] with `ssh`", role));
+            continue;
+        }
+        Machine m;
+        m.name = role;
+        m.at = t->key_at;
+        Reader h(*t, fmt::format("[hosts.{}]", role), diag);
+        if (auto v = h.string("ssh")) {
+            if (*v != "local") {
+                if (auto why = addr::ssh_destination_problem(*v); !why.empty())
+                    diag.error(h.value_at("ssh"), fmt::format("`ssh` = \"{}\": {}", *v, why));
+            }
+            m.ssh = *v;
+        } else {
+            diag.error(t->key_at, fmt::format("[hosts.{}] needs `ssh`: \"local\", or user@host as ssh takes it", role));
+        }
+        if (auto v = h.string("address")) {
+            auto p = addr::parse_prefix(*v);
+            if (!p || !p->single() || p->family != AF_INET)
+                diag.error(h.value_at("address"), fmt::format("`address` = \"{}\" must be one IPv4 address", *v));
+            m.address = *v;
+        } else if (m.ssh != "local") {
+            m.address = address_of(m.ssh);
+        }
+        if (auto v = h.string("wanlab")) m.wanlab = *v;
+        h.finish();
+        if (std::string(role) == "router")
+            diag.error(m.at,
+                       "[hosts.router]: a middle box is not supported yet; give [hosts.client] and [hosts.server]");
+        else if (std::string(role) == "client" && m.ssh != "local" && !m.ssh.empty())
+            diag.error(h.value_at("ssh"),
+                       "[hosts.client] runs the probes, which wanlab runs itself: make it this machine (ssh = "
+                       "\"local\") and run wanlab there",
+                       "the server and its sysctls and services may be anywhere ssh reaches");
+        else if (std::string(role) == "server" && m.address.empty() && !m.ssh.empty())
+            diag.error(
+                t->key_at,
+                fmt::format("[hosts.server] needs `address` (the IPv4 address probes connect to): `ssh` = \"{}\" "
+                            "names no IPv4 address",
+                            m.ssh));
+        lab.machines.push_back(std::move(m));
+    }
+    r.finish();
+}
+
 LabSpec parse_lab(const Node* table, Diagnostics& diag) {
     LabSpec lab;
     if (!table) return lab;
     Reader r(*table, "[lab]", diag);
-    if (auto m = r.choice("mode", {"netns", "host"}))
-        lab.mode = *m == "host" ? LabSpec::Mode::host : LabSpec::Mode::netns;
+    if (auto m = r.choice("mode", {"netns", "host", "hosts"}))
+        lab.mode = *m == "host" ? LabSpec::Mode::host : *m == "hosts" ? LabSpec::Mode::hosts : LabSpec::Mode::netns;
     if (auto v = r.string("dev")) {
         if (auto why = sys::device_name_problem(*v); !why.empty())
             diag.error(r.value_at("dev"), fmt::format("`dev` = \"{}\": {}", *v, why));
@@ -54,7 +126,7 @@ LabSpec parse_lab(const Node* table, Diagnostics& diag) {
             diag.error(r.key_at("mode"),
                        "[lab] mode = \"host\" needs `target`: the address or prefix whose traffic is impaired, "
                        "so the rest of the machine (and your SSH session) is spared");
-    } else {
+    } else if (lab.mode == LabSpec::Mode::netns) {
         for (const char* key : {"dev", "target", "port"})
             if (r.has(key))
                 diag.error(r.key_at(key), fmt::format("`{}` applies only to mode = \"host\"; a namespace lab makes its "
@@ -214,6 +286,25 @@ void check_service_probes(const Trial& t, Diagnostics& diag) {
     }
 }
 
+// What hosts mode does not do (yet), each said where it is written.
+void check_machines_trial(const Trial& t, const Node* lab, Diagnostics& diag) {
+    if (t.link.up.impaired() || t.link.down.impaired())
+        diag.error(t.link.up.at.empty() ? (lab ? lab->key_at : Location{}) : t.link.up.at.begin()->second,
+                   "[link] conditions across real machines are not supported yet: [lab] mode = \"hosts\" changes "
+                   "sysctls and runs services and probes; emulate the path with mode = \"netns\", or impair one "
+                   "interface with mode = \"host\"");
+    for (const auto& p : t.probes) {
+        if (p.kind.empty() || p.kind == "command") continue;
+        auto sp = p.options.find("server_port");
+        std::uint16_t port = sp != p.options.end() ? static_cast<std::uint16_t>(std::get<std::int64_t>(sp->second)) : 0;
+        if (auto why = probes::remote_unsupported(p, port); !why.empty())
+            diag.error(
+                p.at,
+                fmt::format("probe `{}` in [lab] mode = \"hosts\" measures against the server machine: {}{}", p.name,
+                            why, port ? "" : "; run its server there as a [[service]] and give `server_port`"));
+    }
+}
+
 }  // namespace
 
 RunSpec parse_run(const Node* table, Diagnostics& diag) {
@@ -238,6 +329,11 @@ RunSpec parse_run(const Node* table, Diagnostics& diag) {
 
 std::vector<std::string> LabSpec::hosts() const {
     if (mode == Mode::host) return {"host"};
+    if (mode == Mode::hosts) {
+        std::vector<std::string> names;
+        for (const auto& m : machines) names.push_back(m.name);
+        return names;
+    }
     return {"client", "router", "server"};
 }
 
@@ -248,6 +344,7 @@ Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, 
     // Top-level keys are checked by load_experiment; here only the sections are read.
     const Node* lab = r.table("lab");
     t.lab = parse_lab(lab, diag);
+    parse_machines(r.table("hosts"), t.lab, lab ? lab->key_at : Location{file}, diag);
     Node empty;
     const Node* link = r.table("link");
     Node link_table = link ? with_profile(*link, "link", profiles, docs, diag) : empty;
@@ -283,6 +380,7 @@ Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, 
         check_host_probes(t, diag);
     else
         check_service_probes(t, diag);
+    if (t.lab.mode == LabSpec::Mode::hosts) check_machines_trial(t, lab, diag);
     return t;
 }
 

@@ -81,6 +81,10 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
     check_run_id(options.run);
     if (trials.empty()) throw InputError("the experiment has no trials");
     const auto& lab = trials.front().lab;
+    if (lab.mode == LabSpec::Mode::hosts)
+        throw InputError(
+            "[lab] mode = \"hosts\" runs across machines with `wanlab run` only; `lab up` and `shell` build a lab "
+            "on this machine (use mode = \"netns\" or \"host\" for them)");
     LabNames names{options.run};
     auto layers = change_layers(trials, names);
     validate_layers(proc, layers);  // before anything changes

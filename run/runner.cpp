@@ -25,6 +25,7 @@
 #include "lab/session.h"
 #include "lab/testbed.h"
 #include "probes/sys.h"
+#include "remote/hosts.h"
 #include "run/check.h"
 #include "services/service.h"
 #include "sysctl/proc_sys.h"
@@ -449,8 +450,19 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
         if (options.on_stage) options.on_stage(stage);
         if (tick) tick();
     };
-    std::optional<lab::LabSession> session;
-    session.emplace(exp.trials, so, proc);  // throws before anything is recorded
+    std::unique_ptr<lab::Session> session;  // throws before anything is recorded
+    if (exp.trials.front().lab.mode == lab::LabSpec::Mode::hosts) {
+        remote::HostsOptions ho;
+        ho.run = data.run.id;
+        ho.restore_stale = options.restore_stale;
+        // Each machine's watchdog gives it back well after the run should have ended.
+        ho.deadline_s = static_cast<unsigned>(std::max(3600.0, 3 * planned + 600));
+        ho.progress = so.progress;
+        ho.log = so.log;
+        session = std::make_unique<remote::HostsSession>(exp.trials, ho);
+    } else {
+        session = std::make_unique<lab::LabSession>(exp.trials, so, proc);
+    }
 
     data.run.started = utc_now();
     double done = 0;

@@ -19,12 +19,6 @@ namespace wanlab::vm {
 
 namespace fs = std::filesystem;
 
-Pipe make_pipe() {
-    int fds[2];
-    check_sys(::pipe2(fds, O_CLOEXEC), "creating a pipe");
-    return Pipe{Fd(fds[0]), Fd(fds[1])};
-}
-
 TempDir::TempDir(const fs::path& parent, std::string_view prefix) {
     std::string pattern = (parent / (std::string(prefix) + "XXXXXX")).string();
     std::vector<char> buf(pattern.begin(), pattern.end());

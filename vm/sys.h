@@ -11,21 +11,17 @@
 #include <string>
 #include <string_view>
 
+#include "core/child.h"
 #include "core/sys.h"
 
 namespace wanlab::vm {
 
-// The syscall checkers and the fd owner are core's (core/sys.h).
+// The syscall checkers, the fd owner and pipes are core's (core/sys.h, core/child.h).
 using sys::check_errno;
 using sys::check_sys;
 using sys::Fd;
-
-/// A pipe: read end and write end, both close-on-exec.
-struct Pipe {
-    Fd read;
-    Fd write;
-};
-Pipe make_pipe();
+using sys::make_pipe;
+using sys::Pipe;
 
 /// A private temporary directory (mode 0700). Creates it in the constructor, removes it
 /// recursively in the destructor.

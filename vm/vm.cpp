@@ -16,9 +16,9 @@
 
 #include <fmt/format.h>
 
+#include "core/child.h"
 #include "core/error.h"
 #include "core/signals.h"
-#include "vm/process.h"
 #include "vm/sys.h"
 #include "vm/vmlinux.h"
 
@@ -255,11 +255,13 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
     Fd devnull(static_cast<int>(check_sys(::open("/dev/null", O_RDONLY | O_CLOEXEC), "opening /dev/null")));
     sys::SignalEvents signals;  // SIGPIPE is ignored process-wide (cli/main.cpp)
     const auto t0 = Clock::now();
-    QemuProcess qemu(qemu_argv(spec), {{devnull.get(), 0},
-                                       {console.write.get(), 1},
-                                       {qerr.write.get(), 2},
-                                       {out.write.get(), 3},
-                                       {err.write.get(), 4}});
+    sys::ChildProcess qemu(qemu_argv(spec),
+                           {{devnull.get(), 0},
+                            {console.write.get(), 1},
+                            {qerr.write.get(), 2},
+                            {out.write.get(), 3},
+                            {err.write.get(), 4}},
+                           "QEMU");
     for (Pipe* p : {&console, &qerr, &out, &err}) {
         p->write.reset();
         set_nonblocking(p->read.get());

@@ -1,4 +1,5 @@
-// QemuProcess: the one running QEMU of a micro-VM, as an RAII object.
+// ChildProcess: a program wanlab starts and owns for as long as it talks to it (QEMU for the
+// micro-VM, ssh or `wanlab agent` for a remote host), as an RAII object.
 //
 // Contract: the constructor forks and execs argv[0] in a new process group, with the given
 // descriptors placed at fixed numbers (all others close on exec), every signal unblocked and
@@ -14,17 +15,26 @@
 #include <utility>
 #include <vector>
 
-#include "vm/sys.h"
+#include "core/sys.h"
 
-namespace wanlab::vm {
+namespace wanlab::sys {
 
-class QemuProcess {
+/// A pipe: read end and write end, both close-on-exec.
+struct Pipe {
+    Fd read;
+    Fd write;
+};
+Pipe make_pipe();
+
+class ChildProcess {
 public:
-    /// fds: (descriptor in this process, number it gets in the child).
-    QemuProcess(const std::vector<std::string>& argv, const std::vector<std::pair<int, int>>& fds);
-    QemuProcess(const QemuProcess&) = delete;
-    QemuProcess& operator=(const QemuProcess&) = delete;
-    ~QemuProcess();
+    /// fds: (descriptor in this process, number it gets in the child). `what` names the
+    /// program in errors ("starting QEMU: ...").
+    ChildProcess(const std::vector<std::string>& argv, const std::vector<std::pair<int, int>>& fds,
+                 const std::string& what);
+    ChildProcess(const ChildProcess&) = delete;
+    ChildProcess& operator=(const ChildProcess&) = delete;
+    ~ChildProcess();
 
     pid_t pid() const noexcept { return pid_; }
     /// A pidfd that polls readable when the process exits, or -1 (kernel without pidfd_open).
@@ -40,4 +50,4 @@ private:
     std::optional<int> status_;
 };
 
-}  // namespace wanlab::vm
+}  // namespace wanlab::sys

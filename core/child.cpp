@@ -1,4 +1,4 @@
-#include "vm/process.h"
+#include "core/child.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 
-namespace wanlab::vm {
+namespace wanlab::sys {
 
 namespace {
 
@@ -48,15 +48,22 @@ namespace {
 
 }  // namespace
 
-QemuProcess::QemuProcess(const std::vector<std::string>& argv, const std::vector<std::pair<int, int>>& fds) {
-    if (fds.size() > 16) throw Error("QemuProcess: too many descriptors");
+Pipe make_pipe() {
+    int fds[2];
+    check_sys(::pipe2(fds, O_CLOEXEC), "creating a pipe");
+    return Pipe{Fd(fds[0]), Fd(fds[1])};
+}
+
+ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::vector<std::pair<int, int>>& fds,
+                           const std::string& what) {
+    if (fds.size() > 16) throw Error("ChildProcess: too many descriptors");
     std::vector<std::string> args = argv;
     std::vector<char*> cargv;
     for (auto& a : args) cargv.push_back(a.data());
     cargv.push_back(nullptr);
     Pipe report = make_pipe();
 
-    pid_ = static_cast<pid_t>(check_sys(::fork(), "starting QEMU (fork)"));
+    pid_ = static_cast<pid_t>(check_sys(::fork(), "starting " + what + " (fork)"));
     if (pid_ == 0) exec_child(cargv.data(), fds, report.write.get());
     ::setpgid(pid_, pid_);  // also in the parent, so kill(-pid) works at once
     report.write.reset();
@@ -67,17 +74,17 @@ QemuProcess::QemuProcess(const std::vector<std::string>& argv, const std::vector
     } while (got == -1 && errno == EINTR);
     if (got == static_cast<ssize_t>(sizeof child_errno)) {
         kill_and_reap();
-        sys::fail("starting " + argv.at(0), child_errno);
+        sys::fail("starting " + what + " (" + argv.at(0) + ")", child_errno);
     }
     int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
     if (pidfd >= 0) pidfd_ = Fd(pidfd);
 }
 
-QemuProcess::~QemuProcess() {
+ChildProcess::~ChildProcess() {
     if (!status_) kill_and_reap();
 }
 
-std::optional<int> QemuProcess::try_reap() {
+std::optional<int> ChildProcess::try_reap() {
     if (status_) return status_;
     int status = 0;
     pid_t r = ::waitpid(pid_, &status, WNOHANG);
@@ -85,7 +92,7 @@ std::optional<int> QemuProcess::try_reap() {
     return status_;
 }
 
-int QemuProcess::kill_and_reap() noexcept {
+int ChildProcess::kill_and_reap() noexcept {
     if (status_) return *status_;
     ::kill(-pid_, SIGKILL);
     ::kill(pid_, SIGKILL);
@@ -95,4 +102,4 @@ int QemuProcess::kill_and_reap() noexcept {
     return status;
 }
 
-}  // namespace wanlab::vm
+}  // namespace wanlab::sys

@@ -1,0 +1,277 @@
+#include "remote/agent.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/signals.h"
+#include "core/sys.h"
+#include "diagnosis/counters.h"
+#include "lab/restore.h"
+#include "lab/session.h"
+#include "lab/watchdog.h"
+#include "remote/protocol.h"
+#include "services/service.h"
+#include "sysctl/snapshot.h"
+#include "sysctl/validate.h"
+
+namespace wanlab::remote {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr std::size_t kMaxRequest = 16 << 20;
+constexpr unsigned kDefaultLeaseS = 30;
+
+void say(const std::string& line) { std::fprintf(stderr, "wanlab agent: %s\n", line.c_str()); }
+
+/// HostSession: this host's part of a run. Creates, on begin(): the run's journal (under the
+/// journal directory's lock, stale journals settled) and the watchdog; then sysctls and
+/// services, each journaled first. Undoes: services, then sysctls, then removes the journal
+/// (kept if an undo failed), in give_back() or the destructor.
+class HostSession {
+public:
+    HostSession(const AgentOptions& o, const json& begin, sysctl::ProcSys& proc) : proc_(proc) {
+        run_ = begin.at("run").get<std::string>();
+        lab::check_run_id(run_);
+        bool restore = begin.value("restore", false);
+        auto deadline_s = begin.value("deadline_s", 0u);
+        auto keys = begin.value("global_keys", std::vector<std::string>{});
+        lab::check_run_dir(o.dir);
+        {
+            lab::FileLock start(o.dir / "lock", true, "the journal directory");
+            lab::settle_stale_journals(o.dir, restore, proc, say);
+            // Keys of this machine's namespace: one run at a time changes each (as a local run).
+            for (const auto& k : keys) locks_.emplace_back(o.dir / fmt::format("sysctl-{}.lock", k), false, k);
+            journal_.emplace(o.dir, run_);
+        }
+        if (deadline_s > 0) lab::arm_watchdog(lab::run_watchdog(run_, deadline_s, o.dir));
+        lab::Journal* journal = &*journal_;
+        sysctls_.emplace(
+            proc,
+            [journal](const std::string& ns, const std::string& key, const std::string* old, const std::string& value) {
+                journal->record(old ? lab::sysctl_entry(ns, key, *old, value)
+                                    : lab::sysctl_write_entry(ns, key, value));
+            },
+            [journal] { journal->keep(); });
+        dir_ = sys::make_service_dir("wanlab-agent-" + run_, "this host's services");
+    }
+
+    ~HostSession() { give_back(); }
+
+    /// The trial's sysctls of this host: validated, then set; keys an earlier trial set and
+    /// this one does not go back to their values from before the run.
+    void apply_sysctls(const json& set) {
+        stop_services();
+        std::vector<sysctl::Change> changes;
+        for (const auto& kv : set) {
+            auto key = kv.at(0).get<std::string>();
+            changes.push_back({"", key, kv.at(1).get<std::string>(), sysctl::Scope::unknown});
+        }
+        sysctl::validate_or_throw(proc_, changes);
+        for (const auto& saved : sysctls_->saved()) {
+            auto same = [&saved](const sysctl::Change& c) { return c.key == saved.key; };
+            if (std::none_of(changes.begin(), changes.end(), same)) sysctls_->set(saved.ns, saved.key, saved.old);
+        }
+        for (const auto& c : changes) sysctls_->set("", c.key, c.value);
+    }
+
+    /// Starts a service of the trial in its folder here, journaled, and waits until it is
+    /// ready. Returns the folder.
+    std::string start_service(const json& request, const probes::Tick& tick) {
+        auto spec = service_of(request.at("service"));
+        auto values = request.at("values").get<std::map<std::string, std::string>>();
+        auto trial = request.at("trial").get<std::string>();
+        if (!lab::valid_run_id(trial)) throw InputError("a trial folder name of a-z, 0-9 and - only");
+        auto dir = dir_ / trial;
+        std::filesystem::create_directories(dir);
+        values["dir"] = dir.string();
+        lab::Journal* journal = &*journal_;
+        auto started = [&](pid_t pid) {
+            journal->record(lab::process_entry("", spec.name, pid, sys::process_start_time(pid)));
+        };
+        services::Placement here{"", request.value("address", std::string("127.0.0.1"))};
+        services_.push_back(std::make_unique<services::Service>(spec, here, values, dir, started));
+        services_.back()->wait_ready(tick);
+        return dir.string();
+    }
+
+    void check_services() {
+        for (auto& s : services_) s->check_running();
+    }
+    void stop_services() noexcept {
+        while (!services_.empty()) services_.pop_back();
+    }
+
+    /// Everything back, newest first; the journal goes unless an undo failed. Idempotent.
+    /// Returns the notes (a key left alone because someone else changed it).
+    std::vector<std::string> give_back() noexcept {
+        std::vector<std::string> notes;
+        stop_services();
+        if (sysctls_) {
+            try {
+                notes = sysctls_->restore();
+            } catch (const std::exception& e) {
+                say(fmt::format("giving the sysctls back: {}; `wanlab restore {}` on this host retries", e.what(),
+                                run_));
+                if (journal_) journal_->keep();
+            }
+            sysctls_.reset();
+        }
+        if (!dir_.empty()) {
+            std::error_code ec;
+            std::filesystem::remove_all(dir_, ec);
+            dir_.clear();
+        }
+        journal_.reset();
+        locks_.clear();
+        return notes;
+    }
+
+private:
+    sysctl::ProcSys& proc_;
+    std::string run_;
+    // Creation order; give_back() undoes in reverse.
+    std::vector<lab::FileLock> locks_;
+    std::optional<lab::Journal> journal_;
+    std::optional<sysctl::SysctlSnapshot> sysctls_;
+    std::filesystem::path dir_;
+    std::vector<std::unique_ptr<services::Service>> services_;
+};
+
+json counters_now() {
+    json cpu = json::array();
+    for (const auto& [busy, total] : diagnosis::read_cpu_times()) cpu.push_back({busy, total});
+    return {{"counters", diagnosis::read_counters("")}, {"cpu", cpu}};
+}
+
+/// Reads one request line from `in` into `line`, waiting at most `lease`; also wakes for a
+/// signal. Returns false on EOF.
+enum class Wait { line, eof, lease, signal };
+
+class Input {
+public:
+    explicit Input(int fd) : fd_(fd) {}
+    Wait next(std::string& line, std::chrono::milliseconds lease, sys::SignalEvents& signals) {
+        auto end = std::chrono::steady_clock::now() + lease;
+        for (;;) {
+            if (auto nl = buf_.find('\n'); nl != std::string::npos) {
+                line = buf_.substr(0, nl);
+                buf_.erase(0, nl + 1);
+                return Wait::line;
+            }
+            if (buf_.size() > kMaxRequest) return Wait::eof;  // not a controller
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+            if (left.count() <= 0) return Wait::lease;
+            pollfd p[2] = {{fd_, POLLIN, 0}, {signals.fd(), POLLIN, 0}};
+            if (::poll(p, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) return Wait::eof;
+            if (p[1].revents && signals.wait(0ms)) return Wait::signal;
+            if (p[0].revents) {
+                char b[65536];
+                ssize_t n = ::read(fd_, b, sizeof b);
+                if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return Wait::eof;
+                if (n > 0) buf_.append(b, static_cast<std::size_t>(n));
+            }
+        }
+    }
+
+private:
+    int fd_;
+    std::string buf_;
+};
+
+void write_line(int fd, const json& j) {
+    auto line = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    for (std::size_t off = 0; off < line.size();) {
+        ssize_t n = ::write(fd, line.data() + off, line.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) throw Error("the controller is gone");
+        off += static_cast<std::size_t>(n);
+    }
+}
+
+}  // namespace
+
+int serve(int in, int out, const AgentOptions& options) {
+    sys::SignalEvents signals;  // before any thread: SIGTERM, SIGINT, SIGHUP become events
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    write_line(out, hello(host));
+    sysctl::RealProcSys proc;
+    std::optional<HostSession> session;
+    auto lease = std::chrono::milliseconds(kDefaultLeaseS * 1000);
+    Input input(in);
+    // A service's ready wait also watches the controller's signals; the lease is not
+    // renewed meanwhile, so a wait longer than it is the controller's business (it pings).
+    probes::Tick tick = [&signals] { signals.check(); };
+    for (;;) {
+        std::string line;
+        auto got = input.next(line, lease, signals);
+        if (got != Wait::line) {
+            if (session) {
+                if (got == Wait::lease)
+                    say(fmt::format("no word from the controller for {} s: giving this host back",
+                                    lease.count() / 1000));
+                if (got == Wait::signal) say("signalled: giving this host back");
+                session->give_back();
+            }
+            return got == Wait::eof ? 0 : 1;
+        }
+        json request = json::parse(line, nullptr, false);
+        json answer = {{"id", request.is_object() ? request.value("id", json(nullptr)) : json(nullptr)}, {"ok", true}};
+        try {
+            if (!request.is_object() || !request.contains("op"))
+                throw InputError("a request is a JSON object with an op");
+            auto op = request.at("op").get<std::string>();
+            if (op == "begin") {
+                if (session) throw InputError("begin: a run is already under way on this host");
+                lease = std::chrono::milliseconds(1000 * request.value("lease_s", kDefaultLeaseS));
+                session.emplace(options, request, proc);
+            } else if (op == "ping") {
+            } else if (op == "read") {
+                json values = json::object();
+                for (const auto& k : request.at("keys"))
+                    if (auto v = proc.read("", k.get<std::string>())) values[k.get<std::string>()] = *v;
+                answer["values"] = values;
+            } else if (op == "counters") {
+                answer.update(counters_now());
+            } else if (op == "end") {
+                if (session) answer["notes"] = session->give_back();
+                session.reset();
+                write_line(out, answer);
+                return 0;
+            } else {
+                if (!session) throw InputError(fmt::format("{}: begin first", op));
+                if (op == "sysctl")
+                    session->apply_sysctls(request.at("set"));
+                else if (op == "service_start")
+                    answer["dir"] = session->start_service(request, tick);
+                else if (op == "service_check")
+                    session->check_services();
+                else if (op == "service_stop")
+                    session->stop_services();
+                else
+                    throw InputError(fmt::format("unknown op `{}`", op));
+            }
+        } catch (const sys::Interrupted&) {
+            if (session) session->give_back();
+            return 1;
+        } catch (const std::exception& e) {
+            answer["ok"] = false;
+            answer["error"] = e.what();
+            answer["failure"] = dynamic_cast<const services::ServiceFailure*>(&e) ? "service" : "error";
+        }
+        write_line(out, answer);
+    }
+}
+
+}  // namespace wanlab::remote

@@ -1,0 +1,27 @@
+// What crosses the wire between the controller and `wanlab agent`: the hello and its
+// version check, and the pieces of a trial a host needs (its sysctls, its services), as JSON.
+//
+// Contract: pure; thread-safe. A service travels with its templates' text (read at load on
+// the controller), never a path, so the agent needs none of the controller's files.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "services/service_spec.h"
+
+namespace wanlab::remote {
+
+/// The agent's first line.
+nlohmann::json hello(const std::string& hostname);
+
+/// Why the controller cannot work with an agent that said `hello` on host `host`, or "": a
+/// different wanlab version or protocol (with what to do about it).
+std::string hello_problem(const nlohmann::json& hello, const std::string& host, const std::string& wanlab);
+
+nlohmann::json service_json(const services::ServiceSpec& s);
+/// Throws wanlab::Error (nlohmann's message, which names the key) for a malformed one.
+services::ServiceSpec service_of(const nlohmann::json& j);
+
+}  // namespace wanlab::remote

@@ -1,0 +1,253 @@
+// [lab] mode = "hosts" across machines over real OpenSSH (root), through the binary: the
+// server machine is a network namespace running its own sshd (Debian's openssh-server, keys
+// made per test), reached as ssh reaches any host; the client is this machine. A sysctl-only
+// experiment is set on the server during the run and given back; a controller killed with
+// SIGKILL, and a killed ssh client, each leave the server given back within 10 s; fields
+// holding spaces, quotes, $(...) and ; run nothing. Needs no netem.
+#include <sys/wait.h>
+
+#include "tests/root/root_helper.h"
+
+using namespace wanlab::root_testing;
+
+namespace {
+
+constexpr const char* kNs = "wl-hosts-srv";
+constexpr const char* kServer = "198.18.9.2";
+
+/// A second machine: network namespace kNs behind a veth (198.18.9.1 here, 198.18.9.2
+/// there) with its own sshd, and an ssh config that reaches it as `wlh-server`. Undoes: the
+/// sshd and every process in the namespace, the namespace (and with it the veth), the files.
+struct SshMachine {
+    std::filesystem::path dir;
+    std::filesystem::path config;
+    SshMachine() {
+        char t[] = "/tmp/wanlab-hosts-XXXXXX";
+        dir = ::mkdtemp(t);
+        config = dir / "ssh_config";
+        try {
+            setup();
+        } catch (...) {  // a failed REQUIRE: the destructor will not run
+            teardown();
+            std::filesystem::remove_all(dir);
+            throw;
+        }
+    }
+    void setup() {
+        teardown();
+        auto d = dir.string();
+        REQUIRE(
+            sh(fmt::format("set -e; ip netns add {0}; ip link add wlh0 type veth peer name wlh1 netns {0}; "
+                           "ip addr add 198.18.9.1/30 dev wlh0; ip link set wlh0 up; "
+                           "ip -n {0} addr add {1}/30 dev wlh1; ip -n {0} link set wlh1 up; ip -n {0} link set lo up; "
+                           "ssh-keygen -q -t ed25519 -N '' -f {2}/host_key; ssh-keygen -q -t ed25519 -N '' -f {2}/key; "
+                           "cp {2}/key.pub {2}/authorized_keys; mkdir -p /run/sshd; echo ok",
+                           kNs, kServer, d)) == "ok\n");
+        std::ofstream(dir / "sshd_config") << fmt::format(
+            "Port 22\nListenAddress {}\nHostKey {}/host_key\nAuthorizedKeysFile {}/authorized_keys\n"
+            "PermitRootLogin prohibit-password\nStrictModes no\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nUsePAM no\nPidFile {}/sshd.pid\nLogLevel ERROR\n",
+            kServer, d, d, d);
+        std::ofstream(config) << fmt::format(
+            "Host wlh-server\n  HostName {}\n  User root\n  IdentityFile {}/key\n  IdentitiesOnly yes\n"
+            "  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  LogLevel ERROR\n",
+            kServer, d);
+        int status = 0;
+        sh(fmt::format("ip netns exec {} /usr/sbin/sshd -f {}/sshd_config -E {}/sshd.log", kNs, d, d), &status);
+        REQUIRE(status == 0);
+        REQUIRE(eventually(
+            [&] {
+                return sh(fmt::format("ssh -F {} -o BatchMode=yes wlh-server echo up 2>&1", config.string())) == "up\n";
+            },
+            std::chrono::seconds(10)));
+    }
+    ~SshMachine() {
+        teardown();
+        std::filesystem::remove_all(dir);
+    }
+    void teardown() const {
+        sh(
+            fmt::format("ip netns pids {} 2>/dev/null | xargs -r kill -9; ip netns del {} 2>/dev/null; "
+                        "ip link del wlh0 2>/dev/null",
+                        kNs, kNs));
+    }
+    /// A sysctl as the server machine sees it.
+    std::string sysctl(const std::string& key) const {
+        auto v = sh(fmt::format("ip netns exec {} sysctl -n {}", kNs, key));
+        while (!v.empty() && v.back() == '\n') v.pop_back();
+        return v;
+    }
+    /// The server machine's processes other than its sshd and ssh's sessions.
+    std::string strays() const {
+        return sh(
+            fmt::format("for p in $(ip netns pids {}); do c=$(cat /proc/$p/comm); "
+                        "case $c in sshd) ;; *) echo $c;; esac; done",
+                        kNs));
+    }
+};
+
+/// An experiment across this machine (client) and the SshMachine (server).
+struct HostsExperiment {
+    std::filesystem::path dir, path;
+    HostsExperiment(const SshMachine& m, const std::string& body, const std::string& server_extra = "") {
+        char t[] = "/tmp/wanlab-hostsexp-XXXXXX";
+        dir = ::mkdtemp(t);
+        path = dir / "hosts.toml";
+        std::ofstream(path) << fmt::format(
+            "name = \"hosts\"\n[lab]\nmode = \"hosts\"\n[hosts]\nssh_config = \"{}\"\n[hosts.client]\nssh = "
+            "\"local\"\n[hosts.server]\nssh = \"wlh-server\"\naddress = \"{}\"\nwanlab = \"{}\"\n{}\n"
+            "[run]\nrepeats = 1\nwarmup = \"0s\"\ncooldown = \"0s\"\n{}",
+            m.config.string(), kServer, WANLAB_BINARY, server_extra, body);
+    }
+    ~HostsExperiment() { std::filesystem::remove_all(dir); }
+    std::vector<std::string> run_args(const std::string& id) const {
+        return {"run", path.string(), "--run", id, "--out", (dir / "out").string(), "--quiet"};
+    }
+};
+
+// The server's tcp_rmem, changed by the run, and the iperf3 service that reports it.
+std::string raised_rmem(const SshMachine& m) {
+    auto now = m.sysctl("net.ipv4.tcp_rmem");
+    auto max = std::stoll(now.substr(now.rfind('\t') + 1));
+    return fmt::format("4096\t87380\t{}", max + 4096);
+}
+
+std::string body_with(const std::string& rmem, const std::string& duration) {
+    auto triplet = rmem;
+    for (auto& c : triplet)
+        if (c == '\t') c = ' ';
+    return fmt::format(R"(
+[sysctl.server]
+"net.ipv4.tcp_rmem" = "{}"
+[[service]]
+name = "iperf3"
+host = "server"
+command = ["sh", "-c", "cat /proc/sys/net/ipv4/tcp_rmem > /tmp/wlh-seen; exec iperf3 -s -B {{server}} -p 5201"]
+ready = {{ port = 5201 }}
+[[probe]]
+name = "bulk"
+kind = "throughput"
+tool = "iperf3"
+server_port = 5201
+duration = "{}"
+)",
+                       triplet, duration);
+}
+
+}  // namespace
+
+TEST_CASE("a sysctl experiment across machines sets the server's own sysctl over ssh and gives it back", "[root]") {
+    if (skip_unless_root()) return;
+    SshMachine m;
+    auto before = m.sysctl("net.ipv4.tcp_rmem");
+    auto want = raised_rmem(m);
+    HostsExperiment exp(m, body_with(want, "1s"));
+    Cleanup cleanup("hosts-ok");
+    std::filesystem::remove("/tmp/wlh-seen");
+    int status = 0;
+    auto args = exp.run_args("hosts-ok");
+    std::string cmd = WANLAB_BINARY;
+    for (const auto& a : args) cmd += " " + a;
+    auto out = sh(cmd + " 2>&1", &status);
+    INFO(out);
+    REQUIRE(status == 0);
+    // The service on the server started after the server's sysctl was set...
+    std::ifstream seen("/tmp/wlh-seen");
+    std::string line;
+    std::getline(seen, line);
+    CHECK(line == want);
+    // ... the probe measured through it from here ...
+    auto rate = sh(fmt::format("sqlite3 {} \"SELECT value FROM metrics WHERE name = 'throughput'\"",
+                               (exp.dir / "out" / "results.db").string()));
+    CHECK(std::stod(rate) > 1e6);
+    // ... and the server is as it was: its sysctl, no process left, no journal.
+    CHECK(m.sysctl("net.ipv4.tcp_rmem") == before);
+    CHECK(eventually([&] { return m.strays().empty(); }, std::chrono::seconds(5)));
+    INFO("left: " << m.strays());
+    CHECK_FALSE(std::filesystem::exists("/run/wanlab/hosts-ok-server.journal"));
+    CHECK_FALSE(std::filesystem::exists("/run/wanlab/hosts-ok-client.journal"));
+    std::filesystem::remove("/tmp/wlh-seen");
+}
+
+TEST_CASE("a controller killed with SIGKILL mid-run leaves the server machine given back within 10 s", "[root]") {
+    if (skip_unless_root()) return;
+    SshMachine m;
+    auto before = m.sysctl("net.ipv4.tcp_rmem");
+    auto want = raised_rmem(m);
+    HostsExperiment exp(m, body_with(want, "60s"));
+    Cleanup cleanup("hosts-kill");
+    // What a SIGKILLed controller cannot remove itself: its ssh control folder (empty once ssh
+    // is gone) and the log of the local agent's watchdog, which gave this machine back.
+    auto before_dirs = sh("ls -d /tmp/wanlab-ssh-* 2>/dev/null");
+    struct Leftovers {
+        std::string before;
+        ~Leftovers() {
+            for (auto& e : std::filesystem::directory_iterator("/tmp"))
+                if (e.path().filename().string().starts_with("wanlab-ssh-") &&
+                    before.find(e.path().string()) == std::string::npos)
+                    std::filesystem::remove_all(e.path());
+            std::filesystem::remove("/run/wanlab/hosts-kill-client.watchdog.log");
+            std::filesystem::remove("/run/wanlab/hosts-kill-server.watchdog.log");
+        }
+    } leftovers{before_dirs};
+    Wanlab w(exp.run_args("hosts-kill"));
+    REQUIRE(eventually(
+        [&] { return m.sysctl("net.ipv4.tcp_rmem") == want && m.strays().find("iperf3") != std::string::npos; },
+        std::chrono::seconds(30)));
+    w.signal(SIGKILL);
+    w.wait();
+    auto killed = std::chrono::steady_clock::now();
+    CHECK(eventually([&] { return m.sysctl("net.ipv4.tcp_rmem") == before && m.strays().empty(); },
+                     std::chrono::seconds(10)));
+    INFO("given back after " << std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count()
+                             << " s; strays: " << m.strays());
+    CHECK(eventually([] { return !std::filesystem::exists("/run/wanlab/hosts-kill-server.journal"); },
+                     std::chrono::seconds(10)));
+}
+
+TEST_CASE("a killed ssh client leaves the server machine given back within 10 s, and the run fails saying so",
+          "[root]") {
+    if (skip_unless_root()) return;
+    SshMachine m;
+    auto before = m.sysctl("net.ipv4.tcp_rmem");
+    auto want = raised_rmem(m);
+    HostsExperiment exp(m, body_with(want, "20s"));
+    Cleanup cleanup("hosts-ssh");
+    Wanlab w(exp.run_args("hosts-ssh"));
+    REQUIRE(eventually([&] { return m.sysctl("net.ipv4.tcp_rmem") == want; }, std::chrono::seconds(30)));
+    sh(fmt::format("pkill -KILL -P {} -x ssh", w.pid()));
+    CHECK(eventually([&] { return m.sysctl("net.ipv4.tcp_rmem") == before && m.strays().empty(); },
+                     std::chrono::seconds(10)));
+    CHECK(w.wait() != 0);
+}
+
+TEST_CASE("a field with spaces, quotes, $(...) and a semicolon reaches ssh as one word and runs nothing", "[root]") {
+    if (skip_unless_root()) return;
+    SshMachine m;
+    for (const char* f : {"/tmp/wlh-pwned1", "/tmp/wlh-pwned2", "/tmp/wlh-pwned3"}) std::filesystem::remove(f);
+    const std::string hostile =
+        "/nonexistent dir/wanlab'; touch /tmp/wlh-pwned1; echo \\\"$(touch /tmp/wlh-pwned2)\\\" `touch "
+        "/tmp/wlh-pwned3`";
+    HostsExperiment exp(m, "[[probe]]\nname = \"ping\"\nkind = \"rtt\"\nmethod = \"icmp\"\ncount = 2\n");
+    // The same file with the hostile wanlab path for the server.
+    std::string text;
+    {
+        std::ifstream in(exp.path);
+        text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    text.replace(text.find(fmt::format("wanlab = \"{}\"", WANLAB_BINARY)),
+                 std::string(fmt::format("wanlab = \"{}\"", WANLAB_BINARY)).size(), "wanlab = \"" + hostile + "\"");
+    std::ofstream(exp.path) << text;
+    int status = 0;
+    auto out = sh(fmt::format("{} run {} --run hosts-quote --out {} --quiet 2>&1", WANLAB_BINARY, exp.path.string(),
+                              (exp.dir / "out").string()),
+                  &status);
+    INFO(out);
+    CHECK(status != 0);
+    CHECK_THAT(out, Catch::Contains("server (wlh-server): there is no `/nonexistent dir/wanlab'; touch"));
+    for (const char* f : {"/tmp/wlh-pwned1", "/tmp/wlh-pwned2", "/tmp/wlh-pwned3"}) {
+        INFO(f);
+        CHECK_FALSE(std::filesystem::exists(f));
+    }
+    CHECK_FALSE(std::filesystem::exists("/run/wanlab/hosts-quote-client.journal"));
+}
