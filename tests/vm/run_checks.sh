@@ -159,7 +159,15 @@ check "after the evidence run: machine as before" same_state evidence
     >"$out/ratebound.stdout" 2>"$out/ratebound.stderr"
 rc=$?
 check "rate-bound run exits 0 [rc=$rc]" [ "$rc" = 0 ]
-check "iperf3 autotuned at 20 Mbit/s over 45 ms is rate-bound with either rmem_max" \
+# What each trial measured, in the check's line: a failure says whether the rate fell short or
+# a repeat failed.
+rbdb=$out/ratebound/results.db
+measured=$(q "$rbdb" "select group_concat(variant || ' ' || printf('%.2f', value / 1e6), ', ') from metric_values
+                      where run_id='rb1' and metric='throughput'")
+retx=$(q "$rbdb" "select group_concat(variant || ' ' || value, ', ') from metric_values
+                  where run_id='rb1' and metric='retransmits'")
+errors=$(q "$rbdb" "select group_concat(notes, ' ') from measurements where run_id='rb1' and notes like '%error%'")
+check "iperf3 autotuned at 20 Mbit/s over 45 ms is rate-bound with either rmem_max [Mbit/s: $measured; retransmits: $retx${errors:+; $errors}]" \
     [ "$(grep -c 'iperf3, .*rmem-max: rate-bound' "$out/ratebound.stdout")" = 2 ]
 check "and gets no buffer advice" sh -c "! grep -q 'bandwidth-delay product' '$out/ratebound.stdout'"
 exit 0
