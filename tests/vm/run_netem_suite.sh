@@ -13,7 +13,8 @@ for tool in tc ip ping; do
         fail "'$tool' is not installed (iproute2, iputils-ping: run scripts/setup)"
 done
 
-start=$(date +%s.%N)
+. "$(dirname "$0")/host_cpu.sh"
+start=$(date +%s.%N) cpu=$(cpu_mark)
 inner="sh '$src/netem_checks.sh' '$work/out'; rc=\$?"
 if [[ -n $root_tests ]]; then
     inner+="; WANLAB_REQUIRE_NETEM=1 '$root_tests' '[root]' -r compact >'$work/out/root_tests.log' 2>&1"
@@ -25,11 +26,12 @@ rc=$?
 end=$(date +%s.%N)
 echo "--- stdout"; cat "$work/stdout"
 echo "--- stderr"; cat "$work/stderr"
-echo "--- wall time: $(echo "$end - $start" | bc) s"
+load=$(cpu_since "$cpu")
+echo "--- wall time: $(echo "$end - $start" | bc) s; $load"
 
 [[ $rc -eq 7 ]] || fail "wanlab vm run exited $rc; expected 7 (the checks script's status)"
 [[ -s $work/out/results ]] || fail "no results in the --out share ($work/out/results)"
-grep -q '^not ok' "$work/out/results" && fail "$(grep '^not ok' "$work/out/results")"
+grep -q '^not ok' "$work/out/results" && fail "$(grep '^not ok' "$work/out/results") ($load)"
 n=$(grep -c '^ok' "$work/out/results")
 [[ $n -ge 12 ]] || fail "only $n checks passed; expected 12"
 grep -q '^to-stderr$' "$work/stderr" || fail "the command's stderr did not reach our stderr"
@@ -39,7 +41,7 @@ grep -Eq 'Linux version|wanlab-init|^\[ *[0-9]+\.[0-9]+\]' "$work/stdout" &&
 if [[ -n $root_tests ]]; then
     echo "--- netem_root_tests inside the VM"; cat "$work/out/root_tests.log" 2>/dev/null
     [[ -s $work/out/root_tests.rc ]] || fail "netem_root_tests did not run inside the VM"
-    [[ $(cat "$work/out/root_tests.rc") == 0 ]] || fail "netem_root_tests failed inside the VM"
+    [[ $(cat "$work/out/root_tests.rc") == 0 ]] || fail "netem_root_tests failed inside the VM ($load)"
     grep -q "SKIPPED" "$work/out/root_tests.log" && fail "netem_root_tests skipped tests inside the VM"
 fi
 echo "PASS: $n checks inside the VM, exit status and streams came back${root_tests:+, netem root tests passed}"

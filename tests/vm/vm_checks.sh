@@ -11,19 +11,21 @@ rm -rf "$work" && mkdir -p "$work/out" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
 command -v sqlite3 >/dev/null || fail "'sqlite3' is not installed (run scripts/setup)"
 
-start=$(date +%s)
+. "$(dirname "$0")/host_cpu.sh"
+start=$(date +%s) cpu=$(cpu_mark)
 "$wanlab" vm run --stats --timeout 900 --out "$work/out" -- \
     sh "$checks" "$wanlab" "$src" "$work/out" >"$work/stdout" 2>"$work/stderr"
 rc=$?
-echo "--- results ($(( $(date +%s) - start )) s in the VM)"; cat "$work/out/results" 2>/dev/null
+load=$(cpu_since "$cpu")
+echo "--- results ($(( $(date +%s) - start )) s in the VM; $load)"; cat "$work/out/results" 2>/dev/null
 for f in "$work"/out/*.stdout "$work"/out/*.stderr "$work"/out/*.out "$work"/out/diff.* "$work"/out/headlines; do
     [[ -s $f ]] && grep -q . "$f" && { echo "--- ${f##*/}"; tail -40 "$f"; }
 done
 echo "--- vm stderr"; tail -20 "$work/stderr"
 [[ $rc -eq 0 ]] || fail "wanlab vm run exited $rc"
 [[ -s $work/out/results ]] || fail "no results from inside the VM"
-grep -q '^not ok' "$work/out/results" && fail "$(grep '^not ok' "$work/out/results")"
+grep -q '^not ok' "$work/out/results" && fail "$(grep '^not ok' "$work/out/results") ($load)"
 n=$(grep -c '^ok' "$work/out/results")
 [[ $n -ge $min ]] || fail "only $n checks passed; expected $min"
-echo "PASS: $n checks of $name inside the VM"
+echo "PASS: $n checks of $name inside the VM ($load)"
 rm -rf "$work"
