@@ -18,6 +18,7 @@
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
 #include <netlink/route/link.h>
+#include <netlink/route/link/inet6.h>
 #include <netlink/socket.h>
 
 #include "core/error.h"
@@ -235,7 +236,6 @@ int NetlinkKernel::create_ifb(const std::string& name) {
     rtnl_link* l = rtnl_link_alloc();
     rtnl_link_set_name(l, name.c_str());
     rtnl_link_set_type(l, "ifb");
-    rtnl_link_set_flags(l, IFF_UP);
     int err = rtnl_link_add(sock_, l, NLM_F_CREATE | NLM_F_EXCL);
     rtnl_link_put(l);
     if (err < 0)
@@ -243,7 +243,26 @@ int NetlinkKernel::create_ifb(const std::string& name) {
                                 err == -NLE_OBJ_NOTFOUND || err == -NLE_OPNOTSUPP
                                     ? " (this kernel has no ifb: `modprobe ifb`, or see `wanlab doctor`)"
                                     : ""));
-    return ifindex(name);
+    // Up, and without an IPv6 link-local address: a new device with one sends its own router
+    // solicitations and MLD reports through its root qdisc, which would count them (measured:
+    // an ifb netem that carried 60 echo replies reported 61 packets).
+    const int index = ifindex(name);
+    auto change = [&](bool up, bool quiet_v6) {
+        rtnl_link* old = rtnl_link_alloc();
+        rtnl_link_set_ifindex(old, index);
+        rtnl_link* to = rtnl_link_alloc();
+        if (up) rtnl_link_set_flags(to, IFF_UP);
+        if (quiet_v6) rtnl_link_inet6_set_addr_gen_mode(to, IN6_ADDR_GEN_MODE_NONE);
+        int e = rtnl_link_change(sock_, old, to, 0);
+        rtnl_link_put(to);
+        rtnl_link_put(old);
+        return e;
+    };
+    // While it is down; a kernel without IPv6 refuses this, and then has nothing to send.
+    change(false, true);
+    if ((err = change(true, false)) < 0)
+        throw Error(fmt::format("setting ifb device {} up: {}", name, nl_geterror(err)));
+    return index;
 }
 
 void NetlinkKernel::delete_link(const std::string& name) {
