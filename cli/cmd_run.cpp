@@ -257,13 +257,18 @@ int run(const RunArgs& a) {
                         a.file));
     if (a.vm) return run_in_vm(a, exp);
     lab::require_capabilities("wanlab run");
-    auto missing = lab::missing_qdiscs(exp);
+    // Hosts mode with a router: the router's kernel is the one that needs them (its agent checks).
+    const auto& machines = exp.trials.front().lab.machines;
+    const bool router = std::any_of(machines.begin(), machines.end(), [](const auto& m) { return m.name == "router"; });
+    const bool hosts = exp.trials.front().lab.mode == lab::LabSpec::Mode::hosts;
+    auto missing = hosts && router ? std::vector<std::string>{} : lab::missing_qdiscs(exp);
     if (!missing.empty()) {
-        if (host)
+        if (host || hosts)
             throw Error(
-                fmt::format("this kernel lacks {} (needed by {}); host mode impairs this machine's own interface, "
+                fmt::format("this kernel lacks {} (needed by {}); {} mode impairs this machine's own interface, "
                             "so it needs them here. {}",
-                            fmt::join(missing, ", "), a.file, netem::advice_for(missing.front())),
+                            fmt::join(missing, ", "), a.file, host ? "host" : "hosts",
+                            netem::advice_for(missing.front())),
                 2);
         if (a.no_vm)
             throw Error(fmt::format("this kernel lacks {} (needed by {}); drop --no-vm to run in the micro-VM. {}",

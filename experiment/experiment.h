@@ -28,11 +28,12 @@ namespace wanlab::lab {
 
 /// [hosts.NAME] of [lab] mode = "hosts": one real machine of the experiment.
 struct Machine {
-    std::string name;               ///< its role: client, server
+    std::string name;               ///< its role: client, server, router
     std::string ssh;                ///< "local", or an ssh destination (user@host, a config alias)
     std::string address;            ///< what probes connect to ("" for a local client)
     std::string wanlab = "wanlab";  ///< the program on that machine
-    Location at;                    ///< the [hosts.NAME] header
+    std::string dev;  ///< client, router: the interface for [link] ("": the one that routes to the server)
+    Location at;      ///< the [hosts.NAME] header
 };
 
 /// [lab]: where the experiment runs.

@@ -139,6 +139,30 @@ std::vector<std::string> trial_commands(const Trial& t, const LabNames& names) {
             if (auto it = t.sysctl.per_host.find(m.name); it != t.sysctl.per_host.end())
                 for (const auto& s : it->second) settings.push_back(&s);
             for (const auto* s : settings) out.push_back(where + "sysctl -w " + sysctl_arg(*s));
+            // Link conditions: the router's agent if there is a router, else the client's, on
+            // its interface toward the server, as host mode does (wanlab's own ssh connections
+            // are exempted by filters not shown).
+            bool router = std::any_of(t.lab.machines.begin(), t.lab.machines.end(),
+                                      [](const Machine& o) { return o.name == "router"; });
+            if (m.name != (router ? "router" : "client") || !(t.link.up.impaired() || t.link.down.impaired())) continue;
+            std::string server;
+            for (const auto& o : t.lab.machines)
+                if (o.name == "server") server = o.address;
+            std::string dev = m.dev.empty() ? "DEV" : m.dev;
+            if (m.dev.empty())
+                out.push_back(fmt::format("# DEV: the interface that routes to {} (ip route get {})", server, server));
+            netem::Filter to_server{server, 0, false, t.lab.line_rate_bps};
+            if (t.link.up.impaired())
+                for (auto& c : netem::tc_commands(t.link.up, dev, "", t.lab.mtu, to_server)) out.push_back(where + c);
+            if (t.link.down.impaired()) {
+                std::string ifb = text::shell_quote(netem::ifb_name(dev)), qdev = text::shell_quote(dev);
+                out.push_back(where + fmt::format("ip link add {} type ifb && ip link set {} up", ifb, ifb));
+                out.push_back(where + fmt::format("tc qdisc replace dev {} handle ffff: ingress", qdev));
+                out.push_back(where + fmt::format("tc filter replace dev {} parent ffff: protocol ip prio 1 u32 match "
+                                                  "ip src {} action mirred egress redirect dev {}",
+                                                  qdev, text::shell_quote(server), ifb));
+                for (auto& c : netem::tc_commands(t.link.down, ifb, "", t.lab.mtu)) out.push_back(where + c);
+            }
         }
         return out;
     }
@@ -303,12 +327,24 @@ std::string render_plan_text(const Experiment& exp) {
             "the router\n",
             first.lab.mtu, first.lab.offloads ? "on" : "off");
     else if (first.lab.mode == LabSpec::Mode::hosts)
-        for (const auto& m : first.lab.machines)
+        for (const auto& m : first.lab.machines) {
+            const char* link_machine = std::any_of(first.lab.machines.begin(), first.lab.machines.end(),
+                                                   [](const Machine& o) { return o.name == "router"; })
+                                           ? "router"
+                                           : "client";
             out += fmt::format(
                 "  machine {}: {}{}; wanlab there: {}; its changes are made and given back by its own "
-                "`wanlab agent`\n",
+                "`wanlab agent`{}\n",
                 m.name, m.ssh == "local" ? "this machine" : "ssh " + m.ssh,
-                m.address.empty() ? "" : " (" + m.address + ")", m.wanlab);
+                m.address.empty() ? "" : " (" + m.address + ")", m.wanlab,
+                m.name == link_machine &&
+                        std::any_of(exp.trials.begin(), exp.trials.end(),
+                                    [](const Trial& t) { return t.link.up.impaired() || t.link.down.impaired(); })
+                    ? fmt::format("; link conditions on {} toward the server, both ways (the way in through an "
+                                  "ifb), except wanlab's own ssh connections",
+                                  m.dev.empty() ? "the interface that routes to the server" : m.dev)
+                    : "");
+        }
     else
         out += fmt::format("  lab: host interface {} toward {}{}\n", first.lab.dev, first.lab.target,
                            first.lab.port ? fmt::format(" port {}", first.lab.port) : "");
@@ -374,7 +410,9 @@ json plan_json(const Experiment& exp) {
         for (const auto& [path, value] : t.sweep) sweep[path] = value;
         json probes = json::array();
         for (const auto& p : t.probes) probes.push_back(probe_json(p));
-        json lab{{"mode", t.lab.mode == LabSpec::Mode::host ? "host" : "netns"},
+        json lab{{"mode", t.lab.mode == LabSpec::Mode::host    ? "host"
+                          : t.lab.mode == LabSpec::Mode::hosts ? "hosts"
+                                                               : "netns"},
                  {"mtu", t.lab.mtu},
                  {"offloads", t.lab.offloads},
                  {"queue_length", t.lab.queue_length},

@@ -36,29 +36,33 @@ void require_capabilities(const std::string& action) {
                     action, list));
 }
 
-std::set<std::string> needed_qdiscs(const Experiment& exp) {
+std::set<std::string> needed_qdiscs(const std::vector<Trial>& trials) {
     std::set<std::string> kinds;
-    for (const auto& t : exp.trials)
+    for (const auto& t : trials)
         for (const auto* d : {&t.link.up, &t.link.down}) {
             if (!d->impaired()) continue;
             kinds.insert("netem");
             if (d->rate_bps && d->shaper != netem::Shaper::netem) kinds.insert(netem::to_string(d->shaper));
             if (d->queue != netem::Queue::none) kinds.insert(netem::to_string(d->queue));
-            // Host mode's own tree: the htb root with the target's class on the way out,
-            // the ingress hook and an ifb on the way in.
-            if (t.lab.mode == LabSpec::Mode::host && d == &t.link.up) kinds.insert("htb");
-            if (t.lab.mode == LabSpec::Mode::host && d == &t.link.down) kinds.insert({"ingress", "ifb"});
+            // Host mode's own tree (and hosts mode's, the same): the htb root with the
+            // target's class on the way out, the ingress hook and an ifb on the way in.
+            bool filtered = t.lab.mode == LabSpec::Mode::host || t.lab.mode == LabSpec::Mode::hosts;
+            if (filtered && d == &t.link.up) kinds.insert("htb");
+            if (filtered && d == &t.link.down) kinds.insert({"ingress", "ifb"});
         }
     return kinds;
 }
 
-std::vector<std::string> missing_qdiscs(const Experiment& exp) {
-    auto needed = needed_qdiscs(exp);
+std::set<std::string> needed_qdiscs(const Experiment& exp) { return needed_qdiscs(exp.trials); }
+
+std::vector<std::string> missing_features(const std::set<std::string>& needed) {
     std::vector<std::string> missing;
     if (needed.empty()) return missing;
     for (const auto& f : netem::probe_kernel_features())
         if (needed.count(f.name) && !f.available) missing.push_back(f.name);
     return missing;
 }
+
+std::vector<std::string> missing_qdiscs(const Experiment& exp) { return missing_features(needed_qdiscs(exp)); }
 
 }  // namespace wanlab::lab

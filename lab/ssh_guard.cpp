@@ -195,18 +195,25 @@ std::optional<SshSession> parse_ssh_connection(const std::string& value) {
     return s;
 }
 
-std::vector<SshSession> parse_proc_net_tcp(const std::string& text, const std::set<std::uint16_t>& ports) {
-    std::vector<SshSession> out;
+std::vector<std::pair<unsigned long, SshSession>> parse_established(const std::string& text) {
+    std::vector<std::pair<unsigned long, SshSession>> out;
     for (const auto& f : socket_lines(text)) {
         try {
             if (std::stoi(f[3], nullptr, 16) != kEstablished) continue;
             auto l = parse_endpoint(f[1]), r = parse_endpoint(f[2]);
-            if (!l || !r || !ports.count(l->second)) continue;
-            out.push_back({l->first, r->first, l->second, r->second});
+            if (!l || !r) continue;
+            out.push_back({f.size() >= 10 ? std::stoul(f[9]) : 0, {l->first, r->first, l->second, r->second}});
         } catch (const std::exception&) {
             continue;  // a line that is not a socket
         }
     }
+    return out;
+}
+
+std::vector<SshSession> parse_proc_net_tcp(const std::string& text, const std::set<std::uint16_t>& ports) {
+    std::vector<SshSession> out;
+    for (auto& [inode, s] : parse_established(text))
+        if (ports.count(s.local_port)) out.push_back(std::move(s));
     return out;
 }
 

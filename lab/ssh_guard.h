@@ -23,6 +23,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace wanlab::lab {
@@ -40,6 +41,9 @@ struct Listener {
 
 /// "peer_ip peer_port local_ip local_port", as sshd sets SSH_CONNECTION; nullopt if malformed.
 std::optional<SshSession> parse_ssh_connection(const std::string& value);
+/// Established connections, with each socket's inode (0 if the line has none), from the text
+/// of /proc/net/tcp or tcp6.
+std::vector<std::pair<unsigned long, SshSession>> parse_established(const std::string& text);
 /// Established connections whose local port is one of `ports`, from the text of
 /// /proc/net/tcp or tcp6.
 std::vector<SshSession> parse_proc_net_tcp(const std::string& text, const std::set<std::uint16_t>& ports = {22});

@@ -220,8 +220,12 @@ void check_testbed(const std::vector<Trial>& trials, const std::vector<sysctl::C
 }
 
 std::string unverifiable(const LabSpec& lab) {
-    if (lab.mode != LabSpec::Mode::host) return {};
-    return "host mode: not measured (the real path adds its own RTT); the qdiscs were read back";
+    if (lab.mode == LabSpec::Mode::host)
+        return "host mode: not measured (the real path adds its own RTT); the qdiscs were read back";
+    if (lab.mode == LabSpec::Mode::hosts)
+        return "hosts mode: not measured (the real path adds its own RTT); the agent that applied them read the qdiscs "
+               "back";
+    return {};
 }
 
 std::vector<TestbedLock> testbed_locks(const LabSpec& lab) {

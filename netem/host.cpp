@@ -121,9 +121,9 @@ Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent,
     }
     if (f.port) {
         // Ports right after a header without options (as tc's `match ip dport` assumes).
+        // libnl takes the value in host order and puts it in network order itself.
         int base = v6 ? 40 : 20;
-        check(rtnl_u32_add_key_uint16(cls.get(), htons(f.port), 0xffff, base + (f.match_source ? 0 : 2), 0),
-              "u32 port");
+        check(rtnl_u32_add_key_uint16(cls.get(), f.port, 0xffff, base + (f.match_source ? 0 : 2), 0), "u32 port");
     }
     if (f.prefix.empty() && !f.port) check(rtnl_u32_add_key_uint32(cls.get(), 0, 0, 0, 0), "u32 match-all");
     std::string what;
@@ -148,6 +148,41 @@ Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent,
     nl_msg* m = nullptr;
     check(rtnl_cls_build_add_request(cls.get(), NLM_F_CREATE | NLM_F_EXCL, &m), "u32 filter");
     return take(what, m);
+}
+
+Request exempt_filter(int ifindex, const std::string& dev, std::uint32_t parent, const Flow& f, bool ingress,
+                      std::uint32_t classid, std::uint16_t prio) {
+    addr::Prefix local = parse_prefix(f.local), peer = parse_prefix(f.peer);
+    if (local.family != peer.family)
+        throw InputError(fmt::format("flow {} - {}: two address families", f.local, f.peer));
+    bool v6 = local.family == AF_INET6;
+    const addr::Prefix& src = ingress ? peer : local;
+    const addr::Prefix& dst = ingress ? local : peer;
+    std::uint16_t sport = ingress ? f.peer_port : f.local_port, dport = ingress ? f.local_port : f.peer_port;
+    ClsPtr cls = u32_at(ifindex, parent, prio, v6);
+    // The header offsets of target_filter(); the protocol byte: v4 9, v6 6 (next header, no
+    // extension headers between, as tc's `match ip6 protocol` assumes).
+    if (v6) {
+        check(rtnl_u32_add_key_in6_addr(cls.get(), reinterpret_cast<const in6_addr*>(src.bytes), 128, 8, 0), "u32 key");
+        check(rtnl_u32_add_key_in6_addr(cls.get(), reinterpret_cast<const in6_addr*>(dst.bytes), 128, 24, 0),
+              "u32 key");
+    } else {
+        check(rtnl_u32_add_key_in_addr(cls.get(), reinterpret_cast<const in_addr*>(src.bytes), 32, 12, 0), "u32 key");
+        check(rtnl_u32_add_key_in_addr(cls.get(), reinterpret_cast<const in_addr*>(dst.bytes), 32, 16, 0), "u32 key");
+    }
+    check(rtnl_u32_add_key_uint8(cls.get(), IPPROTO_TCP, 0xff, v6 ? 6 : 9, 0), "u32 protocol");
+    int base = v6 ? 40 : 20;
+    check(rtnl_u32_add_key_uint16(cls.get(), sport, 0xffff, base, 0), "u32 port");  // host order, as above
+    check(rtnl_u32_add_key_uint16(cls.get(), dport, 0xffff, base + 2, 0), "u32 port");
+    // Egress: into the pass-through class. Ingress: a match with no action is TC_ACT_OK,
+    // which ends the classification with the packet untouched.
+    if (!ingress) check(rtnl_u32_set_classid(cls.get(), classid), "u32 classid");
+    check(rtnl_u32_set_cls_terminal(cls.get()), "u32 terminal");
+    nl_msg* m = nullptr;
+    check(rtnl_cls_build_add_request(cls.get(), NLM_F_CREATE | NLM_F_EXCL, &m), "u32 filter");
+    return take(
+        fmt::format("add exemption filter for {}:{} - {}:{} on {}", f.local, f.local_port, f.peer, f.peer_port, dev),
+        m);
 }
 
 Request delete_filters(int ifindex, const std::string& dev, std::uint32_t parent, std::uint16_t prio, bool v6) {
@@ -310,10 +345,21 @@ void HostImpairment::build_egress_root() {
     if (!egress_) egress_.emplace(kernel_, dev_);
     Filter to_target = target_;
     to_target.match_source = false;
-    egress_->apply_requests({htb_root(ifindex_, dev_), htb_class(ifindex_, dev_, 0x10001, line_rate_bps_),
-                             htb_class(ifindex_, dev_, 0x10002, line_rate_bps_),
-                             target_filter(ifindex_, dev_, 0x10000, to_target, 0x10002, 0)});
+    std::vector<Request> build{htb_root(ifindex_, dev_), htb_class(ifindex_, dev_, 0x10001, line_rate_bps_),
+                               htb_class(ifindex_, dev_, 0x10002, line_rate_bps_)};
+    const auto exempt = exempt_flows();
+    for (const auto& f : exempt) build.push_back(exempt_filter(ifindex_, dev_, 0x10000, f, false, 0x10001, 1));
+    build.push_back(target_filter(ifindex_, dev_, 0x10000, to_target, 0x10002, 0, exempt.empty() ? 1 : 2));
+    egress_->apply_requests(std::move(build));
     egress_root_ = true;
+}
+
+std::vector<Flow> HostImpairment::exempt_flows() const {
+    // A flow of the other address family never matches the target's filter.
+    std::vector<Flow> out;
+    for (const auto& f : target_.exempt)
+        if (parse_prefix(f.local).family == (plan_.v6 ? AF_INET6 : AF_INET)) out.push_back(f);
+    return out;
 }
 
 void HostImpairment::build_ingress() {
@@ -330,6 +376,8 @@ void HostImpairment::build_ingress() {
     }
     Filter from_target = target_;
     from_target.match_source = true;
+    for (const auto& f : exempt_flows())
+        kernel_.send(exempt_filter(ifindex_, dev_, plan_.filter_parent, f, true, 0, plan_.filter_prio));
     kernel_.send(target_filter(ifindex_, dev_, plan_.filter_parent, from_target, 0, ifb_index, plan_.filter_prio));
     ifb_qdiscs_.emplace(kernel_, plan_.ifb);
 }

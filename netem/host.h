@@ -6,11 +6,13 @@
 //   egress ("up", toward the target): an htb root 1: whose default class 1:1 passes all
 //     traffic at the line rate, a class 1:2 for the target's traffic with the netem tree
 //     below it (netem 10:, shaper 20:, queue 30:), and a u32 filter sending packets to the
-//     target (prefix, and port if given) to 1:2. (An htb root rather than prio: prio is
-//     missing from some kernels, this project's among them.)
+//     target (prefix, and port if given) to 1:2; with exempt flows (Filter::exempt), a u32
+//     filter per flow at priority 1 sends its packets to 1:1 and the target's is at 2. (An htb root rather than prio:
+//     prio is missing from some kernels, this project's among them.)
 //   ingress ("down", from the target): an ifb device wlifb-<dev>, an ingress qdisc on the
 //     interface with a u32 filter redirecting the target's packets to the ifb (mirred), and
-//     the netem tree on the ifb's root. When the interface already has an ingress (or
+//     the netem tree on the ifb's root; exempt flows' filters, no action, come first at the
+//     same priority. When the interface already has an ingress (or
 //     clsact) qdisc, the user's, it is kept with its filters: wanlab adds its filter at the
 //     lowest priority number none of them uses (so it sees the target's packets first unless
 //     one of the user's filters is at priority 1), and takes only that priority away.
@@ -34,6 +36,15 @@ namespace wanlab::netem {
 /// Filter::match_source). Either classifies into `classid` or redirects to `redirect_ifindex`.
 Request target_filter(int ifindex, const std::string& dev, std::uint32_t parent, const Filter& f, std::uint32_t classid,
                       int redirect_ifindex, std::uint16_t prio = 1);
+
+/// The u32 filter that exempts one TCP connection `f` from the target's filter: on egress
+/// (its packets from local to peer) into the pass-through class `classid`; on ingress
+/// (`ingress`: peer to local) with no action, which ends classification there. Evaluated
+/// before the target's filter: a lower priority number on egress, the same priority and
+/// added first on ingress (u32 tries a priority's filters in the order of their handles,
+/// which the kernel gives out rising).
+Request exempt_filter(int ifindex, const std::string& dev, std::uint32_t parent, const Flow& f, bool ingress,
+                      std::uint32_t classid, std::uint16_t prio);
 
 /// Deletes the filters at `prio` below `parent` (all of them: the kernel deletes by priority).
 Request delete_filters(int ifindex, const std::string& dev, std::uint32_t parent, std::uint16_t prio, bool v6);
@@ -80,6 +91,7 @@ public:
 private:
     void build_egress_root();
     void build_ingress();
+    std::vector<Flow> exempt_flows() const;
     HostUndo plan_;
     QdiscKernel& kernel_;
     std::string dev_;

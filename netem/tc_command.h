@@ -21,12 +21,22 @@
 
 namespace wanlab::netem {
 
+/// One TCP connection as this machine sees it: wanlab's own control connection (ssh to
+/// another machine of the run), which link conditions must never touch.
+struct Flow {
+    std::string local;  ///< "198.18.9.1" (no prefix length)
+    std::uint16_t local_port = 0;
+    std::string peer;
+    std::uint16_t peer_port = 0;
+};
+
 /// Traffic the impairment applies to; empty = all traffic on the device.
 struct Filter {
     std::string prefix;                            ///< "203.0.113.7/32"; empty = any address
     std::uint16_t port = 0;                        ///< 0 = any port
     bool match_source = false;                     ///< ingress (down) direction matches the peer as source
     std::uint64_t line_rate_bps = 10'000'000'000;  ///< rate of the unimpaired htb classes
+    std::vector<Flow> exempt;                      ///< never impaired, though the target's (host filter only)
 };
 
 /// The netem arguments as tc spells them, in tc's order (netem/attributes.h): "limit 1000

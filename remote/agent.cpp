@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -15,9 +16,14 @@
 #include "core/signals.h"
 #include "core/sys.h"
 #include "diagnosis/counters.h"
+#include "lab/capabilities.h"
 #include "lab/restore.h"
 #include "lab/session.h"
 #include "lab/watchdog.h"
+#include "netem/host.h"
+#include "netem/kernel.h"
+#include "netem/preflight.h"
+#include "remote/flows.h"
 #include "remote/protocol.h"
 #include "services/service.h"
 #include "sysctl/snapshot.h"
@@ -35,9 +41,10 @@ constexpr unsigned kDefaultLeaseS = 30;
 void say(const std::string& line) { std::fprintf(stderr, "wanlab agent: %s\n", line.c_str()); }
 
 /// HostSession: this host's part of a run. Creates, on begin(): the run's journal (under the
-/// journal directory's lock, stale journals settled) and the watchdog; then sysctls and
-/// services, each journaled first. Undoes: services, then sysctls, then removes the journal
-/// (kept if an undo failed), in give_back() or the destructor.
+/// journal directory's lock, stale journals settled) and the watchdog; then sysctls, link
+/// conditions (netem/host.h, on one interface toward one address) and services, each
+/// journaled first. Undoes: services, then link conditions, then sysctls, then removes the
+/// journal (kept if an undo failed), in give_back() or the destructor.
 class HostSession {
 public:
     HostSession(const AgentOptions& o, const json& begin, sysctl::ProcSys& proc) : proc_(proc) {
@@ -47,6 +54,7 @@ public:
         auto deadline_s = begin.value("deadline_s", 0u);
         auto keys = begin.value("global_keys", std::vector<std::string>{});
         lab::check_run_dir(o.dir);
+        run_dir_ = o.dir;
         {
             lab::FileLock start(o.dir / "lock", true, "the journal directory");
             lab::settle_stale_journals(o.dir, restore, proc, say);
@@ -85,6 +93,40 @@ public:
         for (const auto& c : changes) sysctls_->set("", c.key, c.value);
     }
 
+    /// The trial's link conditions on this machine's interface `dev` (if "", the one that
+    /// routes to `target`), for traffic to and from
+    /// `target` only and never for the `exempt` connections (the controller's own ssh
+    /// connections): the interface locked for the run and its undo journaled before the first
+    /// change; a later trial's replace them in place.
+    void apply_link(const json& r) {
+        // Before anything changes here: what this trial's tree needs, on this kernel.
+        std::set<std::string> unchecked;
+        for (auto& k : r.value("needs", std::set<std::string>{}))
+            if (!checked_.count(k)) unchecked.insert(k);
+        if (auto missing = lab::missing_features(unchecked); !missing.empty())
+            throw InputError(fmt::format("this machine's kernel lacks {}, which the link conditions need here. {}",
+                                         fmt::join(missing, ", "), netem::advice_for(missing.front())));
+        checked_.insert(unchecked.begin(), unchecked.end());
+        auto dev = r.at("dev").get<std::string>();
+        if (dev.empty()) dev = dev_.empty() ? route_device(r.at("target").get<std::string>()) : dev_;
+        if (!host_) {
+            if (auto why = sys::device_name_problem(dev); !why.empty())
+                throw InputError(fmt::format("link: `{}`: {}", dev, why));
+            netem::Filter target{r.at("target").get<std::string>(), 0, false, r.at("line_rate").get<std::uint64_t>()};
+            for (const auto& f : r.at("exempt")) target.exempt.push_back(flow_of(f));
+            dev_lock_.emplace(run_dir_ / fmt::format("dev-{}.lock", dev), false, "device " + dev);
+            kernel_.emplace("");
+            host_.emplace(*kernel_, dev, target, target.line_rate_bps);
+            host_->check(r.value("any_up", true), r.value("any_down", true));
+            journal_->record(lab::host_entry("", host_->undo_plan()));  // before its first change
+            dev_ = dev;
+        } else if (dev != dev_) {
+            throw InputError(fmt::format("link: this run impairs {} here, not {}", dev_, dev));
+        }
+        host_->apply(direction_of(r.at("up")), direction_of(r.at("down")), r.at("mtu").get<std::uint32_t>(),
+                     netem::Psched::from_proc());
+    }
+
     /// Starts a service of the trial in its folder here, journaled, and waits until it is
     /// ready. Returns the folder.
     std::string start_service(const json& request, const probes::Tick& tick) {
@@ -117,6 +159,17 @@ public:
     std::vector<std::string> give_back() noexcept {
         std::vector<std::string> notes;
         stop_services();
+        if (host_) {
+            try {
+                host_->restore();
+            } catch (const std::exception& e) {
+                say(fmt::format("giving {} back: {}; `wanlab restore {}` on this host retries", dev_, e.what(), run_));
+                if (journal_) journal_->keep();
+            }
+            host_.reset();
+        }
+        kernel_.reset();
+        dev_lock_.reset();
         if (sysctls_) {
             try {
                 notes = sysctls_->restore();
@@ -144,6 +197,12 @@ private:
     std::vector<lab::FileLock> locks_;
     std::optional<lab::Journal> journal_;
     std::optional<sysctl::SysctlSnapshot> sysctls_;
+    std::optional<lab::FileLock> dev_lock_;
+    std::optional<netem::NetlinkKernel> kernel_;
+    std::optional<netem::HostImpairment> host_;
+    std::string dev_;
+    std::set<std::string> checked_;  ///< the kernel features found here
+    std::filesystem::path run_dir_;
     std::filesystem::path dir_;
     std::vector<std::unique_ptr<services::Service>> services_;
 };
@@ -253,6 +312,8 @@ int serve(int in, int out, const AgentOptions& options) {
                 if (!session) throw InputError(fmt::format("{}: begin first", op));
                 if (op == "sysctl")
                     session->apply_sysctls(request.at("set"));
+                else if (op == "link")
+                    session->apply_link(request);
                 else if (op == "service_start")
                     answer["dir"] = session->start_service(request, tick);
                 else if (op == "service_check")

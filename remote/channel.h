@@ -62,6 +62,8 @@ public:
     std::string stderr_tail(std::size_t lines = 8);
 
     const Destination& destination() const { return dest_; }
+    /// The child's process id: ssh (the master of its connection), or the local agent.
+    pid_t pid() const { return child_ ? child_->pid() : -1; }
 
 private:
     std::optional<std::string> read_line(std::chrono::steady_clock::time_point deadline);

@@ -8,7 +8,10 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "lab/capabilities.h"
 #include "lab/watchdog.h"
+#include "netem/host.h"
+#include "remote/flows.h"
 #include "remote/protocol.h"
 #include "services/service.h"
 
@@ -25,10 +28,14 @@ constexpr unsigned kLeaseS = 30;
 constexpr auto kCall = 60s;  // a sysctl, a stop, a read
 constexpr auto kEnd = 120s;  // everything given back
 
-/// The testbed of hosts mode: the probes run here, against the server machine.
+bool impaired(const lab::Trial& t) { return t.link.up.impaired() || t.link.down.impaired(); }
+
+/// The testbed of hosts mode: the probes run here, against the server machine; link
+/// conditions, if any, on `dev` here (the client's agent applies them: HostsSession).
 class HostsTestbed final : public lab::Testbed {
 public:
-    explicit HostsTestbed(const lab::LabSpec& lab) : lab_(lab) {}
+    HostsTestbed(const lab::LabSpec& lab, std::string dev) : lab_(lab), dev_(std::move(dev)) {}
+    const std::string& dev() const { return dev_; }
     void prepare(const lab::LabSpec&) override {}
     void apply_link(const lab::Trial&) override {}
     probes::Endpoints endpoints() const override {
@@ -37,8 +44,25 @@ public:
         e.client = {"", address("client"), 0};
         return e;
     }
-    std::vector<netem::QdiscSite> qdisc_sites(const lab::Trial&) const override { return {}; }
-    std::vector<lab::CapturePoint> capture_points() const override { return {}; }
+    // As host mode's: egress below the filter's htb class, ingress on the ifb's root.
+    std::vector<netem::QdiscSite> qdisc_sites(const lab::Trial& trial) const override {
+        std::vector<netem::QdiscSite> out;
+        if (dev_.empty()) return out;
+        if (trial.link.up.impaired()) out.push_back({"up", "", dev_, netem::kFilteredLayout});
+        if (trial.link.down.impaired()) out.push_back({"down", "", netem::ifb_name(dev_), {}});
+        return out;
+    }
+    // The client's interface carries more than the run: only the server's packets are kept,
+    // not those of wanlab's own ssh connections.
+    std::vector<lab::CapturePoint> capture_points() const override {
+        if (dev_.empty()) return {};
+        auto filter = fmt::format("host {}", address("server"));
+        for (const auto& f : exempt_)
+            filter += fmt::format(" and not (tcp and host {} and port {} and host {} and port {})", f.local,
+                                  f.local_port, f.peer, f.peer_port);
+        return {{"client", "", dev_, filter}};
+    }
+    void set_exempt(std::vector<netem::Flow> flows) { exempt_ = std::move(flows); }
     services::Placement placement(const std::string& host) const override { return {"", address(host)}; }
     std::string describe(const lab::Trial&) const override {
         std::string out;
@@ -55,6 +79,8 @@ private:
         return "";
     }
     lab::LabSpec lab_;
+    std::string dev_;
+    std::vector<netem::Flow> exempt_;
 };
 
 }  // namespace
@@ -89,7 +115,28 @@ HostsSession::HostsSession(const std::vector<lab::Trial>& trials, const HostsOpt
     lab::check_run_id(options.run);
     if (trials.empty()) throw InputError("the experiment has no trials");
     const auto& lab = trials.front().lab;
-    testbed_ = std::make_unique<HostsTestbed>(lab);
+    // Link conditions go on the router's interface toward the server when there is a router
+    // (its agent finds the interface unless [hosts.router] dev names it), else on this
+    // machine's (the client's), found here: the testbed reads its qdiscs' statistics.
+    bool link = std::any_of(trials.begin(), trials.end(), impaired);
+    for (const auto& t : trials) {
+        any_up_ = any_up_ || t.link.up.impaired();
+        any_down_ = any_down_ || t.link.down.impaired();
+    }
+    std::string server, local_dev;
+    for (const auto& m : lab.machines) {
+        if (m.name == "server") server = m.address;
+        if (m.name == "router") link_role_ = "router", link_dev_ = m.dev;
+    }
+    if (link_role_ == "client")
+        for (const auto& m : lab.machines)
+            if (m.name == "client") link_dev_ = m.dev;
+    if (link && link_role_ == "client") {
+        if (link_dev_.empty()) link_dev_ = route_device(server);
+        local_dev = link_dev_;
+    }
+    link_ = link;
+    testbed_ = std::make_unique<HostsTestbed>(lab, local_dev);
     const auto self = lab::self_exe();
     // The client (this machine) first: a local failure is found before any ssh.
     auto machines = lab.machines;
@@ -111,6 +158,19 @@ HostsSession::HostsSession(const std::vector<lab::Trial>& trials, const HostsOpt
         if (options.progress) options.progress("connected " + m.name);
         machines_.push_back({m, std::move(channel)});
     }
+    // wanlab's own connections to the other machines: never impaired.
+    if (link)
+        for (const auto& m : machines_) {
+            if (m.channel->destination().local()) continue;
+            auto flows = tcp_flows_of(m.channel->pid());
+            if (flows.empty() && options.log)
+                options.log(
+                    fmt::format("{}: found no TCP connection of ssh's to exempt from the link conditions; "
+                                "if it crosses them, they slow the run's control too",
+                                m.spec.name));
+            exempt_.insert(exempt_.end(), flows.begin(), flows.end());
+        }
+    static_cast<HostsTestbed&>(*testbed_).set_exempt(exempt_);
     pinger_ = std::thread([this] { keep_alive(); });
 }
 
@@ -167,6 +227,25 @@ void HostsSession::apply_trial(const lab::Trial& trial) {
         m.channel->call("sysctl", {{"set", set}}, kCall);
     }
     if (options_.progress) options_.progress("sysctls");
+    if (link_) {
+        json exempt = json::array();
+        for (const auto& f : exempt_) exempt.push_back(flow_json(f));
+        auto needs = lab::needed_qdiscs(std::vector<lab::Trial>{trial});
+        channel_of(link_role_)
+            .call("link",
+                  {{"dev", link_dev_},
+                   {"needs", needs},
+                   {"any_up", any_up_},
+                   {"any_down", any_down_},
+                   {"target", testbed_->endpoints().server.address},
+                   {"exempt", exempt},
+                   {"line_rate", trial.lab.line_rate_bps},
+                   {"mtu", trial.lab.mtu},
+                   {"up", direction_json(trial.link.up)},
+                   {"down", direction_json(trial.link.down)}},
+                  kCall);
+        if (options_.progress) options_.progress("link");
+    }
 }
 
 void HostsSession::start_services(const lab::Trial& trial, const std::filesystem::path&, const probes::Tick& tick) {

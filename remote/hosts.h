@@ -9,7 +9,11 @@
 // that pings every agent every few seconds, so an agent whose controller vanished (no FIN
 // ever comes from a machine that lost power) gives its machine back when its lease runs out.
 // Per trial: each machine's sysctls ([sysctl] on every machine, [sysctl.ROLE] on its own),
-// its services. Undoes: stops the pings, sends each agent `end` (its machine given back,
+// the link conditions ([link]) by the client's agent on the client's interface toward the
+// server, or by the router's on its interface toward the server when [hosts.router] is
+// given (egress, and ingress through an ifb, as host mode does: netem/host.h),
+// sparing the ssh connections of this controller (their 5-tuples, read from /proc when the
+// machines are connected), then its services. Undoes: stops the pings, sends each agent `end` (its machine given back,
 // its journal removed), closes the channels, removes the folder. A controller killed by
 // SIGKILL takes ssh with it (PR_SET_PDEATHSIG), each remote agent reads EOF and gives its
 // machine back; the local agent, killed too, is given back by its watchdog. Not thread-safe
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include "lab/session.h"
+#include "netem/tc_command.h"
 #include "remote/channel.h"
 
 namespace wanlab::remote {
@@ -82,6 +87,11 @@ private:
     PrivateDir control_dir_;
     std::unique_ptr<lab::Testbed> testbed_;
     std::vector<Machine> machines_;
+    std::vector<netem::Flow> exempt_;         ///< the ssh connections to the other machines
+    bool link_ = false;                       ///< some trial has link conditions
+    bool any_up_ = false, any_down_ = false;  ///< some trial impairs that direction
+    std::string link_role_ = "client";        ///< whose agent applies them: client, or router when there is one
+    std::string link_dev_;                    ///< on which interface ("": the router's agent finds it)
     std::mutex mutex_;
     std::condition_variable wake_;
     bool stopping_ = false;

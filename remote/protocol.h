@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "netem/link_spec.h"
+#include "netem/tc_command.h"
 #include "services/service_spec.h"
 
 namespace wanlab::remote {
@@ -19,6 +21,16 @@ nlohmann::json hello(const std::string& hostname);
 /// Why the controller cannot work with an agent that said `hello` on host `host`, or "": a
 /// different wanlab version or protocol (with what to do about it).
 std::string hello_problem(const nlohmann::json& hello, const std::string& host, const std::string& wanlab);
+
+/// A direction's link conditions, every field exactly (durations in ns); without the keys'
+/// source locations, which are the controller's.
+nlohmann::json direction_json(const netem::Direction& d);
+/// Throws wanlab::Error for a malformed one.
+netem::Direction direction_of(const nlohmann::json& j);
+
+nlohmann::json flow_json(const netem::Flow& f);
+/// Throws wanlab::Error for a malformed one.
+netem::Flow flow_of(const nlohmann::json& j);
 
 nlohmann::json service_json(const services::ServiceSpec& s);
 /// Throws wanlab::Error (nlohmann's message, which names the key) for a malformed one.

@@ -68,6 +68,41 @@ TEST_CASE("host mode impairs only the target's traffic, both ways, and undoes al
     CHECK(k.filters[2].empty());
 }
 
+TEST_CASE("wanlab's own connections pass untouched: their filters come before the target's, both ways",
+          "[netem][host]") {
+    RecordingKernel k;
+    auto link = link_of("delay = \"30ms\"\n");
+    Filter f{"198.18.0.2", 0, false};
+    // The second is IPv6: it can never match an IPv4 target's filter, and gets none.
+    f.exempt = {{"198.18.0.1", 40022, "198.18.0.2", 22}, {"2001:2::1", 40023, "2001:2::2", 22}};
+    {
+        HostImpairment h(k, "eth0", f, 10'000'000'000);
+        h.apply(link.up, link.down, 1500, Psched{});
+        std::vector<std::string> what;
+        for (const auto& r : k.sent) what.push_back(r.what);
+        CHECK(what == std::vector<std::string>{
+                          "replace htb 1: on eth0",
+                          "replace htb class 1:1 on eth0",
+                          "replace htb class 1:2 on eth0",
+                          "add exemption filter for 198.18.0.1:40022 - 198.18.0.2:22 on eth0",
+                          "add target filter on eth0",
+                          "replace netem 10: on eth0",
+                          "restore qdisc ffff:0 (ingress) on eth0",
+                          "add exemption filter for 198.18.0.1:40022 - 198.18.0.2:22 on eth0",
+                          "add ingress redirect filter on eth0",
+                          "replace netem 1: on wlifb-eth0",
+                      });
+        // Egress: the exemption at priority 1 before the target's at 2; ingress: one priority,
+        // the exemption added first.
+        std::vector<std::pair<std::uint32_t, std::uint32_t>> at;  // (parent, priority)
+        for (const auto& o : k.filters[2]) at.emplace_back(o.parent, o.info >> 16);
+        CHECK(at == std::vector<std::pair<std::uint32_t, std::uint32_t>>{
+                        {0x10000, 1}, {0x10000, 2}, {0xffff0000, 1}, {0xffff0000, 1}});
+    }
+    CHECK(k.filters[2].empty());
+    CHECK(k.qdiscs[2].empty());
+}
+
 TEST_CASE("the ifb name fits the kernel's 15 characters", "[netem][host]") {
     CHECK(ifb_name("eth0") == "wlifb-eth0");
     CHECK(ifb_name("enp0s31f6").size() <= 15);

@@ -1,10 +1,15 @@
 // Experiments across machines without a network: [lab] mode = "hosts" as the loader reads it,
 // ssh's command line and its quoting, the hello's version check, a service on the wire, and
 // the sysctls each machine gets. The machines themselves: tests/root/hosts_root_test.cpp.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <catch2/catch.hpp>
 
 #include "core/address.h"
 #include "core/version.h"
+#include "experiment/plan.h"
+#include "lab/ssh_guard.h"
+#include "netem/tc_command.h"
 #include "remote/hosts.h"
 #include "remote/protocol.h"
 #include "remote/ssh.h"
@@ -71,12 +76,23 @@ ssh = "-oProxyCommand=touch /tmp/x"
         "[lab]\nmode = \"hosts\"\n[hosts.client]\nssh = \"me@198.51.100.1\"\n[hosts.server]\nssh = \"local\"\n"
         "address = \"127.0.0.1\"\n");
     CHECK_THAT(l.messages, Contains("[hosts.client] runs the probes"));
-    // Link conditions, and a probe that needs a server of wanlab's own there.
+    // A probe that needs a server of wanlab's own there; an interface only the client's.
     l = load(kHosts + "[link]\nrtt = \"40ms\"\n[[probe]]\nkind = \"throughput\"\n");
-    CHECK_THAT(l.messages, Contains("[link] conditions across real machines are not supported yet") &&
-                               Contains("probe `throughput` in [lab] mode = \"hosts\" measures against the server "
-                                        "machine") &&
+    CHECK_THAT(l.messages, Contains("probe `throughput` in [lab] mode = \"hosts\" measures against the server "
+                                    "machine") &&
                                Contains("run its server there as a [[service]] and give `server_port`"));
+    CHECK_THAT(l.messages, !Contains("[link]"));
+    l = load(kHosts + "dev = \"eth0\"\n");
+    CHECK_THAT(l.messages, Contains("unknown key") && Contains("dev"));
+    l = load(std::string(R"([lab]
+mode = "hosts"
+[hosts.client]
+ssh = "local"
+dev = "eth0; reboot"
+[hosts.server]
+ssh = "root@203.0.113.7"
+)"));
+    CHECK_THAT(l.messages, Contains("exp.toml:5:7: error: `dev` = \"eth0; reboot\""));
     // [hosts] outside hosts mode, and hosts mode without machines.
     l = load("[hosts.client]\nssh = \"local\"\n");
     CHECK_THAT(l.messages, Contains("[hosts] applies only to [lab] mode = \"hosts\""));
@@ -145,4 +161,113 @@ TEST_CASE("a service crosses the wire whole, and a template name that is a path 
     auto j = remote::service_json(s);
     j["files"][0]["name"] = "../../etc/cron.d/x";
     CHECK_THROWS_WITH(remote::service_of(j), Contains("is not a plain name"));
+}
+
+TEST_CASE("link conditions across machines go on the client's interface toward the server, in the plan too",
+          "[remote]") {
+    auto l = load(R"([lab]
+mode = "hosts"
+[hosts.client]
+ssh = "local"
+dev = "eth1"
+[hosts.server]
+ssh = "root@203.0.113.7"
+[link]
+rtt = "40ms"
+[[probe]]
+kind = "rtt"
+method = "icmp"
+)");
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    CHECK(l.exp->trials[0].lab.machines[0].dev == "eth1");
+    auto cmds = lab::trial_commands(l.exp->trials[0]);
+    auto joined = fmt::format("{}", fmt::join(cmds, "\n"));
+    CHECK_THAT(joined, Contains("tc qdisc replace dev eth1 root handle 1: htb default 1") &&
+                           Contains("match ip dst 203.0.113.7") && Contains("delay 20ms") &&
+                           Contains("ip link add wlifb-eth1 type ifb") && Contains("match ip src 203.0.113.7"));
+}
+
+TEST_CASE("link conditions and a connection cross the wire exactly", "[remote]") {
+    auto l = load(kHosts +
+                  "[link]\nrtt = \"40ms\"\njitter = \"2ms\"\nloss = \"1%\"\nrate = \"20mbit\"\n"
+                  "shaper = \"htb\"\nqdisc = \"fq_codel\"\n[link.down]\ndelay = \"7ms\"\n"
+                  "slot = { min_delay = \"1ms\", max_delay = \"3ms\", packets = 32 }\n");
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    for (const auto* d : {&l.exp->trials[0].link.up, &l.exp->trials[0].link.down}) {
+        auto j = remote::direction_json(*d);
+        auto back = remote::direction_of(nlohmann::json::parse(j.dump()));
+        CHECK(remote::direction_json(back) == j);
+        CHECK(netem::tc_commands(back, "eth0", "", 1500) == netem::tc_commands(*d, "eth0", "", 1500));
+    }
+    auto j = remote::direction_json(l.exp->trials[0].link.up);
+    j["queue"] = 99;
+    CHECK_THROWS_WITH(remote::direction_of(j), Contains("unknown shaper or queue"));
+    j.erase("netem");
+    CHECK_THROWS_WITH(remote::direction_of(j), Contains("link conditions as the controller sent them"));
+    netem::Flow f{"198.18.9.1", 40022, "198.18.9.2", 22};
+    auto g = remote::flow_of(remote::flow_json(f));
+    CHECK(g.local == f.local);
+    CHECK(g.local_port == 40022);
+    CHECK(g.peer == f.peer);
+    CHECK(g.peer_port == 22);
+    CHECK_THROWS_WITH(remote::flow_of(nlohmann::json{{"local", 1}}), Contains("a connection as the controller"));
+}
+
+TEST_CASE("the established connections of /proc/net/tcp and tcp6, with their inodes", "[remote][ssh]") {
+    // As the kernel prints them: each address word as it lies in memory, ports in host order.
+    const std::string tcp =
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 0100007F:0CEA 00000000:0000 0A 00000000:00000000 00:00000000 00000000   116        0 21906 1 0\n"
+        "   1: 010912C6:9C56 020912C6:0016 01 00000000:00000000 02:00000A4E 00000000     0        0 73311 2 0\n"
+        "   2: garbage\n";
+    auto v4 = lab::parse_established(tcp);
+    REQUIRE(v4.size() == 1);  // the listener (0A) and the garbage are not connections
+    CHECK(v4[0].first == 73311);
+    CHECK(v4[0].second.local == "198.18.9.1");
+    CHECK(v4[0].second.local_port == 40022);
+    CHECK(v4[0].second.peer == "198.18.9.2");
+    CHECK(v4[0].second.peer_port == 22);
+    const std::string tcp6 =
+        "  sl  local_address                         remote_address                        st tx_queue rx_queue tr "
+        "tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 02000120000000000000000001000000:A000 02000120000000000000000002000000:0016 01 00000000:00000000 "
+        "00:00000000 00000000     0        0 5150 1 0\n"
+        "   1: 0000000000000000FFFF0000010912C6:A001 0000000000000000FFFF0000020912C6:0016 01 00000000:00000000 "
+        "00:00000000 00000000     0        0 5151 1 0\n";
+    auto v6 = lab::parse_established(tcp6);
+    REQUIRE(v6.size() == 2);
+    CHECK(v6[0].second.local == "2001:2::1");
+    CHECK(v6[0].second.peer == "2001:2::2");
+    CHECK(v6[0].second.local_port == 0xA000);
+    CHECK(v6[1].second.local == "198.18.9.1");  // IPv4 on an IPv6 socket: IPv4 on the wire
+    CHECK(v6[1].second.peer == "198.18.9.2");
+}
+
+TEST_CASE("with a router, the link conditions are the router's, on its interface toward the server", "[remote]") {
+    auto l = load(kHosts + R"([hosts.router]
+ssh = "root@198.51.100.9"
+dev = "eth2"
+[link]
+rtt = "40ms"
+[[probe]]
+kind = "rtt"
+method = "icmp"
+)");
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    const auto& lab = l.exp->trials[0].lab;
+    CHECK(lab.hosts() == std::vector<std::string>{"client", "server", "router"});
+    auto joined = fmt::format("{}", fmt::join(lab::trial_commands(l.exp->trials[0]), "\n"));
+    CHECK_THAT(joined, Contains("ssh root@198.51.100.9 tc qdisc replace dev eth2 root handle 1: htb default 1") &&
+                           Contains("match ip dst 203.0.113.7"));
+    CHECK_THAT(joined, !Contains("on this machine (client): tc"));
+    auto plan = lab::render_plan_text(*l.exp);
+    CHECK_THAT(plan, Contains("machine router: ssh root@198.51.100.9 (198.51.100.9)") &&
+                         Contains("link conditions on eth2 toward the server"));
+    // The middle box is another machine.
+    l = load(kHosts + "[hosts.router]\nssh = \"local\"\n");
+    CHECK_THAT(l.messages, Contains("[hosts.router] is the middle box between this machine (the client) and the "
+                                    "server: another machine"));
 }

@@ -6,6 +6,7 @@
 // holding spaces, quotes, $(...) and ; run nothing. Needs no netem.
 #include <sys/wait.h>
 
+#include "lab/capabilities.h"
 #include "tests/root/root_helper.h"
 
 using namespace wanlab::root_testing;
@@ -250,4 +251,48 @@ TEST_CASE("a field with spaces, quotes, $(...) and a semicolon reaches ssh as on
         CHECK_FALSE(std::filesystem::exists(f));
     }
     CHECK_FALSE(std::filesystem::exists("/run/wanlab/hosts-quote-client.journal"));
+}
+
+TEST_CASE("[link] across machines on a kernel without netem is refused before anything changes, here and on a router",
+          "[root]") {
+    if (skip_unless_root()) return;
+    if (wanlab::lab::missing_features({"netem"}).empty()) {
+        WARN("this kernel has sch_netem: nothing to refuse here (the micro-VM's host-mode suite runs the conditions)");
+        return;
+    }
+    SshMachine m;
+    auto state = [] { return sh("tc qdisc show; tc filter show dev wlh0; ip -o link show | cut -d' ' -f2"); };
+    auto before = state();
+    const std::string body = "[link]\nrtt = \"40ms\"\n[[probe]]\nkind = \"rtt\"\nmethod = \"icmp\"\ncount = 3\n";
+    auto run = [](const HostsExperiment& exp, const std::string& id, int& status) {
+        std::string cmd = WANLAB_BINARY;
+        for (const auto& a : exp.run_args(id)) cmd += " " + a;
+        return sh(cmd + " 2>&1", &status);
+    };
+    {
+        // No router: this machine's interface toward the server, so this kernel: the controller says so.
+        HostsExperiment exp(m, body);
+        Cleanup cleanup("nolink-1");
+        int status = 0;
+        auto out = run(exp, "nolink-1", status);
+        INFO(out);
+        CHECK(status == 2);
+        CHECK_THAT(out, Catch::Contains("this kernel lacks netem") &&
+                            Catch::Contains("hosts mode impairs this machine's own"));
+    }
+    {
+        // The far machine as the router: its agent checks its own kernel before it changes anything.
+        HostsExperiment exp(m, body,
+                            fmt::format("[hosts.router]\nssh = \"wlh-server\"\nwanlab = \"{}\"\n", WANLAB_BINARY));
+        Cleanup cleanup("nolink-2");
+        int status = 0;
+        auto out = run(exp, "nolink-2", status);
+        INFO(out);
+        CHECK(status != 0);
+        CHECK_THAT(out, Catch::Contains("this machine's kernel lacks netem, which the link conditions need here"));
+        CHECK_FALSE(std::filesystem::exists("/run/wanlab/nolink-2-router.journal"));
+    }
+    CHECK(state() == before);
+    CHECK(sh(fmt::format("ip netns exec {} tc qdisc show | grep -c 'htb\\|netem\\|ingress'", kNs)) == "0\n");
+    CHECK(eventually([&] { return m.strays().empty(); }, std::chrono::seconds(5)));
 }

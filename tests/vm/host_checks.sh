@@ -126,6 +126,92 @@ tc qdisc del dev wlhost0 root; tc qdisc del dev wlhost0 ingress
 i=0; while [ $i -lt 100 ] && [ -e /run/wanlab/pipe1.journal ]; do sleep 0.1; i=$((i + 1)); done
 check "with its output pipe closed, the run still restored the interface and sysctl" same_state pipe
 
+# 7. Two machines ([lab] mode = "hosts"): the target is a machine with its own sshd, which
+#    the run reaches as ssh reaches any host. The link conditions go on this machine's way to
+#    it (wlhost0, found from the routing table) and spare the run's own ssh connection: the
+#    netem queues carry exactly the probe's packets, though the controller pings the far
+#    agent every 5 s of the 6 s probe.
+keys=$out/ssh
+mkdir -p "$keys" /run/sshd
+ssh-keygen -q -t ed25519 -N '' -f "$keys/host_key" && ssh-keygen -q -t ed25519 -N '' -f "$keys/key" &&
+    cp "$keys/key.pub" "$keys/authorized_keys"
+printf '%s\n' "Port 22" "ListenAddress 198.18.9.2" "HostKey $keys/host_key" "AuthorizedKeysFile $keys/authorized_keys" \
+    "PermitRootLogin prohibit-password" "StrictModes no" "PasswordAuthentication no" \
+    "KbdInteractiveAuthentication no" "UsePAM no" "PidFile $keys/sshd.pid" >"$keys/sshd_config"
+printf '%s\n' "Host far" "  HostName 198.18.9.2" "  User root" "  IdentityFile $keys/key" "  IdentitiesOnly yes" \
+    "  UserKnownHostsFile /dev/null" "  StrictHostKeyChecking no" "  LogLevel ERROR" >"$keys/ssh_config"
+ip netns exec wl-far /usr/sbin/sshd -f "$keys/sshd_config" -E "$keys/sshd.log"
+check "the far machine's sshd answers" sh -c "ssh -F '$keys/ssh_config' -o BatchMode=yes far echo up | grep -q up"
+printf '%s\n' 'name = "hosts-link"' '[lab]' 'mode = "hosts"' '[hosts]' "ssh_config = \"$keys/ssh_config\"" \
+    '[hosts.client]' 'ssh = "local"' '[hosts.server]' 'ssh = "far"' 'address = "198.18.9.2"' "wanlab = \"$wanlab\"" \
+    '[link]' 'rtt = "40ms"' '[[probe]]' 'name = "icmp"' 'kind = "rtt"' 'method = "icmp"' 'count = 60' \
+    'interval = "100ms"' '[run]' 'repeats = 1' 'warmup = "0s"' 'cooldown = "0s"' >"$out/hosts-link.toml"
+db=$out/hostslink/results.db
+"$wanlab" run "$out/hosts-link.toml" --out "$out/hostslink" --run hl1 >"$out/hostslink.stdout" 2>"$out/hostslink.stderr"
+rc=$?
+check "a hosts-mode run with link conditions exits 0 [rc=$rc]" [ "$rc" = 0 ]
+p50=$(q "$db" "select avg(value) * 1000 from metric_values where run_id='hl1' and metric='rtt_p50'")
+check "its ICMP RTT to the far machine is bare + 40 ms (20 ms each way) [p50=$p50 ms, bare $bare ms]" \
+    between "$p50" "$(echo "40 + $bare" | bc -l)" "$(echo "40 + $bare + 4" | bc -l)"
+cnt() { q "$db" "select json_extract(counters, '\$.qdisc.\"$1\"') from measurements where run_id='hl1'"; }
+up=$(cnt up.netem.sent_packets) down=$(cnt down.netem.sent_packets)
+check "netem each way carried the 60 echoes and nothing of ssh's [up=$up down=$down]" \
+    [ "${up%.0}" = 60 -a "${down%.0}" = 60 ]
+check "after the hosts-mode run: machine as before" same_state hostslink
+for p in $(ip netns pids wl-far); do [ "$(cat /proc/"$p"/comm)" = sshd ] && kill "$p"; done
+
+# 8. With a middle box ([hosts.router]): client (here) -> wl-mid (forwarding) -> wl-end, each
+#    a machine with its own sshd. The router's agent finds its interface toward the server
+#    (mid1) and impairs it both ways, sparing the controller's ssh to the server, which
+#    crosses it. A command probe after the rtt probe reads the router's netem queues.
+ip netns add wl-mid && ip netns add wl-end
+ip link add wlmid0 type veth peer name mid0 netns wl-mid
+ip -n wl-mid link add mid1 type veth peer name end0 netns wl-end
+ip addr add 198.18.10.1/30 dev wlmid0 && ip link set wlmid0 up && ip route add 198.18.10.4/30 via 198.18.10.2
+ip -n wl-mid addr add 198.18.10.2/30 dev mid0 && ip -n wl-mid addr add 198.18.10.5/30 dev mid1
+ip -n wl-mid link set mid0 up && ip -n wl-mid link set mid1 up && ip -n wl-mid link set lo up
+ip netns exec wl-mid sysctl -qw net.ipv4.ip_forward=1
+ip -n wl-end addr add 198.18.10.6/30 dev end0 && ip -n wl-end link set end0 up && ip -n wl-end link set lo up
+ip -n wl-end route add default via 198.18.10.5
+for m in mid:198.18.10.2 end:198.18.10.6; do
+    name=${m%%:*} at=${m#*:}
+    sed -e "s/^ListenAddress .*/ListenAddress $at/" -e "s|^PidFile .*|PidFile $keys/sshd-$name.pid|" \
+        "$keys/sshd_config" >"$keys/sshd_config.$name"
+    printf '%s\n' "Host $name" "  HostName $at" "  User root" "  IdentityFile $keys/key" "  IdentitiesOnly yes" \
+        "  UserKnownHostsFile /dev/null" "  StrictHostKeyChecking no" "  LogLevel ERROR" >>"$keys/ssh_config"
+    ip netns exec "wl-$name" /usr/sbin/sshd -f "$keys/sshd_config.$name" -E "$keys/sshd-$name.log"
+done
+state >"$out/state.router"  # this machine with the way to the router added
+bare2=$(min_ms 198.18.10.6 10)
+check "the server behind the router answers ssh [bare $bare2 ms]" \
+    sh -c "ssh -F '$keys/ssh_config' -o BatchMode=yes end echo up | grep -q up"
+printf '%s\n' 'name = "hosts-router"' '[lab]' 'mode = "hosts"' '[hosts]' "ssh_config = \"$keys/ssh_config\"" \
+    '[hosts.client]' 'ssh = "local"' '[hosts.router]' 'ssh = "mid"' "wanlab = \"$wanlab\"" \
+    '[hosts.server]' 'ssh = "end"' 'address = "198.18.10.6"' "wanlab = \"$wanlab\"" '[link]' 'rtt = "40ms"' \
+    '[[probe]]' 'name = "icmp"' 'kind = "rtt"' 'method = "icmp"' 'count = 60' 'interval = "100ms"' \
+    '[[probe]]' 'name = "queues"' 'kind = "command"' \
+    "command = [\"sh\", \"-c\", \"ip netns exec wl-mid tc -s qdisc show >$out/mid-qdiscs.txt\"]" \
+    '[run]' 'repeats = 1' 'warmup = "0s"' 'cooldown = "0s"' >"$out/hosts-router.toml"
+db=$out/hostsrouter/results.db
+"$wanlab" run "$out/hosts-router.toml" --out "$out/hostsrouter" --run hr1 >"$out/hostsrouter.stdout" \
+    2>"$out/hostsrouter.stderr"
+rc=$?
+check "a hosts-mode run through a router exits 0 [rc=$rc]" [ "$rc" = 0 ]
+p50=$(q "$db" "select avg(value) * 1000 from metric_values where run_id='hr1' and metric='rtt_p50'")
+check "its ICMP RTT through the router is bare + 40 ms [p50=$p50 ms, bare $bare2 ms]" \
+    between "$p50" "$(echo "40 + $bare2" | bc -l)" "$(echo "40 + $bare2 + 4" | bc -l)"
+# "qdisc netem 10: dev mid1 parent 1:2 ..." then " Sent B bytes N pkt ...": N of each netem.
+sent() { awk -v q="$1" '$1 == "qdisc" && $2 == "netem" && index($0, q) { getline; print $4 }' "$out/mid-qdiscs.txt"; }
+up=$(sent "dev mid1 ") down=$(sent "dev wlifb-mid1 ")
+check "the router's netem each way carried the 60 echoes and none of the controller's ssh to the server [up=$up down=$down]" \
+    [ "$up" = 60 -a "$down" = 60 ]
+check "the router is given back: no qdisc of wanlab's, no ifb, no journal" \
+    sh -c "! ip netns exec wl-mid tc qdisc show | grep -q 'netem\|htb' && ! ip -n wl-mid link show wlifb-mid1 2>/dev/null && ! ls /run/wanlab/hr1-*.journal 2>/dev/null"
+state | diff "$out/state.router" - >"$out/diff.hostsrouter"
+check "after the run through the router: this machine as before" [ $? = 0 ]
+ip netns pids wl-mid | xargs -r kill; ip netns pids wl-end | xargs -r kill
+ip link del wlmid0 2>/dev/null; ip netns del wl-mid; ip netns del wl-end
+
 kill $http 2>/dev/null
 pkill -f "iperf3 -s -D -B 198.18.9.2" 2>/dev/null
 ip link del wlhost0 2>/dev/null
