@@ -36,7 +36,7 @@ struct Filter {
     std::uint16_t port = 0;                        ///< 0 = any port
     bool match_source = false;                     ///< ingress (down) direction matches the peer as source
     std::uint64_t line_rate_bps = 10'000'000'000;  ///< rate of the unimpaired htb classes
-    std::vector<Flow> exempt;                      ///< never impaired, though the target's (host filter only)
+    std::vector<Flow> exempt = {};                 ///< never impaired, though the target's (host filter only)
 };
 
 /// The netem arguments as tc spells them, in tc's order (netem/attributes.h): "limit 1000
