@@ -258,10 +258,9 @@ int run(const RunArgs& a) {
     if (a.vm) return run_in_vm(a, exp);
     lab::require_capabilities("wanlab run");
     // Hosts mode with a router: the router's kernel is the one that needs them (its agent checks).
-    const auto& machines = exp.trials.front().lab.machines;
-    const bool router = std::any_of(machines.begin(), machines.end(), [](const auto& m) { return m.name == "router"; });
     const bool hosts = exp.trials.front().lab.mode == lab::LabSpec::Mode::hosts;
-    auto missing = hosts && router ? std::vector<std::string>{} : lab::missing_qdiscs(exp);
+    auto missing = hosts && exp.trials.front().lab.link_machine() == "router" ? std::vector<std::string>{}
+                                                                              : lab::missing_qdiscs(exp);
     if (!missing.empty()) {
         if (host || hosts)
             throw Error(

@@ -53,6 +53,10 @@ struct LabSpec {
     /// The hosts sysctls can be set on: client, router, server (netns), host, or the
     /// machines of hosts mode.
     std::vector<std::string> hosts() const;
+    /// Hosts mode: the machine of `role`, or nullptr.
+    const Machine* machine(const std::string& role) const;
+    /// Hosts mode: the machine whose agent applies [link]: "router" when there is one, else "client".
+    std::string link_machine() const { return machine("router") ? "router" : "client"; }
 };
 
 /// [run]: how trials are measured.

@@ -114,6 +114,25 @@ std::string human_duration(std::chrono::nanoseconds total) {
     return fmt::format("{}s", s);
 }
 
+// Host mode's tree toward one target (netem/host.h) as tc commands: the way out below an
+// htb class the target's packets enter, the way in redirected to an ifb. Hosts mode's
+// machine that takes the link conditions builds the same.
+void filtered_commands(const Trial& t, const std::string& dev, const std::string& target, std::uint16_t port,
+                       std::vector<std::string>& out) {
+    netem::Filter to_target{target, port, false, t.lab.line_rate_bps};
+    if (t.link.up.impaired())
+        for (auto& c : netem::tc_commands(t.link.up, dev, "", t.lab.mtu, to_target)) out.push_back(std::move(c));
+    if (!t.link.down.impaired()) return;
+    std::string ifb = text::shell_quote(netem::ifb_name(dev)), qdev = text::shell_quote(dev);
+    out.push_back(fmt::format("ip link add {} type ifb && ip link set {} up", ifb, ifb));
+    out.push_back(fmt::format("tc qdisc replace dev {} handle ffff: ingress", qdev));
+    out.push_back(
+        fmt::format("tc filter replace dev {} parent ffff: protocol ip prio 1 u32 match ip src {}{} "
+                    "action mirred egress redirect dev {}",
+                    qdev, text::shell_quote(target), port ? fmt::format(" match ip sport {} 0xffff", port) : "", ifb));
+    for (auto& c : netem::tc_commands(t.link.down, ifb, "", t.lab.mtu)) out.push_back(std::move(c));
+}
+
 }  // namespace
 
 std::string direction_summary(const netem::Direction& d) {
@@ -139,30 +158,16 @@ std::vector<std::string> trial_commands(const Trial& t, const LabNames& names) {
             if (auto it = t.sysctl.per_host.find(m.name); it != t.sysctl.per_host.end())
                 for (const auto& s : it->second) settings.push_back(&s);
             for (const auto* s : settings) out.push_back(where + "sysctl -w " + sysctl_arg(*s));
-            // Link conditions: the router's agent if there is a router, else the client's, on
-            // its interface toward the server, as host mode does (wanlab's own ssh connections
-            // are exempted by filters not shown).
-            bool router = std::any_of(t.lab.machines.begin(), t.lab.machines.end(),
-                                      [](const Machine& o) { return o.name == "router"; });
-            if (m.name != (router ? "router" : "client") || !(t.link.up.impaired() || t.link.down.impaired())) continue;
-            std::string server;
-            for (const auto& o : t.lab.machines)
-                if (o.name == "server") server = o.address;
+            // Link conditions: on the machine that takes them, toward the server, as host mode
+            // does (wanlab's own ssh connections are exempted by filters not shown).
+            if (m.name != t.lab.link_machine() || !(t.link.up.impaired() || t.link.down.impaired())) continue;
+            const std::string server = t.lab.machine("server") ? t.lab.machine("server")->address : "";
             std::string dev = m.dev.empty() ? "DEV" : m.dev;
             if (m.dev.empty())
                 out.push_back(fmt::format("# DEV: the interface that routes to {} (ip route get {})", server, server));
-            netem::Filter to_server{server, 0, false, t.lab.line_rate_bps};
-            if (t.link.up.impaired())
-                for (auto& c : netem::tc_commands(t.link.up, dev, "", t.lab.mtu, to_server)) out.push_back(where + c);
-            if (t.link.down.impaired()) {
-                std::string ifb = text::shell_quote(netem::ifb_name(dev)), qdev = text::shell_quote(dev);
-                out.push_back(where + fmt::format("ip link add {} type ifb && ip link set {} up", ifb, ifb));
-                out.push_back(where + fmt::format("tc qdisc replace dev {} handle ffff: ingress", qdev));
-                out.push_back(where + fmt::format("tc filter replace dev {} parent ffff: protocol ip prio 1 u32 match "
-                                                  "ip src {} action mirred egress redirect dev {}",
-                                                  qdev, text::shell_quote(server), ifb));
-                for (auto& c : netem::tc_commands(t.link.down, ifb, "", t.lab.mtu)) out.push_back(where + c);
-            }
+            std::vector<std::string> tree;
+            filtered_commands(t, dev, server, 0, tree);
+            for (auto& c : tree) out.push_back(where + c);
         }
         return out;
     }
@@ -174,22 +179,7 @@ std::vector<std::string> trial_commands(const Trial& t, const LabNames& names) {
             for (auto& c : netem::tc_commands(*dir, dev, router, t.lab.mtu)) out.push_back(std::move(c));
         }
     } else {
-        netem::Filter to_target{t.lab.target, t.lab.port, false, t.lab.line_rate_bps};
-        netem::Filter from_target{t.lab.target, t.lab.port, true, t.lab.line_rate_bps};
-        if (t.link.up.impaired())
-            for (auto& c : netem::tc_commands(t.link.up, t.lab.dev, "", t.lab.mtu, to_target))
-                out.push_back(std::move(c));
-        if (t.link.down.impaired()) {
-            std::string ifb = text::shell_quote(netem::ifb_name(t.lab.dev)), dev = text::shell_quote(t.lab.dev);
-            out.push_back(fmt::format("ip link add {} type ifb && ip link set {} up", ifb, ifb));
-            out.push_back(fmt::format("tc qdisc replace dev {} handle ffff: ingress", dev));
-            out.push_back(
-                fmt::format("tc filter replace dev {} parent ffff: protocol ip prio 1 u32 match ip src {}{} "
-                            "action mirred egress redirect dev {}",
-                            dev, text::shell_quote(t.lab.target),
-                            t.lab.port ? fmt::format(" match ip sport {} 0xffff", t.lab.port) : "", ifb));
-            for (auto& c : netem::tc_commands(t.link.down, ifb, "", t.lab.mtu)) out.push_back(std::move(c));
-        }
+        filtered_commands(t, t.lab.dev, t.lab.target, t.lab.port, out);
     }
     for (const auto& g : t.sysctl.global) out.push_back("sysctl -w " + sysctl_arg(g));
     for (const auto& [host, list] : t.sysctl.per_host) {
@@ -328,16 +318,12 @@ std::string render_plan_text(const Experiment& exp) {
             first.lab.mtu, first.lab.offloads ? "on" : "off");
     else if (first.lab.mode == LabSpec::Mode::hosts)
         for (const auto& m : first.lab.machines) {
-            const char* link_machine = std::any_of(first.lab.machines.begin(), first.lab.machines.end(),
-                                                   [](const Machine& o) { return o.name == "router"; })
-                                           ? "router"
-                                           : "client";
             out += fmt::format(
                 "  machine {}: {}{}; wanlab there: {}; its changes are made and given back by its own "
                 "`wanlab agent`{}\n",
                 m.name, m.ssh == "local" ? "this machine" : "ssh " + m.ssh,
                 m.address.empty() ? "" : " (" + m.address + ")", m.wanlab,
-                m.name == link_machine &&
+                m.name == first.lab.link_machine() &&
                         std::any_of(exp.trials.begin(), exp.trials.end(),
                                     [](const Trial& t) { return t.link.up.impaired() || t.link.down.impaired(); })
                     ? fmt::format("; link conditions on {} toward the server, both ways (the way in through an "

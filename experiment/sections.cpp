@@ -343,6 +343,12 @@ std::vector<std::string> LabSpec::hosts() const {
     return {"client", "router", "server"};
 }
 
+const Machine* LabSpec::machine(const std::string& role) const {
+    for (const auto& m : machines)
+        if (m.name == role) return &m;
+    return nullptr;
+}
+
 Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, const ProfileLibrary& profiles,
                   config::Documents& docs, Diagnostics& diag) {
     Trial t;

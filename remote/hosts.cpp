@@ -28,14 +28,11 @@ constexpr unsigned kLeaseS = 30;
 constexpr auto kCall = 60s;  // a sysctl, a stop, a read
 constexpr auto kEnd = 120s;  // everything given back
 
-bool impaired(const lab::Trial& t) { return t.link.up.impaired() || t.link.down.impaired(); }
-
 /// The testbed of hosts mode: the probes run here, against the server machine; link
 /// conditions, if any, on `dev` here (the client's agent applies them: HostsSession).
 class HostsTestbed final : public lab::Testbed {
 public:
     HostsTestbed(const lab::LabSpec& lab, std::string dev) : lab_(lab), dev_(std::move(dev)) {}
-    const std::string& dev() const { return dev_; }
     void prepare(const lab::LabSpec&) override {}
     void apply_link(const lab::Trial&) override {}
     probes::Endpoints endpoints() const override {
@@ -118,24 +115,18 @@ HostsSession::HostsSession(const std::vector<lab::Trial>& trials, const HostsOpt
     // Link conditions go on the router's interface toward the server when there is a router
     // (its agent finds the interface unless [hosts.router] dev names it), else on this
     // machine's (the client's), found here: the testbed reads its qdiscs' statistics.
-    bool link = std::any_of(trials.begin(), trials.end(), impaired);
     for (const auto& t : trials) {
         any_up_ = any_up_ || t.link.up.impaired();
         any_down_ = any_down_ || t.link.down.impaired();
     }
-    std::string server, local_dev;
-    for (const auto& m : lab.machines) {
-        if (m.name == "server") server = m.address;
-        if (m.name == "router") link_role_ = "router", link_dev_ = m.dev;
-    }
-    if (link_role_ == "client")
-        for (const auto& m : lab.machines)
-            if (m.name == "client") link_dev_ = m.dev;
+    const bool link = any_up_ || any_down_;
+    link_role_ = lab.link_machine();
+    link_dev_ = lab.machine(link_role_)->dev;
+    std::string local_dev;
     if (link && link_role_ == "client") {
-        if (link_dev_.empty()) link_dev_ = route_device(server);
+        if (link_dev_.empty()) link_dev_ = route_device(lab.machine("server")->address);
         local_dev = link_dev_;
     }
-    link_ = link;
     testbed_ = std::make_unique<HostsTestbed>(lab, local_dev);
     const auto self = lab::self_exe();
     // The client (this machine) first: a local failure is found before any ssh.
@@ -227,7 +218,7 @@ void HostsSession::apply_trial(const lab::Trial& trial) {
         m.channel->call("sysctl", {{"set", set}}, kCall);
     }
     if (options_.progress) options_.progress("sysctls");
-    if (link_) {
+    if (any_up_ || any_down_) {
         json exempt = json::array();
         for (const auto& f : exempt_) exempt.push_back(flow_json(f));
         auto needs = lab::needed_qdiscs(std::vector<lab::Trial>{trial});

@@ -88,9 +88,8 @@ private:
     std::unique_ptr<lab::Testbed> testbed_;
     std::vector<Machine> machines_;
     std::vector<netem::Flow> exempt_;         ///< the ssh connections to the other machines
-    bool link_ = false;                       ///< some trial has link conditions
     bool any_up_ = false, any_down_ = false;  ///< some trial impairs that direction
-    std::string link_role_ = "client";        ///< whose agent applies them: client, or router when there is one
+    std::string link_role_;                   ///< whose agent applies [link]: LabSpec::link_machine()
     std::string link_dev_;                    ///< on which interface ("": the router's agent finds it)
     std::mutex mutex_;
     std::condition_variable wake_;
