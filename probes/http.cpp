@@ -412,6 +412,11 @@ void http::start_target(Target& target, const ProbeSpec& spec, const Endpoints& 
     }
     if (where.server.address.empty()) throw InputError("http probe: the built-in server needs an address");
     target.options = server_options(spec);
+    if (where.server.far) {  // it runs on another machine, started there for this probe
+        target.far = where.server.far;
+        target.url = Url{where.server.address, where.server.port, "/"};
+        return;
+    }
     target.server.emplace(where.server, *target.options);
     target.url = Url{where.server.address, target.server->port(), "/"};
 }
@@ -424,20 +429,61 @@ Tick http::Target::watching(const Tick& tick) {
     };
 }
 
+std::optional<std::uint64_t> http::Target::stop() {
+    if (server) {
+        server->stop_and_join();
+        return server->requests();
+    }
+    if (far) return far->stop().requests;
+    return std::nullopt;
+}
+
+namespace {
+
+/// The far half of the http probe (serve_far()): the built-in server.
+class HttpFarServer final : public FarServer {
+public:
+    HttpFarServer(const ProbeSpec& spec, const Endpoint& at) : server_(at, http::server_options(spec)) {}
+    std::uint16_t port() const override { return server_.port(); }
+    FarReport stop() override {
+        if (!report_) {
+            server_.stop_and_join();
+            report_.emplace();
+            report_->requests = server_.requests();
+        }
+        return *report_;
+    }
+
+private:
+    http::HttpServer server_;
+    std::optional<FarReport> report_;
+};
+
+}  // namespace
+
+std::unique_ptr<FarServer> serve_http(const ProbeSpec& spec, const Endpoint& at) {
+    return std::make_unique<HttpFarServer>(spec, at);
+}
+
 ProbeResult run_http(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
     http::LoadOptions load = load_options(spec);
     http::Target target;
     http::start_target(target, spec, where);
     load.url = target.url;
     http::LoadTally tally = http::run_load(where.client, load, target.watching(tick));
-    if (target.server) target.server->stop_and_join();
+    auto answered = target.stop();
 
     ProbeResult r;
     r.kind = "http";
     r.tool = "builtin";
     describe(r, load, target.options, tally);
     summarize(r, tally);
-    if (!target.server) r.notes.push_back("url given: no built-in server, the server_* options do not apply");
+    if (!target.options) r.notes.push_back("url given: no built-in server, the server_* options do not apply");
+    if (target.far)
+        r.notes.push_back(
+            fmt::format("server: wanlab's built-in server on the server machine ({}:{}); it answered {} "
+                        "requests",
+                        target.url.address, target.url.port, answered.value_or(0)));
     return r;
 }
 

@@ -170,10 +170,14 @@ private:
 /// where.server (both the built-in load generator and wrk go through this).
 struct Target {
     Url url;
-    std::optional<ServerOptions> options;  ///< set when the built-in server runs
-    std::optional<HttpServer> server;
+    std::optional<ServerOptions> options;  ///< set when the built-in server runs, here or far
+    std::optional<HttpServer> server;      ///< the built-in server here
+    std::shared_ptr<FarServer> far;        ///< the built-in server on another machine
     /// `tick`, which also stops with the server's error once a server thread failed.
     Tick watching(const Tick& tick);
+    /// Stops the built-in server, here or far (rethrowing its failure); the requests it
+    /// answered, none without one.
+    std::optional<std::uint64_t> stop();
 };
 /// Starts the built-in server unless the spec has a url (checked as the load generator
 /// parses it); throws InputError when the server has no address to listen on, or is remote

@@ -92,7 +92,7 @@ std::string remote_unsupported(const ProbeSpec& spec, std::uint16_t port) {
 }
 
 void check_remote(const ProbeSpec& spec, const Endpoint& server) {
-    if (!server.remote) return;
+    if (!server.remote || server.far) return;
     if (auto why = remote_incapable(spec, server.port); !why.empty()) throw InputError(why);
 }
 
@@ -115,6 +115,29 @@ std::optional<NotedMetric> parse_output_note(const std::string& note) {
 }
 
 const MetricSpec* describe_metric(const ProbeKind& kind, std::string_view metric) { return find_metric(kind, metric); }
+
+bool far_servable(const ProbeSpec& spec) {
+    auto tool = tool_of(spec);
+    if (spec.kind == "throughput") return tool == "builtin";
+    if (spec.kind == "rr") return true;
+    if (spec.kind == "http") return option_string(spec, "url").empty();  // the built-in server, for either client
+    if (spec.kind == "rtt") return rtt_protocol(spec) != "icmp";         // icmp needs no server
+    return false;
+}
+
+std::unique_ptr<FarServer> serve_far(const ProbeSpec& spec, const Endpoint& at) {
+    if (!far_servable(spec))
+        throw InputError(fmt::format("probe `{}` ({}, tool {}) has no server wanlab runs on another machine", spec.name,
+                                     spec.kind, tool_of(spec)));
+    Endpoint here = at;
+    if (here.address.empty()) here.address = "0.0.0.0";
+    here.remote = false;
+    here.far = nullptr;
+    if (spec.kind == "throughput") return serve_throughput(spec, here);
+    if (spec.kind == "rr") return serve_rr(spec, here);
+    if (spec.kind == "http") return serve_http(spec, here);
+    return serve_rtt(spec, here);
+}
 
 std::unique_ptr<Probe> make_probe(const ProbeSpec& spec) {
     std::string tool = tool_of(spec);

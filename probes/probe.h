@@ -30,6 +30,8 @@
 
 namespace wanlab::probes {
 
+class FarServer;
+
 /// Where one side of a probe runs.
 struct Endpoint {
     std::string netns;       ///< a namespace name (core/sys.h), or "" for the namespace wanlab runs in
@@ -38,6 +40,9 @@ struct Endpoint {
     /// server side only: the server already runs elsewhere (host mode), listening at
     /// address:port; the probe starts nothing
     bool remote = false;
+    /// server side only, with `remote`: the server listening at address:port is this probe's
+    /// own far half (FarServer, on another machine), which the probe stops when it ends
+    std::shared_ptr<FarServer> far = nullptr;
 };
 
 struct Endpoints {
@@ -75,6 +80,40 @@ struct NotedMetric {
 };
 /// The metric a note made by the command probe describes; nullopt for any other note.
 std::optional<NotedMetric> parse_output_note(const std::string& note);
+
+/// What the far half of a built-in probe saw on its machine (FarServer::stop()).
+struct FarReport {
+    /// Per connection, by the client's port as the server saw it: the server socket's
+    /// TCP_INFO (tcp_info()), "sndbuf_granted", "rcvbuf_granted", "bytes" (received).
+    std::map<std::uint16_t, ConnectionStats> connections;
+    /// The server's sending sockets' TCP_INFO per interval (TcpSampler), each stream named by
+    /// the client's port: "stream40123.cwnd"; times from the server's last accept.
+    std::map<std::string, Series> series;
+    /// The server machine's sysctls that cap what the probe asked of its sockets
+    /// ("net.core.rmem_max", "net.core.wmem_max"), as read there.
+    std::map<std::string, std::string> sysctls;
+    std::uint64_t requests = 0;  ///< http: requests the server answered
+};
+
+/// FarServer: a built-in probe's server on another machine (hosts mode): started before the
+/// probe runs, listening at the Endpoint's address and port(); stop() ends it and returns
+/// what it saw, rethrowing a serving thread's failure. Implemented by serve_far() (the agent
+/// runs it) and by the controller's proxy to that agent (remote/hosts.cpp).
+class FarServer {
+public:
+    virtual ~FarServer() = default;
+    virtual std::uint16_t port() const = 0;
+    /// Idempotent: a second call returns the first report.
+    virtual FarReport stop() = 0;
+};
+
+/// Whether wanlab can run `spec`'s server on another machine (serve_far()): the built-in
+/// throughput, rr and http (no url) probes, and rtt over tcp or udp.
+bool far_servable(const ProbeSpec& spec);
+/// Starts `spec`'s server half at `at` (its address, or any when ""; port 0 = a free one).
+/// Creates: the listening socket and the threads serving it. Undoes: stop(), or the
+/// destructor. Throws wanlab::InputError for a spec far_servable() refuses.
+std::unique_ptr<FarServer> serve_far(const ProbeSpec& spec, const Endpoint& at);
 
 struct ProbeResult {
     std::string kind;
@@ -139,5 +178,11 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
 ProbeResult run_http(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 /// kind "command" (probes/command.cpp): spec.command in where.client's namespace.
 ProbeResult run_command(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
+
+// The built-in probes' far halves (serve_far()), beside their clients.
+std::unique_ptr<FarServer> serve_throughput(const ProbeSpec& spec, const Endpoint& at);
+std::unique_ptr<FarServer> serve_rr(const ProbeSpec& spec, const Endpoint& at);
+std::unique_ptr<FarServer> serve_http(const ProbeSpec& spec, const Endpoint& at);
+std::unique_ptr<FarServer> serve_rtt(const ProbeSpec& spec, const Endpoint& at);
 
 }  // namespace wanlab::probes

@@ -3,8 +3,12 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <poll.h>
+
 #include <algorithm>
 #include <atomic>
+#include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -121,7 +125,63 @@ void summarize(ProbeResult& r, const std::vector<ClientTally>& tallies, double e
     intervals.add_series(r.series, "transactions_per_second", elapsed);
 }
 
+/// The server half on another machine (serve_far()): a thread per connection, as the probe's
+/// own server.
+class RrServer final : public FarServer {
+public:
+    RrServer(const ProbeSpec& spec, const Endpoint& at) : sides_(sides_of(spec)) {
+        listener_ = listen_tcp(at.netns, at.address, at.port);
+        port_ = local_port(listener_.get());
+        acceptor_.spawn([this] { accept_loop(); });
+    }
+    ~RrServer() override {
+        try {
+            stop();
+        } catch (...) {
+            // the destructor of a server whose owner did not ask what it saw
+        }
+    }
+    std::uint16_t port() const override { return port_; }
+    FarReport stop() override {
+        if (stopped_) return {};
+        stopped_ = true;
+        acceptor_.stop();
+        acceptor_.join();
+        serving_.stop();
+        serving_.join();  // rethrows a connection's failure
+        return {};
+    }
+
+private:
+    void accept_loop() {
+        while (!acceptor_.stopping()) {
+            pollfd p{listener_.get(), POLLIN, 0};
+            if (::poll(&p, 1, 50) != 1) continue;
+            Fd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+            if (!fd) continue;
+            set_int(fd.get(), IPPROTO_TCP, TCP_NODELAY, sides_.server_nodelay, "TCP_NODELAY");
+            set_timeouts(fd.get(), kTransactionTimeout);
+            int sv = fd.get();
+            conns_.push_back(std::move(fd));
+            serving_.watch(sv);
+            serving_.spawn([this, sv] { serve(sv, sides_); });
+        }
+    }
+
+    Sides sides_;
+    Fd listener_;
+    std::uint16_t port_ = 0;
+    bool stopped_ = false;
+    std::vector<Fd> conns_;  // the acceptor's alone until it is joined
+    Workers serving_;        // joined before conns_ close
+    Workers acceptor_;       // last: joined first
+};
+
 }  // namespace
+
+std::unique_ptr<FarServer> serve_rr(const ProbeSpec& spec, const Endpoint& at) {
+    return std::make_unique<RrServer>(spec, at);
+}
 
 ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
     check_remote(spec, where.server);
@@ -132,13 +192,19 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
             "rr probe: the built-in probe runs a thread per connection; at most {} connections", kMaxConnections));
     auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
 
-    Fd listener = listen_tcp(where.server.netns, where.server.address, where.server.port);
-    auto port = local_port(listener.get());
+    const auto& far = where.server.far;  // the server on another machine, or this probe's own here
+    Fd listener;
+    auto port = where.server.port;
+    if (!far) {
+        listener = listen_tcp(where.server.netns, where.server.address, where.server.port);
+        port = local_port(listener.get());
+    }
     std::vector<Fd> clients, servers;
     for (std::int64_t i = 0; i < n; ++i) {
         clients.push_back(connect_tcp(where.client.netns, where.server.address, port, kTransactionTimeout, [&](int fd) {
             set_int(fd, IPPROTO_TCP, TCP_NODELAY, s.client_nodelay, "TCP_NODELAY");
         }));
+        if (far) continue;
         servers.push_back(accept_within(listener.get(), kTransactionTimeout));
         set_int(servers.back().get(), IPPROTO_TCP, TCP_NODELAY, s.server_nodelay, "TCP_NODELAY");
         set_timeouts(servers.back().get(), kTransactionTimeout);
@@ -150,11 +216,14 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
     auto start = Clock::now(), end = start + duration;
     Workers workers;  // after the sockets: joined before they close
     for (std::size_t i = 0; i < clients.size(); ++i) {
-        int c = clients[i].get(), sv = servers[i].get();
+        int c = clients[i].get();
         workers.watch(c);
-        workers.watch(sv);
+        if (!far) {
+            int sv = servers[i].get();
+            workers.watch(sv);
+            workers.spawn([sv, &s] { serve(sv, s); });
+        }
         ClientTally* t = &tallies[i];
-        workers.spawn([sv, &s] { serve(sv, s); });
         workers.spawn([c, &s, start, end, keep, &workers, t] { transact(c, s, start, end, keep, workers, *t); });
     }
     sleep_until(end, [&] {
@@ -162,6 +231,7 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
         if (workers.stopping()) workers.join();
     });
     workers.join();
+    if (far) far->stop();  // rethrows its failure
     auto last = start;
     for (const auto& t : tallies) last = std::max(last, t.finished);
 
@@ -176,6 +246,9 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
         s.client_nodelay ? "on" : "off", s.server_nodelay ? "on" : "off", s.client_quickack ? "on" : "kernel default",
         s.server_quickack ? "on" : "kernel default"));
     if (s.client_quickack) r.notes.push_back(kClientQuickackNote);
+    if (far)
+        r.notes.push_back(
+            fmt::format("server: wanlab's probe server on the server machine ({}:{})", where.server.address, port));
     return r;
 }
 

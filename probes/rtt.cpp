@@ -136,8 +136,14 @@ ProbeResult handshakes(const Plan& plan, const sockaddr_in& to, const Endpoint& 
 ProbeResult tcp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) {
     if (where.server.remote) {
         auto r = handshakes(plan, ipv4(where.server.address, where.server.port), where.client, tick);
-        r.notes.push_back(fmt::format("remote target: handshakes with {}:{}, a listener wanlab did not start",
-                                      where.server.address, where.server.port));
+        if (where.server.far) {
+            where.server.far->stop();
+            r.notes.push_back(fmt::format("server: handshakes with wanlab's listener on the server machine ({}:{})",
+                                          where.server.address, where.server.port));
+        } else {
+            r.notes.push_back(fmt::format("remote target: handshakes with {}:{}, a listener wanlab did not start",
+                                          where.server.address, where.server.port));
+        }
         return r;
     }
     Fd listener = listen_tcp(where.server.netns, where.server.address, where.server.port);
@@ -183,13 +189,21 @@ std::optional<double> await_echo(int fd, std::uint64_t seq, std::size_t header, 
     }
 }
 
-ProbeResult udp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) {
-    auto at = ipv4(where.server.address, where.server.port);
-    Fd server = socket_in(where.server.netns, AF_INET, SOCK_DGRAM);
-    if (::bind(server.get(), reinterpret_cast<sockaddr*>(&at), sizeof at) != 0)
-        sys::fail_errno("binding the UDP echo server to " + where.server.address);
+/// A UDP socket in `at`'s namespace bound to its address and port, for the echo server.
+Fd echo_socket(const Endpoint& at) {
+    auto a = ipv4(at.address, at.port);
+    Fd server = socket_in(at.netns, AF_INET, SOCK_DGRAM);
+    if (::bind(server.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+        sys::fail_errno("binding the UDP echo server to " + at.address);
     set_timeouts(server.get(), 100ms);
-    auto to = ipv4(where.server.address, local_port(server.get()));
+    return server;
+}
+
+ProbeResult udp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) {
+    const auto& far = where.server.far;  // the echo server on another machine, or this probe's own
+    Fd server;
+    if (!far) server = echo_socket(where.server);
+    auto to = ipv4(where.server.address, far ? where.server.port : local_port(server.get()));
     Fd client = socket_in(where.client.netns, AF_INET, SOCK_DGRAM);
     if (!where.client.address.empty()) {
         auto from = ipv4(where.client.address, 0);
@@ -200,9 +214,11 @@ ProbeResult udp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) 
         sys::fail_errno("connecting the UDP client");
     set_int(client.get(), SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS");
     Workers workers;
-    workers.watch(server.get());
-    int sfd = server.get();
-    workers.spawn([sfd, &workers] { udp_echo_server(sfd, workers); });
+    if (!far) {
+        workers.watch(server.get());
+        int sfd = server.get();
+        workers.spawn([sfd, &workers] { udp_echo_server(sfd, workers); });
+    }
     std::vector<char> payload(std::max<std::size_t>(plan.size, 8), 'u');
     auto r = pace(plan, tick, [&](std::int64_t i) -> std::optional<double> {
         auto seq = static_cast<std::uint64_t>(i);
@@ -211,9 +227,48 @@ ProbeResult udp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) 
         if (::send(client.get(), payload.data(), payload.size(), 0) < 0) return std::nullopt;
         return await_echo(client.get(), seq, 0, t0);
     });
-    r.notes.push_back(fmt::format("method udp: {}-byte datagrams to wanlab's echo server", payload.size()));
+    r.notes.push_back(fmt::format("method udp: {}-byte datagrams to wanlab's echo server{}", payload.size(),
+                                  far ? " on the server machine" : ""));
+    if (far) far->stop();
     return r;
 }
+
+/// The far half (serve_far()): a TCP listener whose accept queue a thread keeps empty (the
+/// handshake completes in the kernel), or the UDP echo server.
+class RttServer final : public FarServer {
+public:
+    RttServer(const ProbeSpec& spec, const Endpoint& at) {
+        auto tool = spec.options.find("tool");
+        bool builtin = tool == spec.options.end() || std::get<std::string>(tool->second) == "builtin";
+        if (builtin && option_string(spec, "method") == "udp") {  // hping3 always sends TCP
+            fd_ = echo_socket(at);
+            int fd = fd_.get();
+            workers_.watch(fd);
+            workers_.spawn([fd, this] { udp_echo_server(fd, workers_); });
+        } else {
+            fd_ = listen_tcp(at.netns, at.address, at.port);
+            int fd = fd_.get();
+            workers_.spawn([fd, this] {
+                while (!workers_.stopping()) {
+                    pollfd p{fd, POLLIN, 0};
+                    if (::poll(&p, 1, 100) == 1) Fd(::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC));
+                }
+            });
+        }
+        port_ = local_port(fd_.get());
+    }
+    std::uint16_t port() const override { return port_; }
+    FarReport stop() override {
+        workers_.stop();
+        workers_.join();
+        return {};
+    }
+
+private:
+    Fd fd_;
+    std::uint16_t port_ = 0;
+    Workers workers_;  // last: joined before the socket closes
+};
 
 // --- ICMP echo --------------------------------------------------------------------------
 
@@ -302,6 +357,10 @@ ProbeResult icmp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick)
 }
 
 }  // namespace
+
+std::unique_ptr<FarServer> serve_rtt(const ProbeSpec& spec, const Endpoint& at) {
+    return std::make_unique<RttServer>(spec, at);
+}
 
 ProbeResult run_rtt(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
     Plan plan{option_int(spec, "count"), std::chrono::nanoseconds(option_int(spec, "interval")),

@@ -148,10 +148,9 @@ ProbeResult run_wrk(const ProbeSpec& spec, const Endpoints& where, const Tick& t
     std::string exe = find_tool("wrk", "wrk");
     http::Target target;
     http::start_target(target, spec, where);
-    auto& server = target.server;
-    auto& options = target.options;
+    auto& options = target.options;  // set when the built-in server runs, here or far
     std::string url =
-        server ? fmt::format("http://{}:{}/", where.server.address, server->port()) : option_string(spec, "url");
+        options ? fmt::format("http://{}:{}/", target.url.address, target.url.port) : option_string(spec, "url");
     std::vector<std::string> argv{exe,         "--latency",
                                   "-t",        std::to_string(option_int(spec, "threads")),
                                   "-c",        std::to_string(option_int(spec, "connections")),
@@ -160,18 +159,19 @@ ProbeResult run_wrk(const ProbeSpec& spec, const Endpoints& where, const Tick& t
                                   url};
     ToolProcess wrk(where.client.netns, argv);
     auto out = wrk.wait(std::chrono::seconds(seconds + timeout) + 10s, target.watching(tick));
-    if (server) server->stop_and_join();
+    auto answered = target.stop();
     if (out.timed_out) throw Error("wrk did not finish in time (killed)");
     if (!exited_ok(out))
         throw Error(
             fmt::format("wrk {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
     auto r = parse_wrk(out.out);
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
-    if (server)
+    if (options)
         r.notes.push_back(
-            fmt::format("built-in server: {} B body{}, {} thread(s), TCP_NODELAY {}; it answered {} requests",
-                        options->response_size, options->split_write ? " (headers and body in two writes)" : "",
-                        options->threads, options->nodelay ? "on" : "off", server->requests()));
+            fmt::format("built-in server{}: {} B body{}, {} thread(s), TCP_NODELAY {}; it answered {} requests",
+                        target.far ? " on the server machine" : "", options->response_size,
+                        options->split_write ? " (headers and body in two writes)" : "", options->threads,
+                        options->nodelay ? "on" : "off", answered.value_or(0)));
     return r;
 }
 

@@ -649,3 +649,92 @@ TEST_CASE("wanlab probe names the delayed-ACK stall of a split-write Nagle serve
     }
     CHECK(!probe_namespaces_left());
 }
+
+namespace {
+
+/// `lab`'s endpoints with `spec`'s server run as a far server (as an agent runs it on
+/// another machine) in the server namespace, the probe itself starting none.
+Endpoints with_far_server(const BareLab& lab, const ProbeSpec& spec) {
+    Endpoints w = lab.where;
+    std::shared_ptr<FarServer> far = serve_far(spec, {lab.b.name(), "198.18.200.2", 0});
+    w.server.port = far->port();
+    w.server.remote = true;
+    w.server.far = far;
+    return w;
+}
+
+}  // namespace
+
+TEST_CASE("throughput against its far server: the server's socket takes the options and reports its side",
+          "[.root][root][probes]") {
+    if (skip_unless_root()) return;
+    BareLab lab;
+    SECTION("upload: goodput from what the server acknowledged, its receive buffer granted there") {
+        auto spec = spec_of("throughput", {{"rcvbuf", "\"32KiB\""}, {"duration", "\"1s\""}});
+        auto where = with_far_server(lab, spec);
+        auto r = measure(where, spec);
+        CHECK(r.metrics.at("rcvbuf_granted") == 64 * 1024);  // the far socket's, as asked
+        CHECK(r.metrics.at("throughput") > 1e8);
+        auto report = where.server.far->stop();  // the first stop's report, kept
+        REQUIRE(report.connections.size() == 1);
+        const auto& theirs = report.connections.begin()->second.values;
+        double client_bytes = r.connections.at(0).values.at("bytes");
+        // The server read what it acknowledged, less what still sat in its 64 KiB buffer.
+        CHECK(theirs.at("bytes") + 64 * 1024 >= client_bytes);
+        CHECK(theirs.at("bytes") <= client_bytes * 1.1 + 64 * 1024);
+        CHECK(report.connections.begin()->second.direction == "upload");
+    }
+    SECTION("download: the sender's TCP_INFO and its series come from the server") {
+        auto spec = spec_of("throughput", {{"direction", "\"download\""},
+                                           {"duration", "\"1s\""},
+                                           {"congestion_control", "\"reno\""},
+                                           {"interval", "\"100ms\""}});
+        auto where = with_far_server(lab, spec);
+        auto r = measure(where, spec);
+        CHECK(r.metrics.at("throughput") > 1e8);
+        REQUIRE(r.connections.size() == 1);
+        CHECK(r.connections[0].congestion_control == "reno");  // set on the server's socket
+        CHECK(r.connections[0].values.at("cwnd") > 0);
+        CHECK(r.connections[0].values.at("sndbuf_granted") > 0);
+        REQUIRE(r.series.count("stream1.cwnd"));
+        CHECK(r.series.at("stream1.cwnd").size() >= 5);  // every 100 ms of a 1 s measurement, there
+        CHECK(r.series.at("stream1.cwnd").t.front() >= 0);
+        CHECK(r.series.count("stream1.rcv_space"));  // the receiver, here
+    }
+}
+
+TEST_CASE("rr, http and rtt against their far servers measure as against their own", "[.root][root][probes]") {
+    if (skip_unless_root()) return;
+    BareLab lab;
+    double least = software_cpu() ? 100 : 1000;
+    {
+        auto spec = spec_of("rr", {{"duration", "\"1s\""}, {"connections", "2"}});
+        auto r = measure(with_far_server(lab, spec), spec);
+        CHECK(r.metrics.at("transactions_per_second") > least);
+        CHECK(r.metrics.at("errors") == 0);
+    }
+    {  // the server's options reach the far server: its split writes with Nagle stall
+        auto spec = spec_of("rr", {{"duration", "\"1s\""},
+                                   {"server_split_write", "true"},
+                                   {"server_nodelay", "false"},
+                                   {"client_quickack", "false"}});
+        auto r = measure(with_far_server(lab, spec), spec);
+        CHECK(r.metrics.at("latency_p50") >= 0.035);
+        CHECK(r.metrics.at("latency_p50") < 0.25);
+    }
+    {
+        auto spec = spec_of("http", {{"duration", "\"1s\""}, {"connections", "4"}});
+        auto where = with_far_server(lab, spec);
+        auto r = measure(where, spec);
+        CHECK(r.metrics.at("requests_per_second") > least);
+        CHECK(r.metrics.at("errors") == 0);
+        CHECK(where.server.far->stop().requests >= r.metrics.at("requests"));
+    }
+    for (const char* method : {"\"tcp\"", "\"udp\""}) {
+        INFO("method " << method);
+        auto spec = spec_of("rtt", {{"method", method}, {"count", "20"}, {"interval", "\"2ms\""}});
+        auto r = measure(with_far_server(lab, spec), spec);
+        CHECK(r.metrics.at("loss") == 0);
+        CHECK(r.metrics.at("rtt_p50") < 1e-3);
+    }
+}
