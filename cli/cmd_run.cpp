@@ -257,10 +257,12 @@ int run(const RunArgs& a) {
                         a.file));
     if (a.vm) return run_in_vm(a, exp);
     lab::require_capabilities("wanlab run");
-    // Hosts mode with a router: the router's kernel is the one that needs them (its agent checks).
-    const bool hosts = exp.trials.front().lab.mode == lab::LabSpec::Mode::hosts;
-    auto missing = hosts && exp.trials.front().lab.link_machine() == "router" ? std::vector<std::string>{}
-                                                                              : lab::missing_qdiscs(exp);
+    // Hosts mode: the kernel of the machine with the link conditions needs them, this one only
+    // when it is that machine (the client, run here); another's agent checks its own.
+    const auto& lab = exp.trials.front().lab;
+    const bool hosts = lab.mode == lab::LabSpec::Mode::hosts;
+    const bool elsewhere = hosts && lab.machine(lab.link_machine())->ssh != "local";
+    auto missing = elsewhere ? std::vector<std::string>{} : lab::missing_qdiscs(exp);
     if (!missing.empty()) {
         if (host || hosts)
             throw Error(

@@ -107,9 +107,9 @@ std::vector<std::pair<std::string, std::string>> counted_hosts(const probes::End
     return hosts;
 }
 
-Snapshot::Snapshot(std::vector<std::pair<std::string, std::string>> hosts) : hosts_(std::move(hosts)) {
+Snapshot::Snapshot(std::vector<std::pair<std::string, std::string>> hosts, bool cpu) : hosts_(std::move(hosts)) {
     for (const auto& h : hosts_) before_.push_back(read_counters(h.second));
-    cpu_ = read_cpu_times();
+    if (cpu) cpu_ = read_cpu_times();
 }
 
 nlohmann::json Snapshot::delta() const {
@@ -120,8 +120,33 @@ nlohmann::json Snapshot::delta() const {
         if (after.empty()) continue;
         out[hosts_[i].first] = counter_delta(before_[i], after);
     }
+    if (cpu_.empty()) return out;
     if (double busy = busiest_cpu(cpu_, read_cpu_times()); std::isfinite(busy)) out["cpu_busiest"] = busy;
     return out;
+}
+
+void add_machine_deltas(nlohmann::json& delta, const nlohmann::json& before, const nlohmann::json& after) {
+    if (!before.is_object() || !after.is_object()) return;
+    for (const auto& [role, now] : after.items()) {
+        if (!before.contains(role)) continue;
+        const auto& then = before.at(role);
+        try {
+            delta[role] = counter_delta(then.at("counters").get<Counters>(), now.at("counters").get<Counters>());
+            auto cpu = [](const nlohmann::json& j) {
+                CpuTimes out;
+                for (const auto& c : j.at("cpu")) out.emplace_back(c.at(0).get<double>(), c.at(1).get<double>());
+                return out;
+            };
+            double busy = busiest_cpu(cpu(then), cpu(now));
+            if (!std::isfinite(busy)) continue;
+            if (!delta.contains("cpu_busiest") || delta["cpu_busiest"].get<double>() < busy) {
+                delta["cpu_busiest"] = busy;
+                delta["cpu_busiest_machine"] = role;
+            }
+        } catch (const nlohmann::json::exception&) {
+            // an agent's reading this wanlab cannot read is left out, never guessed
+        }
+    }
 }
 
 }  // namespace wanlab::diagnosis

@@ -43,12 +43,19 @@ double busiest_cpu(const CpuTimes& before, const CpuTimes& after);
 /// mode this machine), the server when it is one of the lab's own namespaces.
 std::vector<std::pair<std::string, std::string>> counted_hosts(const probes::Endpoints& where);
 
+/// Adds to a Snapshot's delta() the other machines' counters (lab::Testbed::machine_counters(),
+/// read before and after a measurement): each role's moved counters under its name, and
+/// "cpu_busiest" raised to the busiest CPU of any machine ("cpu_busiest_machine" names it
+/// when it is not this one). Malformed or missing readings are left out.
+void add_machine_deltas(nlohmann::json& delta, const nlohmann::json& before, const nlohmann::json& after);
+
 /// Snapshot: counters of each named host and the CPU times, read at construction;
 /// delta() reads them again and returns {"HOST": {counter: delta, ...}, ..., "cpu_busiest": x}.
 class Snapshot {
 public:
-    /// `hosts`: lab host name ("client", "server") -> its namespace ("" = this one).
-    explicit Snapshot(std::vector<std::pair<std::string, std::string>> hosts);
+    /// `hosts`: lab host name ("client", "server") -> its namespace ("" = this one). `cpu`:
+    /// whether this machine's CPU times count (not when the probes run on another).
+    explicit Snapshot(std::vector<std::pair<std::string, std::string>> hosts, bool cpu = true);
     nlohmann::json delta() const;
 
 private:

@@ -224,10 +224,11 @@ std::optional<Verdict> bufferbloat(const Evidence& e) {
 
 std::optional<Verdict> cpu_bound(const Evidence& e) {
     if (!(e.cpu_busiest >= 0.90)) return std::nullopt;
-    return Verdict{"cpu-bound",
-                   fmt::format("CPU-bound: one CPU was busy {:.0f}% of the measurement: the endpoints or the "
-                               "emulation, not the network, may set this number",
-                               e.cpu_busiest * 100)};
+    return Verdict{
+        "cpu-bound",
+        fmt::format("CPU-bound: one CPU{} was busy {:.0f}% of the measurement: the endpoints or the "
+                    "emulation, not the network, may set this number",
+                    e.cpu_machine.empty() ? "" : " of the " + e.cpu_machine + " machine", e.cpu_busiest * 100)};
 }
 
 std::optional<Verdict> emulation_not_held(bool held, const std::string& note) {

@@ -54,6 +54,7 @@ struct Evidence {
     // Counters per repeat (diagnosis/counters.h).
     double client_delayed_acks = kUnknown;  ///< TcpExt.DelayedACKs on the client
     double cpu_busiest = kUnknown;          ///< the busiest CPU's busy share, 0..1
+    std::string cpu_machine;                ///< hosts mode: the other machine it was on ("" = this one)
     bool client_quickack = false;           ///< the built-in client already quick-acks
     std::vector<QueueEvidence> queues;      ///< the emulated link's, per direction
 };

@@ -33,7 +33,9 @@ struct Machine {
     std::string address;            ///< what probes connect to ("" for a local client)
     std::string wanlab = "wanlab";  ///< the program on that machine
     std::string dev;  ///< client, router: the interface for [link] ("": the one that routes to the server)
-    Location at;      ///< the [hosts.NAME] header
+    /// server: the port wanlab's probe servers listen on there (0: a free one per measurement)
+    std::uint16_t probe_port = 0;
+    Location at;  ///< the [hosts.NAME] header
 };
 
 /// [lab]: where the experiment runs.

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/text.h"
 
@@ -330,6 +331,19 @@ std::string render_plan_text(const Experiment& exp) {
                                   "ifb), except wanlab's own ssh connections",
                                   m.dev.empty() ? "the interface that routes to the server" : m.dev)
                     : "");
+            if (m.name == "client" && m.ssh != "local")
+                out += "    it runs the probes, through its agent (wanlab here only drives the run)\n";
+            if (m.name != "server") continue;
+            std::vector<std::string> served;  // the probes whose own server its agent runs
+            for (const auto& p : first.probes) {
+                auto sp = p.options.find("server_port");
+                bool service = sp != p.options.end() && std::get<std::int64_t>(sp->second) != 0;
+                if (!service && probes::far_servable(p)) served.push_back(fmt::format("{} ({})", p.name, p.kind));
+            }
+            if (!served.empty())
+                out += fmt::format("    its agent runs the server of probe{} {} for each measurement, on {}\n",
+                                   served.size() == 1 ? "" : "s", fmt::join(served, ", "),
+                                   m.probe_port ? fmt::format("port {}", m.probe_port) : std::string("a free port"));
         }
     else
         out += fmt::format("  lab: host interface {} toward {}{}\n", first.lab.dev, first.lab.target,

@@ -75,7 +75,9 @@ void parse_machines(const Node* table, LabSpec& lab, const Location& mode_at, Di
             m.address = address_of(m.ssh);
         }
         if (auto v = h.string("wanlab")) m.wanlab = *v;
-        if (std::string(role) != "server") {
+        if (std::string(role) == "server") {
+            if (auto v = h.integer("probe_port", 1, 65535)) m.probe_port = static_cast<std::uint16_t>(*v);
+        } else {
             if (auto v = h.string("dev")) {
                 if (auto why = sys::device_name_problem(*v); !why.empty())
                     diag.error(h.value_at("dev"), fmt::format("`dev` = \"{}\": {}", *v, why));
@@ -90,11 +92,6 @@ void parse_machines(const Node* table, LabSpec& lab, const Location& mode_at, Di
                        "machine, reached over ssh",
                        "without a middle box, leave [hosts.router] out: [link] then goes on this machine's interface "
                        "toward the server");
-        else if (std::string(role) == "client" && m.ssh != "local" && !m.ssh.empty())
-            diag.error(h.value_at("ssh"),
-                       "[hosts.client] runs the probes, which wanlab runs itself: make it this machine (ssh = "
-                       "\"local\") and run wanlab there",
-                       "the server and its sysctls and services may be anywhere ssh reaches");
         else if (std::string(role) == "server" && m.address.empty() && !m.ssh.empty())
             diag.error(
                 t->key_at,
@@ -297,12 +294,23 @@ void check_service_probes(const Trial& t, Diagnostics& diag) {
     }
 }
 
-// What hosts mode does not do (yet), each said where it is written.
+// A probe in hosts mode measures against the server machine: against a [[service]] there
+// (`server_port`), or against its own server, which that machine's agent starts for each
+// measurement (probes::serve_far()); a probe with neither is refused where it is written.
 void check_machines_trial(const Trial& t, const Node*, Diagnostics& diag) {
+    const auto* client = t.lab.machine("client");
+    const bool remote_client = client && !client->ssh.empty() && client->ssh != "local";
     for (const auto& p : t.probes) {
+        if (p.kind == "command" && remote_client)
+            diag.error(p.at,
+                       fmt::format("probe `{}`: a command probe runs on the machine wanlab runs on, and [hosts.client] "
+                                   "is another one",
+                                   p.name),
+                       "run wanlab on the client machine (ssh = \"local\"), or measure with a built-in probe there");
         if (p.kind.empty() || p.kind == "command") continue;
         auto sp = p.options.find("server_port");
         std::uint16_t port = sp != p.options.end() ? static_cast<std::uint16_t>(std::get<std::int64_t>(sp->second)) : 0;
+        if (port == 0 && probes::far_servable(p)) continue;
         if (auto why = probes::remote_unsupported(p, port); !why.empty())
             diag.error(
                 p.at,

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "experiment/experiment.h"
 #include "lab/restore.h"
 #include "lab/topology.h"
@@ -54,6 +56,23 @@ public:
     virtual void apply_link(const Trial& trial) = 0;
     /// The probes' client and server.
     virtual probes::Endpoints endpoints() const = 0;
+    /// The endpoints of one measurement of `spec`, given where it would measure (endpoints()
+    /// with its `server_port` applied): the same, except in hosts mode, where a built-in
+    /// probe's own server is started on the server machine for it (Endpoint::far, stopped by
+    /// the probe or when the last copy of `where` goes).
+    virtual probes::Endpoints measure(const probes::ProbeSpec&, probes::Endpoints where) const { return where; }
+    /// Runs one measurement of `spec` at `where` (measure()'s): here, or in hosts mode with a
+    /// client machine other than this one, there, through its agent. Throws as Probe::run().
+    virtual probes::ProbeResult run_probe(const probes::ProbeSpec& spec, const probes::Endpoints& where,
+                                          const probes::Tick& tick) const {
+        return probes::make_probe(spec)->run(where, tick);
+    }
+    /// Whether the probes' client runs on this machine (its counters and CPU are then the
+    /// client's; otherwise machine_counters() has the client's).
+    virtual bool probes_here() const { return true; }
+    /// Kernel counters of the lab's machines other than this one, read now, by role
+    /// ({"server": {"counters": {...}, "cpu": [[busy, total], ...]}}); none but in hosts mode.
+    virtual nlohmann::json machine_counters() const { return nlohmann::json::object(); }
     /// Where `trial`'s link conditions sit, one site per impaired direction (their
     /// statistics: diagnosis/qdisc_watch.h).
     virtual std::vector<netem::QdiscSite> qdisc_sites(const Trial& trial) const = 0;

@@ -1,11 +1,14 @@
 #include "remote/agent.h"
 
 #include <poll.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -114,6 +117,8 @@ public:
                 throw InputError(fmt::format("link: `{}`: {}", dev, why));
             netem::Filter target{r.at("target").get<std::string>(), 0, false, r.at("line_rate").get<std::uint64_t>()};
             for (const auto& f : r.at("exempt")) target.exempt.push_back(flow_of(f));
+            // This agent's own ssh connection too: the controller may be the server itself.
+            if (auto own = ssh_connection_flow(std::getenv("SSH_CONNECTION"))) target.exempt.push_back(*own);
             dev_lock_.emplace(run_dir_ / fmt::format("dev-{}.lock", dev), false, "device " + dev);
             kernel_.emplace("");
             host_.emplace(*kernel_, dev, target, target.line_rate_bps);
@@ -150,6 +155,23 @@ public:
     void check_services() {
         for (auto& s : services_) s->check_running();
     }
+
+    /// Starts the server half of one measurement of a built-in probe (probes::serve_far()) at
+    /// `address` ("" = any of this machine's) and `port` (0 = a free one); one at a time, so
+    /// a server the controller never stopped ends here. Returns the port it listens on.
+    std::uint16_t serve_probe(const json& r) {
+        stop_probe();
+        auto spec = probe_of(r.at("probe"));
+        probes::Endpoint at{"", r.value("address", std::string()), r.value("port", std::uint16_t{0})};
+        far_ = probes::serve_far(spec, at);
+        return far_->port();
+    }
+    /// Stops the probe's server; what it saw (nothing when none ran).
+    probes::FarReport stop_probe() {
+        if (!far_) return {};
+        auto server = std::move(far_);
+        return server->stop();
+    }
     void stop_services() noexcept {
         while (!services_.empty()) services_.pop_back();
     }
@@ -158,6 +180,7 @@ public:
     /// Returns the notes (a key left alone because someone else changed it).
     std::vector<std::string> give_back() noexcept {
         std::vector<std::string> notes;
+        far_.reset();
         stop_services();
         if (host_) {
             try {
@@ -205,6 +228,7 @@ private:
     std::filesystem::path run_dir_;
     std::filesystem::path dir_;
     std::vector<std::unique_ptr<services::Service>> services_;
+    std::unique_ptr<probes::FarServer> far_;  ///< the measurement's probe server, if one runs
 };
 
 json counters_now() {
@@ -243,6 +267,9 @@ public:
         }
     }
 
+    /// Puts a line back, to be the next one read.
+    void unread(const std::string& line) { buf_.insert(0, line + "\n"); }
+
 private:
     int fd_;
     std::string buf_;
@@ -258,13 +285,45 @@ void write_line(int fd, const json& j) {
     }
 }
 
+/// Asks the controller something in the middle of serving its request; its answer.
+using Ask = std::function<json(const json&)>;
+
+/// ControllerFar: on the client machine, the far server of a probe the controller started on
+/// the server machine; its report comes by asking the controller, which asks that machine.
+class ControllerFar final : public probes::FarServer {
+public:
+    ControllerFar(std::uint16_t port, Ask ask) : port_(port), ask_(std::move(ask)) {}
+    std::uint16_t port() const override { return port_; }
+    probes::FarReport stop() override {
+        if (!report_) report_ = far_report_of(ask_({{"op", "probe_stop"}}));
+        return *report_;
+    }
+
+private:
+    std::uint16_t port_;
+    Ask ask_;
+    std::optional<probes::FarReport> report_;
+};
+
+/// One measurement of a probe with this machine as its client, against the server at
+/// request["server"] (its own far server when "far"); the result as JSON.
+json run_probe(const json& r, const Ask& ask, const probes::Tick& tick) {
+    auto spec = probe_of(r.at("probe"));
+    const auto& s = r.at("server");
+    probes::Endpoints where;
+    where.client = {"", "", 0};  // the kernel picks the address toward the server
+    where.server = {"", s.at("address").get<std::string>(), s.at("port").get<std::uint16_t>(), true};
+    if (s.value("far", false)) where.server.far = std::make_shared<ControllerFar>(where.server.port, ask);
+    return probe_result_json(probes::make_probe(spec)->run(where, tick));
+}
+
 }  // namespace
 
 int serve(int in, int out, const AgentOptions& options) {
     sys::SignalEvents signals;  // before any thread: SIGTERM, SIGINT, SIGHUP become events
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    write_line(out, hello(host));
+    utsname u{};
+    ::uname(&u);
+    write_line(out, hello(u.nodename, u.release, u.machine));
     sysctl::RealProcSys proc;
     std::optional<HostSession> session;
     auto lease = std::chrono::milliseconds(kDefaultLeaseS * 1000);
@@ -272,6 +331,20 @@ int serve(int in, int out, const AgentOptions& options) {
     // A service's ready wait also watches the controller's signals; the lease is not
     // renewed meanwhile, so a wait longer than it is the controller's business (it pings).
     probes::Tick tick = [&signals] { signals.check(); };
+    // A question to the controller while a request is served: the next line is its answer,
+    // or else the controller has moved on (the line is kept for the loop below).
+    Ask ask = [&](const json& question) -> json {
+        write_line(out, {{"ask", question}});
+        std::string line;
+        if (input.next(line, lease, signals) != Wait::line) throw Error("the controller is gone");
+        auto j = json::parse(line, nullptr, false);
+        if (!j.is_object() || !j.contains("answer")) {
+            input.unread(line);
+            throw Error("the controller stopped waiting for this measurement");
+        }
+        if (j.contains("error")) throw Error(j["error"].get<std::string>());
+        return j["answer"];
+    };
     for (;;) {
         std::string line;
         auto got = input.next(line, lease, signals);
@@ -320,6 +393,12 @@ int serve(int in, int out, const AgentOptions& options) {
                     session->check_services();
                 else if (op == "service_stop")
                     session->stop_services();
+                else if (op == "probe_serve")
+                    answer["port"] = session->serve_probe(request);
+                else if (op == "probe_stop")
+                    answer["report"] = far_report_json(session->stop_probe());
+                else if (op == "probe_run")
+                    answer["result"] = run_probe(request, ask, tick);
                 else
                     throw InputError(fmt::format("unknown op `{}`", op));
             }
@@ -329,7 +408,9 @@ int serve(int in, int out, const AgentOptions& options) {
         } catch (const std::exception& e) {
             answer["ok"] = false;
             answer["error"] = e.what();
-            answer["failure"] = dynamic_cast<const services::ServiceFailure*>(&e) ? "service" : "error";
+            answer["failure"] = dynamic_cast<const services::ServiceFailure*>(&e)   ? "service"
+                                : dynamic_cast<const probes::MeasurementError*>(&e) ? "measurement"
+                                                                                    : "error";
         }
         write_line(out, answer);
     }

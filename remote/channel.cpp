@@ -112,7 +112,7 @@ std::string Channel::stderr_tail(std::size_t lines) {
     return tail;
 }
 
-std::optional<std::string> Channel::read_line(Clock::time_point deadline) {
+std::optional<std::string> Channel::read_line(Clock::time_point deadline, const std::function<void()>& tick) {
     for (;;) {
         if (auto nl = in_.find('\n'); nl != std::string::npos) {
             auto line = in_.substr(0, nl);
@@ -120,10 +120,11 @@ std::optional<std::string> Channel::read_line(Clock::time_point deadline) {
             return line;
         }
         if (in_.size() > kMaxLine) return std::nullopt;
+        if (tick) tick();
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
         if (left <= 0) return std::nullopt;
         pollfd p[2] = {{from_agent_.get(), POLLIN, 0}, {agent_err_.get(), POLLIN, 0}};
-        int n = ::poll(p, 2, static_cast<int>(std::min<long long>(left, 1000)));
+        int n = ::poll(p, 2, static_cast<int>(std::min<long long>(left, tick ? 100 : 1000)));
         if (n < 0 && errno != EINTR) return std::nullopt;
         if (p[1].revents) drain_stderr();
         if (p[0].revents) {
@@ -137,25 +138,57 @@ std::optional<std::string> Channel::read_line(Clock::time_point deadline) {
     }
 }
 
+void Channel::write_line(const nlohmann::json& j, const std::string& what) {
+    std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    for (std::size_t off = 0; off < line.size();) {
+        ssize_t n = ::write(to_agent_.get(), line.data() + off, line.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) fail(fmt::format("sending {}: the agent is gone", what));
+        off += static_cast<std::size_t>(n);
+    }
+}
+
 nlohmann::json Channel::call(const std::string& op, nlohmann::json args, std::chrono::milliseconds timeout) {
+    return call(op, std::move(args), timeout, {}, {});
+}
+
+bool Channel::ping_unless_busy(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    call_locked("ping", nlohmann::json::object(), timeout, {}, {});
+    return true;
+}
+
+nlohmann::json Channel::call(const std::string& op, nlohmann::json args, std::chrono::milliseconds timeout,
+                             const Asked& asked, const std::function<void()>& tick) {
     std::lock_guard lock(mutex_);
+    return call_locked(op, std::move(args), timeout, asked, tick);
+}
+
+nlohmann::json Channel::call_locked(const std::string& op, nlohmann::json args, std::chrono::milliseconds timeout,
+                                    const Asked& asked, const std::function<void()>& tick) {
     if (!to_agent_) fail("the channel is closed");
     auto id = next_id_++;
     nlohmann::json request = args.is_object() ? std::move(args) : nlohmann::json::object();
     request["id"] = id;
     request["op"] = op;
-    std::string line = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    for (std::size_t off = 0; off < line.size();) {
-        ssize_t n = ::write(to_agent_.get(), line.data() + off, line.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) fail(fmt::format("sending `{}`: the agent is gone", op));
-        off += static_cast<std::size_t>(n);
-    }
+    write_line(request, fmt::format("`{}`", op));
     auto deadline = Clock::now() + timeout;
     for (;;) {
-        auto answer = read_line(deadline);
+        auto answer = read_line(deadline, tick);
         if (!answer) fail(fmt::format("no answer to `{}` within {} s", op, timeout.count() / 1000.0));
         auto j = nlohmann::json::parse(*answer, nullptr, false);
+        if (j.is_object() && j.contains("ask")) {  // the agent needs something to go on
+            nlohmann::json reply;
+            try {
+                if (!asked) throw Error("nothing to answer with");
+                reply = {{"answer", asked(j["ask"])}};
+            } catch (const std::exception& e) {
+                reply = {{"answer", nullptr}, {"error", e.what()}};
+            }
+            write_line(reply, "an answer");
+            continue;
+        }
         if (!j.is_object() || !j.contains("id"))
             fail(fmt::format("a line that is not an answer: \"{}\"", answer->substr(0, 200)));
         if (j["id"] != id) continue;  // an answer to an earlier request given up on

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -56,6 +57,20 @@ public:
     /// the channel is gone or the time passes (the agent, and the channel, are then useless).
     nlohmann::json call(const std::string& op, nlohmann::json args, std::chrono::milliseconds timeout);
 
+    /// What the controller answers when the agent asks something while it serves a request
+    /// (the client machine's agent, mid-probe, asking for the far server's report): the
+    /// question -> the answer; throwing sends the agent the error.
+    using Asked = std::function<nlohmann::json(const nlohmann::json&)>;
+    /// call(), answering the agent's questions meanwhile with `asked`, and calling `tick` at
+    /// least every 100 ms while it waits (it may throw, to abandon the request: its answer,
+    /// when it comes, is skipped).
+    nlohmann::json call(const std::string& op, nlohmann::json args, std::chrono::milliseconds timeout,
+                        const Asked& asked, const std::function<void()>& tick);
+
+    /// A `ping` unless a request is under way (the agent is then busy serving it, and hears
+    /// from the controller as it answers): false when it was.
+    bool ping_unless_busy(std::chrono::milliseconds timeout);
+
     /// Whether the agent process (or ssh) still runs.
     bool alive();
     /// What the agent (or ssh) wrote on stderr, its last `lines` lines.
@@ -66,7 +81,11 @@ public:
     pid_t pid() const { return child_ ? child_->pid() : -1; }
 
 private:
-    std::optional<std::string> read_line(std::chrono::steady_clock::time_point deadline);
+    std::optional<std::string> read_line(std::chrono::steady_clock::time_point deadline,
+                                         const std::function<void()>& tick = {});
+    void write_line(const nlohmann::json& j, const std::string& what);
+    nlohmann::json call_locked(const std::string& op, nlohmann::json args, std::chrono::milliseconds timeout,
+                               const Asked& asked, const std::function<void()>& tick);
     void drain_stderr();
     [[noreturn]] void fail(const std::string& what);
 

@@ -119,4 +119,17 @@ std::string route_device(const std::string& address) {
         fmt::format("no interface holds the source address of the route to {}; give [hosts.client] dev", address));
 }
 
+std::optional<netem::Flow> ssh_connection_flow(const char* value) {
+    if (!value) return std::nullopt;
+    std::istringstream in(value);
+    std::string peer, local;
+    unsigned peer_port = 0, local_port = 0;
+    if (!(in >> peer >> peer_port >> local >> local_port) || peer_port > 65535 || local_port > 65535)
+        return std::nullopt;
+    in_addr a{}, b{};
+    if (::inet_pton(AF_INET, peer.c_str(), &a) != 1 || ::inet_pton(AF_INET, local.c_str(), &b) != 1)
+        return std::nullopt;
+    return netem::Flow{local, static_cast<std::uint16_t>(local_port), peer, static_cast<std::uint16_t>(peer_port)};
+}
+
 }  // namespace wanlab::remote

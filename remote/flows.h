@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,11 @@ namespace wanlab::remote {
 /// process of a ProxyCommand that holds the connection for it), in `pid`'s network namespace
 /// (the sockets matched by inode against /proc/PID/net/tcp{,6}: lab/ssh_guard.h's parser).
 std::vector<netem::Flow> tcp_flows_of(pid_t pid);
+
+/// The connection sshd serves this process over, from its environment's SSH_CONNECTION
+/// ("PEER PEER_PORT LOCAL LOCAL_PORT"), as this machine sees it; nullopt without one, or for
+/// IPv6 (the link conditions' filters match IPv4). `value` is the variable's text or null.
+std::optional<netem::Flow> ssh_connection_flow(const char* value);
 
 /// The interface this machine sends to `address` (an IPv4 or IPv6 address) through, as its
 /// routing table says: a UDP socket connected there (which sends nothing) names the source

@@ -28,11 +28,62 @@ constexpr unsigned kLeaseS = 30;
 constexpr auto kCall = 60s;  // a sysctl, a stop, a read
 constexpr auto kEnd = 120s;  // everything given back
 
-/// The testbed of hosts mode: the probes run here, against the server machine; link
-/// conditions, if any, on `dev` here (the client's agent applies them: HostsSession).
+// A probe on the client machine has this long beyond its own time to answer: tools starting,
+// timeouts of the last transactions, the result crossing the wire.
+constexpr auto kProbeSlack = std::chrono::milliseconds(120'000);
+
+/// The longest a measurement of `spec` takes by its own options: its duration, or count
+/// probes at its interval.
+std::chrono::nanoseconds probe_time(const probes::ProbeSpec& spec) {
+    auto get = [&spec](const char* name) -> std::int64_t {
+        auto it = spec.options.find(name);
+        if (it == spec.options.end()) return 0;
+        auto v = std::get_if<std::int64_t>(&it->second);
+        return v ? *v : 0;
+    };
+    return std::chrono::nanoseconds(get("duration") + get("count") * get("interval") + get("timeout"));
+}
+
+/// AgentFar: a built-in probe's server on the server machine, run by its agent for one
+/// measurement (probes::serve_far() there). Creates: the server, through `probe_serve`.
+/// Undoes: `probe_stop`, by stop() (which returns what it saw) or the destructor.
+class AgentFar final : public probes::FarServer {
+public:
+    AgentFar(Channel& channel, const probes::ProbeSpec& spec, std::uint16_t port) : channel_(channel) {
+        auto answer =
+            channel_.call("probe_serve", {{"probe", probe_json(spec)}, {"address", ""}, {"port", port}}, kCall);
+        port_ = answer.at("port").get<std::uint16_t>();
+    }
+    ~AgentFar() override {
+        if (report_) return;
+        try {
+            channel_.call("probe_stop", json::object(), kCall);
+        } catch (const std::exception&) {
+            // The agent stops it with the next one, or as it gives its machine back.
+        }
+    }
+    AgentFar(const AgentFar&) = delete;
+    AgentFar& operator=(const AgentFar&) = delete;
+    std::uint16_t port() const override { return port_; }
+    probes::FarReport stop() override {
+        if (!report_) report_ = far_report_of(channel_.call("probe_stop", json::object(), kCall).at("report"));
+        return *report_;
+    }
+
+private:
+    Channel& channel_;
+    std::uint16_t port_ = 0;
+    std::optional<probes::FarReport> report_;
+};
+
+/// The testbed of hosts mode: the probes run here, against the server machine (a built-in
+/// probe's own server started there by its agent); link conditions, if any, on `dev` here
+/// (the client's agent applies them: HostsSession).
 class HostsTestbed final : public lab::Testbed {
 public:
-    HostsTestbed(const lab::LabSpec& lab, std::string dev) : lab_(lab), dev_(std::move(dev)) {}
+    HostsTestbed(const lab::LabSpec& lab, std::string dev) : lab_(lab), dev_(std::move(dev)) {
+        if (const auto* server = lab_.machine("server")) probe_port_ = server->probe_port;
+    }
     void prepare(const lab::LabSpec&) override {}
     void apply_link(const lab::Trial&) override {}
     probes::Endpoints endpoints() const override {
@@ -60,6 +111,56 @@ public:
         return {{"client", "", dev_, filter}};
     }
     void set_exempt(std::vector<netem::Flow> flows) { exempt_ = std::move(flows); }
+    /// The agents of the machines other than this one, by role, once they began; `client`:
+    /// the client machine's, when it is not this one (the probes then run there).
+    void set_agents(std::vector<std::pair<std::string, Channel*>> agents, Channel* client) {
+        agents_ = std::move(agents);
+        client_ = client;
+    }
+    bool probes_here() const override { return client_ == nullptr; }
+    probes::ProbeResult run_probe(const probes::ProbeSpec& spec, const probes::Endpoints& where,
+                                  const probes::Tick& tick) const override {
+        if (!client_) return probes::make_probe(spec)->run(where, tick);
+        if (spec.kind == "command") throw Error("a command probe runs on this machine, not on the client machine");
+        // The far server's report, which the probe asks for as it ends, comes from the server
+        // machine's agent through this controller.
+        auto far = where.server.far;
+        Channel::Asked asked = [far](const json& question) -> json {
+            if (question.value("op", "") != "probe_stop" || !far)
+                throw Error(fmt::format("the client machine asked for `{}`", question.dump()));
+            return far_report_json(far->stop());
+        };
+        json server = {
+            {"address", where.server.address}, {"port", where.server.port}, {"far", where.server.far != nullptr}};
+        auto within = std::chrono::duration_cast<std::chrono::milliseconds>(probe_time(spec)) + kProbeSlack;
+        try {
+            auto answer =
+                client_->call("probe_run", {{"probe", probe_json(spec)}, {"server", server}}, within, asked, tick);
+            return probe_result_of(answer.at("result"));
+        } catch (const AgentError& e) {
+            if (e.failure() == "measurement") throw probes::MeasurementError(e.what());
+            throw;
+        }
+    }
+    probes::Endpoints measure(const probes::ProbeSpec& spec, probes::Endpoints where) const override {
+        // A probe with `server_port` measures against a [[service]]; others need their own.
+        if (where.server.port != 0 || !probes::far_servable(spec)) return where;
+        for (const auto& [role, channel] : agents_) {
+            if (role != "server") continue;
+            auto far = std::make_shared<AgentFar>(*channel, spec, probe_port_);
+            where.server.port = far->port();
+            where.server.far = std::move(far);
+        }
+        return where;
+    }
+    json machine_counters() const override {
+        json out = json::object();
+        for (const auto& [role, channel] : agents_) {
+            auto answer = channel->call("counters", json::object(), kCall);
+            out[role] = {{"counters", answer.at("counters")}, {"cpu", answer.at("cpu")}};
+        }
+        return out;
+    }
     services::Placement placement(const std::string& host) const override { return {"", address(host)}; }
     std::string describe(const lab::Trial&) const override {
         std::string out;
@@ -77,7 +178,10 @@ private:
     }
     lab::LabSpec lab_;
     std::string dev_;
+    std::uint16_t probe_port_ = 0;
     std::vector<netem::Flow> exempt_;
+    std::vector<std::pair<std::string, Channel*>> agents_;
+    Channel* client_ = nullptr;
 };
 
 }  // namespace
@@ -123,7 +227,7 @@ HostsSession::HostsSession(const std::vector<lab::Trial>& trials, const HostsOpt
     link_role_ = lab.link_machine();
     link_dev_ = lab.machine(link_role_)->dev;
     std::string local_dev;
-    if (link && link_role_ == "client") {
+    if (link && link_role_ == "client" && lab.machine("client")->ssh == "local") {
         if (link_dev_.empty()) link_dev_ = route_device(lab.machine("server")->address);
         local_dev = link_dev_;
     }
@@ -161,7 +265,17 @@ HostsSession::HostsSession(const std::vector<lab::Trial>& trials, const HostsOpt
                                 m.spec.name));
             exempt_.insert(exempt_.end(), flows.begin(), flows.end());
         }
-    static_cast<HostsTestbed&>(*testbed_).set_exempt(exempt_);
+    auto& testbed = static_cast<HostsTestbed&>(*testbed_);
+    testbed.set_exempt(exempt_);
+    std::vector<std::pair<std::string, Channel*>> agents;
+    Channel* client = nullptr;
+    for (const auto& m : machines_) {
+        if (m.spec.name != "client")
+            agents.emplace_back(m.spec.name, m.channel.get());
+        else if (!m.channel->destination().local())  // the probes run there
+            agents.emplace_back(m.spec.name, client = m.channel.get());
+    }
+    testbed.set_agents(std::move(agents), client);
     pinger_ = std::thread([this] { keep_alive(); });
 }
 
@@ -195,13 +309,29 @@ void HostsSession::keep_alive() {
         lock.unlock();
         for (auto& m : machines_) {
             try {
-                m.channel->call("ping", {}, kCall);
+                // A machine whose agent is busy with a request (a probe on the client
+                // machine) is not waiting for a ping; the others must not wait behind it.
+                m.channel->ping_unless_busy(kCall);
             } catch (const std::exception&) {
                 // The run's next request to it says what happened.
             }
         }
         lock.lock();
     }
+}
+
+json HostsSession::machines(const std::vector<std::string>& keys) {
+    json out = json::object();
+    for (auto& m : machines_) {
+        const auto& h = m.channel->hello();
+        auto values = m.channel->call("read", {{"keys", keys}}, kCall).value("values", json::object());
+        out[m.spec.name] = {{"ssh", m.spec.ssh},
+                            {"hostname", h.value("host", "")},
+                            {"kernel", h.value("kernel", "")},
+                            {"machine", h.value("machine", "")},
+                            {"sysctls_before", values}};
+    }
+    return out;
 }
 
 Channel& HostsSession::channel_of(const std::string& role) {

@@ -1,6 +1,8 @@
 // HostsSession: a run of [lab] mode = "hosts", across real machines. wanlab here is the
-// controller and runs the probes (the client machine is this one); each machine, this one
-// included, changes and gives back only itself, through its own `wanlab agent`
+// controller; the probes run on the client machine: here, or through that machine's agent
+// when it is another (lab::Testbed::run_probe()); a built-in probe's own server runs in the
+// server machine's agent for each measurement (lab::Testbed::measure()). Each machine, this
+// one included, changes and gives back only itself, through its own `wanlab agent`
 // (remote/agent.h): reached over ssh (remote/ssh.h) or, for ssh = "local", started here.
 //
 // Creates, in order: a private folder for ssh's control sockets; per machine (client first)
@@ -61,6 +63,10 @@ public:
     void check_services() override;
     void stop_services() noexcept override;
     const lab::Testbed& testbed() const override { return *testbed_; }
+
+    /// Each machine as its agent saw it before the run's first change, by role: {"ssh",
+    /// "hostname", "kernel", "machine", "sysctls_before": the values of `keys` there}.
+    nlohmann::json machines(const std::vector<std::string>& keys);
 
     /// The journal name of `role`'s machine in run `run`.
     static std::string machine_run(const std::string& run, const std::string& role) { return run + "-" + role; }

@@ -1,5 +1,7 @@
 #include "remote/protocol.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -156,8 +158,9 @@ netem::Flow flow_of(const json& j) {
     }
 }
 
-json hello(const std::string& hostname) {
-    return {{"agent", "wanlab"}, {"version", kVersion}, {"protocol", kProtocol}, {"host", hostname}};
+json hello(const std::string& hostname, const std::string& kernel, const std::string& machine) {
+    return {{"agent", "wanlab"}, {"version", kVersion}, {"protocol", kProtocol},
+            {"host", hostname},  {"kernel", kernel},    {"machine", machine}};
 }
 
 std::string hello_problem(const json& h, const std::string& host, const std::string& wanlab) {
@@ -217,6 +220,140 @@ services::ServiceSpec service_of(const json& j) {
         return s;
     } catch (const json::exception& e) {
         throw Error(fmt::format("a service as the controller sent it: {}", e.what()));
+    }
+}
+
+json probe_json(const probes::ProbeSpec& p) {
+    json options = json::object();
+    for (const auto& [k, v] : p.options) std::visit([&options, &k](const auto& x) { options[k] = x; }, v);
+    return {{"name", p.name}, {"kind", p.kind}, {"options", options}};
+}
+
+probes::ProbeSpec probe_of(const json& j) {
+    try {
+        probes::ProbeSpec p;
+        p.name = j.at("name").get<std::string>();
+        p.kind = j.at("kind").get<std::string>();
+        for (const auto& [k, v] : j.at("options").items()) {
+            if (v.is_boolean())
+                p.options[k] = v.get<bool>();
+            else if (v.is_string())
+                p.options[k] = v.get<std::string>();
+            else if (v.is_number_integer())
+                p.options[k] = v.get<std::int64_t>();
+            else if (v.is_number_float())
+                p.options[k] = v.get<double>();
+            else
+                throw Error(fmt::format("option `{}` is neither a number, a boolean nor a string", k));
+        }
+        return p;
+    } catch (const json::exception& e) {
+        throw Error(fmt::format("a malformed probe: {}", e.what()));
+    }
+}
+
+json far_report_json(const probes::FarReport& r) {
+    json connections = json::array();
+    for (const auto& [port, c] : r.connections)
+        connections.push_back({{"port", port},
+                               {"direction", c.direction},
+                               {"congestion_control", c.congestion_control},
+                               {"values", c.values}});
+    json series = json::object();
+    for (const auto& [name, s] : r.series) series[name] = {{"t", s.t}, {"value", s.value}};
+    return {{"connections", connections}, {"series", series}, {"sysctls", r.sysctls}, {"requests", r.requests}};
+}
+
+probes::FarReport far_report_of(const json& j) {
+    try {
+        probes::FarReport r;
+        for (const auto& c : j.at("connections")) {
+            probes::ConnectionStats s;
+            s.direction = c.at("direction").get<std::string>();
+            s.congestion_control = c.at("congestion_control").get<std::string>();
+            s.values = c.at("values").get<std::map<std::string, double>>();
+            r.connections[c.at("port").get<std::uint16_t>()] = std::move(s);
+        }
+        for (const auto& [name, s] : j.at("series").items()) {
+            probes::Series out;
+            out.t = s.at("t").get<std::vector<double>>();
+            out.value = s.at("value").get<std::vector<double>>();
+            if (out.t.size() != out.value.size()) throw Error(fmt::format("series {}: times and values differ", name));
+            r.series[name] = std::move(out);
+        }
+        r.sysctls = j.at("sysctls").get<std::map<std::string, std::string>>();
+        r.requests = j.at("requests").get<std::uint64_t>();
+        return r;
+    } catch (const json::exception& e) {
+        throw Error(fmt::format("a malformed probe server report: {}", e.what()));
+    }
+}
+
+namespace {
+
+json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+double number_of(const json& j) { return j.is_null() ? std::nan("") : j.get<double>(); }
+
+json numbers(const std::map<std::string, double>& m) {
+    json out = json::object();
+    for (const auto& [k, v] : m) out[k] = number(v);
+    return out;
+}
+std::map<std::string, double> numbers_of(const json& j) {
+    std::map<std::string, double> out;
+    for (const auto& [k, v] : j.items()) out[k] = number_of(v);
+    return out;
+}
+
+}  // namespace
+
+json probe_result_json(const probes::ProbeResult& r, std::size_t max_samples) {
+    json samples = json::object();
+    auto notes = r.notes;
+    for (const auto& [name, values] : r.samples) {
+        auto& out = samples[name] = json::array();
+        for (std::size_t i = 0; i < values.size() && i < max_samples; ++i) out.push_back(number(values[i]));
+        if (values.size() > max_samples)
+            notes.push_back(fmt::format("samples.{} holds the first {} of {} (the client machine's agent sent no more)",
+                                        name, max_samples, values.size()));
+    }
+    json series = json::object();
+    for (const auto& [name, s] : r.series) {
+        json v = json::array();
+        for (double x : s.value) v.push_back(number(x));
+        series[name] = {{"t", s.t}, {"value", v}};
+    }
+    json connections = json::array();
+    for (const auto& c : r.connections)
+        connections.push_back(
+            {{"direction", c.direction}, {"congestion_control", c.congestion_control}, {"values", numbers(c.values)}});
+    return {{"kind", r.kind},     {"tool", r.tool},   {"metrics", numbers(r.metrics)},
+            {"samples", samples}, {"series", series}, {"connections", connections},
+            {"notes", notes}};
+}
+
+probes::ProbeResult probe_result_of(const json& j) {
+    try {
+        probes::ProbeResult r;
+        r.kind = j.at("kind").get<std::string>();
+        r.tool = j.at("tool").get<std::string>();
+        r.metrics = numbers_of(j.at("metrics"));
+        for (const auto& [name, values] : j.at("samples").items())
+            for (const auto& v : values) r.samples[name].push_back(number_of(v));
+        for (const auto& [name, s] : j.at("series").items()) {
+            probes::Series out;
+            out.t = s.at("t").get<std::vector<double>>();
+            for (const auto& v : s.at("value")) out.value.push_back(number_of(v));
+            if (out.t.size() != out.value.size()) throw Error(fmt::format("series {}: times and values differ", name));
+            r.series[name] = std::move(out);
+        }
+        for (const auto& c : j.at("connections"))
+            r.connections.push_back({c.at("direction").get<std::string>(),
+                                     c.at("congestion_control").get<std::string>(), numbers_of(c.at("values"))});
+        r.notes = j.at("notes").get<std::vector<std::string>>();
+        return r;
+    } catch (const json::exception& e) {
+        throw Error(fmt::format("a malformed probe result: {}", e.what()));
     }
 }
 

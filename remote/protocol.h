@@ -11,12 +11,13 @@
 
 #include "netem/link_spec.h"
 #include "netem/tc_command.h"
+#include "probes/probe.h"
 #include "services/service_spec.h"
 
 namespace wanlab::remote {
 
-/// The agent's first line.
-nlohmann::json hello(const std::string& hostname);
+/// The agent's first line: who it is and on what (uname -r, uname -m).
+nlohmann::json hello(const std::string& hostname, const std::string& kernel, const std::string& machine);
 
 /// Why the controller cannot work with an agent that said `hello` on host `host`, or "": a
 /// different wanlab version or protocol (with what to do about it).
@@ -31,6 +32,22 @@ netem::Direction direction_of(const nlohmann::json& j);
 nlohmann::json flow_json(const netem::Flow& f);
 /// Throws wanlab::Error for a malformed one.
 netem::Flow flow_of(const nlohmann::json& j);
+
+/// A probe as its far server needs it: name, kind and options (each typed as JSON types it:
+/// integers, floats, booleans, strings).
+nlohmann::json probe_json(const probes::ProbeSpec& p);
+/// Throws wanlab::Error for a malformed one.
+probes::ProbeSpec probe_of(const nlohmann::json& j);
+
+nlohmann::json far_report_json(const probes::FarReport& r);
+/// Throws wanlab::Error for a malformed one.
+probes::FarReport far_report_of(const nlohmann::json& j);
+
+/// A measurement's result, whole but for samples past `max_samples` per distribution (each
+/// thinned to its first ones, with a note saying so); NaN values cross as null.
+nlohmann::json probe_result_json(const probes::ProbeResult& r, std::size_t max_samples = 1'000'000);
+/// Throws wanlab::Error for a malformed one.
+probes::ProbeResult probe_result_of(const nlohmann::json& j);
 
 nlohmann::json service_json(const services::ServiceSpec& s);
 /// Throws wanlab::Error (nlohmann's message, which names the key) for a malformed one.

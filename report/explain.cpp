@@ -355,7 +355,11 @@ diagnosis::Evidence evidence_of(const results::Trial& t, const Measurements& ms)
     e.transactions = metric_median(ms, e.kind == "http" ? "requests" : "transactions");
     e.client_delayed_acks = counter_median(ms, "client", "TcpExt.DelayedACKs");
     std::vector<double> cpu;
-    for (const auto* m : ms) cpu.push_back(number_at(m->counters, "cpu_busiest"));
+    for (const auto* m : ms) {
+        cpu.push_back(number_at(m->counters, "cpu_busiest"));
+        if (auto it = m->counters.find("cpu_busiest_machine"); it != m->counters.end() && it->is_string())
+            e.cpu_machine = it->get<std::string>();
+    }
     e.cpu_busiest = median_or_nan(std::move(cpu));
     return e;
 }

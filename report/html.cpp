@@ -680,6 +680,11 @@ std::string run_page(const Model& m) {
         page.paragraph("The kernel's settings before the run:");
         page.markup(kv_table(run.env.sysctls_before, "sysctl", "value"));
     }
+    for (const auto& [role, m] : run.env.machines) {
+        page.paragraph(fmt::format("Machine {} ({}):", role, m.ssh == "local" ? "this one" : "ssh " + m.ssh));
+        page.markup(dl({{"host", m.hostname}, {"kernel", m.kernel}, {"machine", m.machine}}));
+        if (!m.sysctls_before.empty()) page.markup(kv_table(m.sysctls_before, "sysctl", "value"));
+    }
     if (!run.text.empty()) {
         page.paragraph("The experiment file, as run:");
         page.markup("<pre>" + escape(run.text) + "</pre>\n");

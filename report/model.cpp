@@ -342,6 +342,8 @@ std::string environment_line(const results::Environment& e) {
     if (!e.machine.empty()) s += " " + e.machine;
     if (!e.hostname.empty()) s += " on " + e.hostname;
     if (!e.wanlab_version.empty()) s += ", wanlab " + e.wanlab_version;
+    for (const auto& [role, m] : e.machines)
+        if (m.ssh != "local") s += fmt::format("; {}: kernel {} {} on {}", role, m.kernel, m.machine, m.hostname);
     return s;
 }
 

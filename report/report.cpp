@@ -147,6 +147,12 @@ std::string render_json(const Model& m) {
     j["environment"] = {{"hostname", run.env.hostname}, {"kernel", run.env.kernel},
                         {"machine", run.env.machine},   {"wanlab_version", run.env.wanlab_version},
                         {"where", run.env.where},       {"sysctls_before", run.env.sysctls_before}};
+    for (const auto& [role, mach] : run.env.machines)
+        j["environment"]["machines"][role] = {{"ssh", mach.ssh},
+                                              {"hostname", mach.hostname},
+                                              {"kernel", mach.kernel},
+                                              {"machine", mach.machine},
+                                              {"sysctls_before", mach.sysctls_before}};
     j["cells"] = json::array();
     for (const auto& c : m.cells) j["cells"].push_back(cell_json(c));
     j["comparisons"] = json::array();

@@ -24,6 +24,15 @@ namespace wanlab::results {
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// Where and on what the run measured, so two runs can be compared honestly.
+/// Another machine of a run across machines ([lab] mode = "hosts"), as its agent saw it.
+struct MachineEnvironment {
+    std::string ssh;  ///< how it was reached ("local": this machine's own agent)
+    std::string hostname;
+    std::string kernel;                                 ///< uname -r
+    std::string machine;                                ///< uname -m
+    std::map<std::string, std::string> sysctls_before;  ///< the same keys as Environment's, there
+};
+
 struct Environment {
     std::string hostname;
     std::string kernel;   ///< uname -r of the kernel the lab ran on
@@ -33,6 +42,8 @@ struct Environment {
     /// Before the run: every sysctl the experiment touches plus the usual buffer/cc keys, as
     /// read in the namespace wanlab started in ("net.ipv4.tcp_rmem" -> "4096\t131072\t6291456").
     std::map<std::string, std::string> sysctls_before;
+    /// hosts mode: each machine by role ("client", "server", "router"); empty otherwise.
+    std::map<std::string, MachineEnvironment> machines = {};
 };
 
 struct Run {

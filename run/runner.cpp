@@ -197,13 +197,13 @@ public:
         const auto sites = testbed.qdisc_sites(t);
         for (const auto& written : t.probes) {
             auto [spec, where] = in_lab(written, lab_where);
-            auto probe = probes::make_probe(spec);
+            probes::make_probe(spec);  // refuses a kind and tool it cannot measure, before any repeat
             if (exp_.run.warmup.count() > 0 && warms_up(spec)) {
                 progress_.status(fmt::format("{}: {} warm-up", label, spec.name), 1s * done_);
                 auto warm = spec;
                 warm.options["duration"] = static_cast<std::int64_t>(exp_.run.warmup.count());
                 try {
-                    probes::make_probe(warm)->run(where, tick_);
+                    testbed.run_probe(warm, testbed.measure(warm, where), tick_);
                 } catch (const probes::MeasurementError&) {
                     // The repeats meet the same refusal and record it.
                 }
@@ -215,11 +215,17 @@ public:
                 auto started = utc_now();
                 results::Measurement m;
                 try {
-                    diagnosis::Snapshot counters(diagnosis::counted_hosts(where));
+                    const bool here = testbed.probes_here();
+                    diagnosis::Snapshot counters(
+                        here ? diagnosis::counted_hosts(where) : std::vector<std::pair<std::string, std::string>>{},
+                        here);
+                    auto machines = testbed.machine_counters();
+                    auto measured = testbed.measure(spec, where);  // hosts mode: the probe's server there
                     std::optional<diagnosis::QdiscWatch> qdiscs;
                     if (!sites.empty()) qdiscs.emplace(sites, diagnosis::kQdiscSampleEvery);
-                    m = record_of(spec, probe->run(where, tick_), t.index, r, started);
+                    m = record_of(spec, testbed.run_probe(spec, measured, tick_), t.index, r, started);
                     m.counters = counters.delta();
+                    diagnosis::add_machine_deltas(m.counters, machines, testbed.machine_counters());
                     if (qdiscs) {
                         const auto& tally = qdiscs->finish();
                         m.counters["qdisc"] = tally.counters();
@@ -372,6 +378,18 @@ results::Trial trial_record(const lab::Trial& t) {
     return r;
 }
 
+/// The sysctls an environment records: the usual buffer and cc keys and every key the
+/// experiment sets.
+std::vector<std::string> environment_keys(const lab::Experiment& exp) {
+    std::set<std::string> keys(std::begin(kUsualKeys), std::end(kUsualKeys));
+    for (const auto& t : exp.trials) {
+        for (const auto& s : t.sysctl.global) keys.insert(s.key);
+        for (const auto& [host, settings] : t.sysctl.per_host)
+            for (const auto& s : settings) keys.insert(s.key);
+    }
+    return {keys.begin(), keys.end()};
+}
+
 results::Environment environment(const lab::Experiment& exp, const std::string& where) {
     results::Environment env;
     utsname u{};
@@ -382,16 +400,27 @@ results::Environment environment(const lab::Experiment& exp, const std::string& 
     }
     env.wanlab_version = kVersion;
     env.where = where;
-    std::set<std::string> keys(std::begin(kUsualKeys), std::end(kUsualKeys));
-    for (const auto& t : exp.trials) {
-        for (const auto& s : t.sysctl.global) keys.insert(s.key);
-        for (const auto& [host, settings] : t.sysctl.per_host)
-            for (const auto& s : settings) keys.insert(s.key);
-    }
     sysctl::RealProcSys proc;
-    for (const auto& k : keys)
+    for (const auto& k : environment_keys(exp))
         if (auto v = proc.read("", k)) env.sysctls_before[k] = *v;
     return env;
+}
+
+/// The machines of a hosts-mode run as HostsSession::machines() read them.
+std::map<std::string, results::MachineEnvironment> machine_environments(const nlohmann::json& j) {
+    std::map<std::string, results::MachineEnvironment> out;
+    for (const auto& [role, m] : j.items()) {
+        results::MachineEnvironment e;
+        e.ssh = m.value("ssh", "");
+        e.hostname = m.value("hostname", "");
+        e.kernel = m.value("kernel", "");
+        e.machine = m.value("machine", "");
+        const auto values = m.value("sysctls_before", nlohmann::json::object());
+        for (const auto& [k, v] : values.items())
+            if (v.is_string()) e.sysctls_before[k] = v.get<std::string>();
+        out[role] = std::move(e);
+    }
+    return out;
 }
 
 int recorded_run(results::Store& store, results::RunData& data,
@@ -459,7 +488,9 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
         ho.deadline_s = static_cast<unsigned>(std::max(3600.0, 3 * planned + 600));
         ho.progress = so.progress;
         ho.log = so.log;
-        session = std::make_unique<remote::HostsSession>(exp.trials, ho);
+        auto hosts = std::make_unique<remote::HostsSession>(exp.trials, ho);
+        data.run.env.machines = machine_environments(hosts->machines(environment_keys(exp)));
+        session = std::move(hosts);
     } else {
         session = std::make_unique<lab::LabSession>(exp.trials, so, proc);
     }

@@ -1,6 +1,8 @@
 // Experiments across machines without a network: [lab] mode = "hosts" as the loader reads it,
 // ssh's command line and its quoting, the hello's version check, a service on the wire, and
 // the sysctls each machine gets. The machines themselves: tests/root/hosts_root_test.cpp.
+#include <cmath>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <catch2/catch.hpp>
@@ -10,6 +12,7 @@
 #include "experiment/plan.h"
 #include "lab/ssh_guard.h"
 #include "netem/tc_command.h"
+#include "remote/flows.h"
 #include "remote/hosts.h"
 #include "remote/protocol.h"
 #include "remote/ssh.h"
@@ -71,16 +74,22 @@ ssh = "-oProxyCommand=touch /tmp/x"
                                     "which ssh would read as an option"));
     l = load("[lab]\nmode = \"hosts\"\n[hosts.client]\nssh = \"local\"\n[hosts.server]\nssh = \"lab-server\"\n");
     CHECK_THAT(l.messages, Contains("[hosts.server] needs `address`"));
-    // The probes run here: a remote client is not this version's.
-    l = load(
-        "[lab]\nmode = \"hosts\"\n[hosts.client]\nssh = \"me@198.51.100.1\"\n[hosts.server]\nssh = \"local\"\n"
-        "address = \"127.0.0.1\"\n");
-    CHECK_THAT(l.messages, Contains("[hosts.client] runs the probes"));
-    // A probe that needs a server of wanlab's own there; an interface only the client's.
-    l = load(kHosts + "[link]\nrtt = \"40ms\"\n[[probe]]\nkind = \"throughput\"\n");
+    // A client machine other than this one runs the built-in probes through its agent, not a
+    // command of this machine's.
+    const std::string remote_client =
+        "[lab]\nmode = \"hosts\"\n[hosts.client]\nssh = \"me@198.51.100.1\"\n[hosts.server]\nssh = "
+        "\"root@198.51.100.2\"\n";
+    l = load(remote_client + "[[probe]]\nkind = \"throughput\"\n");
+    INFO(l.messages);
+    CHECK(l.exp);
+    l = load(remote_client + "[[probe]]\nkind = \"command\"\ncommand = [\"true\"]\n");
+    CHECK_THAT(l.messages, Contains("a command probe runs on the machine wanlab runs on, and [hosts.client] is "
+                                    "another one"));
+    // The built-in probe against a service (its own server it would have); an interface only
+    // the client's.
+    l = load(kHosts + "[link]\nrtt = \"40ms\"\n[[probe]]\nkind = \"throughput\"\nserver_port = 5201\n");
     CHECK_THAT(l.messages, Contains("probe `throughput` in [lab] mode = \"hosts\" measures against the server "
-                                    "machine") &&
-                               Contains("run its server there as a [[service]] and give `server_port`"));
+                                    "machine: the built-in throughput probe needs wanlab's own receiver"));
     CHECK_THAT(l.messages, !Contains("[link]"));
     l = load(kHosts + "dev = \"eth0\"\n");
     CHECK_THAT(l.messages, Contains("unknown key") && Contains("dev"));
@@ -126,7 +135,7 @@ TEST_CASE("ssh gets the remote command as one string of quoted words, after its 
 }
 
 TEST_CASE("the controller refuses an agent of another version with what to do", "[remote]") {
-    auto same = remote::hello("lab-2");
+    auto same = remote::hello("lab-2", "6.1.0-28-amd64", "x86_64");
     CHECK(same["agent"] == "wanlab");
     CHECK(remote::hello_problem(same, "server", "wanlab").empty());
     auto older = same;
@@ -270,4 +279,87 @@ method = "icmp"
     l = load(kHosts + "[hosts.router]\nssh = \"local\"\n");
     CHECK_THAT(l.messages, Contains("[hosts.router] is the middle box between this machine (the client) and the "
                                     "server: another machine"));
+}
+
+TEST_CASE("built-in probes across machines need no service: the server's agent runs their servers", "[remote]") {
+    auto l = load(kHosts + "probe_port = 5301\n" + R"(
+[[probe]]
+kind = "throughput"
+[[probe]]
+kind = "rr"
+[[probe]]
+kind = "http"
+[[probe]]
+name = "udp"
+kind = "rtt"
+method = "udp"
+)");
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    CHECK(l.exp->trials[0].lab.machine("server")->probe_port == 5301);
+    for (const auto& p : l.exp->trials[0].probes) CHECK(probes::far_servable(p));
+    l = load(kHosts + "probe_port = 0\n[[probe]]\nkind = \"rr\"\n");
+    CHECK_THAT(l.messages, Contains("probe_port"));
+}
+
+TEST_CASE("a probe and its far server's report cross the wire exactly", "[remote]") {
+    auto l = load(kHosts + "[[probe]]\nkind = \"throughput\"\nrcvbuf = \"32KiB\"\ndirection = \"both\"\n");
+    REQUIRE(l.exp);
+    const auto& spec = l.exp->trials[0].probes.at(0);
+    auto back = remote::probe_of(nlohmann::json::parse(remote::probe_json(spec).dump()));
+    CHECK(back.name == spec.name);
+    CHECK(back.kind == spec.kind);
+    CHECK(back.options == spec.options);  // each option keeps its type: integer, float, boolean, string
+    probes::FarReport r;
+    r.connections[40123] = {"download", "bbr", {{"cwnd", 10}, {"rtt", 0.0405}, {"rcvbuf_granted", 65536}}};
+    r.series["stream40123.cwnd"] = {{0.1, 0.2}, {10, 20}};
+    r.sysctls["net.core.rmem_max"] = "212992";
+    r.requests = 7;
+    auto got = remote::far_report_of(nlohmann::json::parse(remote::far_report_json(r).dump()));
+    REQUIRE(got.connections.count(40123));
+    CHECK(got.connections[40123].direction == "download");
+    CHECK(got.connections[40123].congestion_control == "bbr");
+    CHECK(got.connections[40123].values == r.connections[40123].values);
+    CHECK(got.series.at("stream40123.cwnd").value == std::vector<double>{10, 20});
+    CHECK(got.sysctls == r.sysctls);
+    CHECK(got.requests == 7);
+    CHECK_THROWS_WITH(remote::far_report_of(nlohmann::json::parse(R"({"connections": 3})")),
+                      Contains("a malformed probe server report"));
+}
+
+TEST_CASE("a probe's result crosses the wire whole, NaN as null, its samples thinned past the bound", "[remote]") {
+    probes::ProbeResult r;
+    r.kind = "rr";
+    r.tool = "builtin";
+    r.metrics = {{"latency_p50", 0.0441}, {"errors", 0}, {"rcvbuf_granted", std::nan("")}};
+    r.samples["latency"] = {0.04, 0.05, 0.06};
+    r.series["stream1.cwnd"] = {{0.1, 0.2}, {10, std::nan("")}};
+    r.connections.push_back({"upload", "cubic", {{"cwnd", 10}}});
+    r.notes = {"client: TCP_QUICKACK after each read"};
+    auto back = remote::probe_result_of(nlohmann::json::parse(remote::probe_result_json(r, 2).dump()));
+    CHECK(back.kind == "rr");
+    CHECK(back.tool == "builtin");
+    CHECK(back.metrics.at("latency_p50") == 0.0441);
+    CHECK(std::isnan(back.metrics.at("rcvbuf_granted")));
+    CHECK(back.samples.at("latency") == std::vector<double>{0.04, 0.05});
+    CHECK(std::isnan(back.series.at("stream1.cwnd").value.at(1)));
+    CHECK(back.connections.at(0).congestion_control == "cubic");
+    CHECK(back.connections.at(0).values.at("cwnd") == 10);
+    REQUIRE(back.notes.size() == 2);
+    CHECK(back.notes[1] == "samples.latency holds the first 2 of 3 (the client machine's agent sent no more)");
+    CHECK_THROWS_WITH(remote::probe_result_of(nlohmann::json::parse(R"({"kind": "rr"})")),
+                      Contains("a malformed probe result"));
+}
+
+TEST_CASE("the agent's own ssh connection, from SSH_CONNECTION, as this machine sees it", "[remote][ssh]") {
+    auto f = remote::ssh_connection_flow("198.51.100.1 50022 203.0.113.7 22");
+    REQUIRE(f);
+    CHECK(f->local == "203.0.113.7");
+    CHECK(f->local_port == 22);
+    CHECK(f->peer == "198.51.100.1");
+    CHECK(f->peer_port == 50022);
+    CHECK_FALSE(remote::ssh_connection_flow(nullptr));
+    CHECK_FALSE(remote::ssh_connection_flow("2001:db8::1 50022 2001:db8::2 22"));  // the filters match IPv4
+    CHECK_FALSE(remote::ssh_connection_flow("198.51.100.1 70000 203.0.113.7 22"));
+    CHECK_FALSE(remote::ssh_connection_flow("garbage"));
 }

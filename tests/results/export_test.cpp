@@ -32,6 +32,20 @@ TEST_CASE("a run round-trips exactly through its json text", "[results]") {
     CHECK(to_json(back) == to_json(d));
 }
 
+TEST_CASE("a hosts-mode run keeps each machine's environment, and a run without them reads as before", "[results]") {
+    RunData d = sample_run();
+    d.run.env.machines["server"] = {
+        "root@203.0.113.7", "lab-2", "6.1.0-28-amd64", "x86_64", {{"net.ipv4.tcp_rmem", "4096\t131072\t6291456"}}};
+    auto j = to_json(d);
+    CHECK(j["run"]["env"]["machines"]["server"]["kernel"] == "6.1.0-28-amd64");
+    RunData back = from_json(json::parse(j.dump()));
+    REQUIRE(back.run.env.machines.count("server"));
+    CHECK(back.run.env.machines["server"].ssh == "root@203.0.113.7");
+    CHECK(back.run.env.machines["server"].sysctls_before.at("net.ipv4.tcp_rmem") == "4096\t131072\t6291456");
+    CHECK_FALSE(to_json(sample_run())["run"]["env"].contains("machines"));
+    CHECK(from_json(to_json(sample_run())).run.env.machines.empty());
+}
+
 TEST_CASE("json writes NaN as null and keeps the sweep in plan order", "[results]") {
     json j = to_json(sample_run());
     CHECK(j["trials"][0]["link_loss"].is_null());

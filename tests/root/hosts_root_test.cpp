@@ -6,6 +6,8 @@
 // holding spaces, quotes, $(...) and ; run nothing. Needs no netem.
 #include <sys/wait.h>
 
+#include <nlohmann/json.hpp>
+
 #include "lab/capabilities.h"
 #include "tests/root/root_helper.h"
 
@@ -16,13 +18,17 @@ namespace {
 constexpr const char* kNs = "wl-hosts-srv";
 constexpr const char* kServer = "198.18.9.2";
 
-/// A second machine: network namespace kNs behind a veth (198.18.9.1 here, 198.18.9.2
-/// there) with its own sshd, and an ssh config that reaches it as `wlh-server`. Undoes: the
-/// sshd and every process in the namespace, the namespace (and with it the veth), the files.
+/// Another machine: network namespace `ns` behind a veth (SUBNET.1 here on `host_if`,
+/// SUBNET.2 there) with its own sshd, and an ssh config that reaches it as `alias`. By
+/// default the server, kNs at kServer. Undoes: the sshd and every process in the namespace,
+/// the namespace (and with it the veth), the files.
 struct SshMachine {
+    std::string ns, alias, host_if, subnet;
     std::filesystem::path dir;
     std::filesystem::path config;
-    SshMachine() {
+    SshMachine(std::string ns_ = kNs, std::string alias_ = "wlh-server", std::string host_if_ = "wlh0",
+               std::string subnet_ = "198.18.9")
+        : ns(std::move(ns_)), alias(std::move(alias_)), host_if(std::move(host_if_)), subnet(std::move(subnet_)) {
         char t[] = "/tmp/wanlab-hosts-XXXXXX";
         dir = ::mkdtemp(t);
         config = dir / "ssh_config";
@@ -34,33 +40,38 @@ struct SshMachine {
             throw;
         }
     }
+    std::string address() const { return subnet + ".2"; }
     void setup() {
         teardown();
         auto d = dir.string();
         REQUIRE(
-            sh(fmt::format("set -e; ip netns add {0}; ip link add wlh0 type veth peer name wlh1 netns {0}; "
-                           "ip addr add 198.18.9.1/30 dev wlh0; ip link set wlh0 up; "
+            sh(fmt::format("set -e; ip netns add {0}; ip link add {3} type veth peer name wlh1 netns {0}; "
+                           "ip addr add {4}.1/30 dev {3}; ip link set {3} up; "
                            "ip -n {0} addr add {1}/30 dev wlh1; ip -n {0} link set wlh1 up; ip -n {0} link set lo up; "
                            "ssh-keygen -q -t ed25519 -N '' -f {2}/host_key; ssh-keygen -q -t ed25519 -N '' -f {2}/key; "
                            "cp {2}/key.pub {2}/authorized_keys; mkdir -p /run/sshd; echo ok",
-                           kNs, kServer, d)) == "ok\n");
+                           ns, address(), d, host_if, subnet)) == "ok\n");
         std::ofstream(dir / "sshd_config") << fmt::format(
             "Port 22\nListenAddress {}\nHostKey {}/host_key\nAuthorizedKeysFile {}/authorized_keys\n"
             "PermitRootLogin prohibit-password\nStrictModes no\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nUsePAM no\nPidFile {}/sshd.pid\nLogLevel ERROR\n",
-            kServer, d, d, d);
-        std::ofstream(config) << fmt::format(
-            "Host wlh-server\n  HostName {}\n  User root\n  IdentityFile {}/key\n  IdentitiesOnly yes\n"
-            "  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  LogLevel ERROR\n",
-            kServer, d);
+            address(), d, d, d);
+        std::ofstream(config) << host_entry();
         int status = 0;
-        sh(fmt::format("ip netns exec {} /usr/sbin/sshd -f {}/sshd_config -E {}/sshd.log", kNs, d, d), &status);
+        sh(fmt::format("ip netns exec {} /usr/sbin/sshd -f {}/sshd_config -E {}/sshd.log", ns, d, d), &status);
         REQUIRE(status == 0);
         REQUIRE(eventually(
             [&] {
-                return sh(fmt::format("ssh -F {} -o BatchMode=yes wlh-server echo up 2>&1", config.string())) == "up\n";
+                return sh(fmt::format("ssh -F {} -o BatchMode=yes {} echo up 2>&1", config.string(), alias)) == "up\n";
             },
             std::chrono::seconds(10)));
+    }
+    /// Its Host entry for an ssh config.
+    std::string host_entry() const {
+        return fmt::format(
+            "Host {}\n  HostName {}\n  User root\n  IdentityFile {}/key\n  IdentitiesOnly yes\n"
+            "  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  LogLevel ERROR\n",
+            alias, address(), dir.string());
     }
     ~SshMachine() {
         teardown();
@@ -69,21 +80,21 @@ struct SshMachine {
     void teardown() const {
         sh(
             fmt::format("ip netns pids {} 2>/dev/null | xargs -r kill -9; ip netns del {} 2>/dev/null; "
-                        "ip link del wlh0 2>/dev/null",
-                        kNs, kNs));
+                        "ip link del {} 2>/dev/null",
+                        ns, ns, host_if));
     }
-    /// A sysctl as the server machine sees it.
+    /// A sysctl as the machine sees it.
     std::string sysctl(const std::string& key) const {
-        auto v = sh(fmt::format("ip netns exec {} sysctl -n {}", kNs, key));
+        auto v = sh(fmt::format("ip netns exec {} sysctl -n {}", ns, key));
         while (!v.empty() && v.back() == '\n') v.pop_back();
         return v;
     }
-    /// The server machine's processes other than its sshd and ssh's sessions.
+    /// The machine's processes other than its sshd and ssh's sessions.
     std::string strays() const {
         return sh(
             fmt::format("for p in $(ip netns pids {}); do c=$(cat /proc/$p/comm); "
                         "case $c in sshd) ;; *) echo $c;; esac; done",
-                        kNs));
+                        ns));
     }
 };
 
@@ -133,6 +144,17 @@ server_port = 5201
 duration = "{}"
 )",
                        triplet, duration);
+}
+
+/// A probe's metric in a run's results database (one measurement of it).
+double metric_of(const std::string& db, const std::string& probe, const std::string& name) {
+    auto v =
+        sh(fmt::format("sqlite3 {} \"SELECT x.value FROM metrics x JOIN measurements s ON x.measurement_id = "
+                       "s.id WHERE s.probe = '{}' AND x.name = '{}'\"",
+                       db, probe, name));
+    INFO(probe << "." << name << " = " << v);
+    REQUIRE_FALSE(v.empty());
+    return std::stod(v);
 }
 
 }  // namespace
@@ -293,6 +315,132 @@ TEST_CASE("[link] across machines on a kernel without netem is refused before an
         CHECK_FALSE(std::filesystem::exists("/run/wanlab/nolink-2-router.journal"));
     }
     CHECK(state() == before);
-    CHECK(sh(fmt::format("ip netns exec {} tc qdisc show | grep -c 'htb\\|netem\\|ingress'", kNs)) == "0\n");
+    CHECK(sh(fmt::format("ip netns exec {} tc qdisc show | grep -c 'htb\\|netem\\|ingress'", m.ns)) == "0\n");
     CHECK(eventually([&] { return m.strays().empty(); }, std::chrono::seconds(5)));
+}
+
+TEST_CASE("built-in probes across machines: the server's agent runs their servers under the server's own sysctls",
+          "[root]") {
+    if (skip_unless_root()) return;
+    SshMachine m;
+    auto before = m.sysctl("net.ipv4.tcp_rmem");
+    // The server's autotuning may grow a receive buffer to 256 KiB; this machine's (its
+    // default, several MiB) is not changed, so what the throughput probe reports as granted
+    // is the server's own socket under the server's own sysctl.
+    HostsExperiment exp(m, R"(
+[sysctl.server]
+"net.ipv4.tcp_rmem" = "4096 65536 262144"
+[[probe]]
+name = "bulk"
+kind = "throughput"
+duration = "2s"
+[[probe]]
+name = "stall"
+kind = "rr"
+duration = "1s"
+server_split_write = true
+server_nodelay = false
+client_quickack = false
+)");
+    Cleanup cleanup("hosts-far");
+    int status = 0;
+    std::string cmd = WANLAB_BINARY;
+    for (const auto& a : exp.run_args("hosts-far")) cmd += " " + a;
+    auto out = sh(cmd + " 2>&1", &status);
+    INFO(out);
+    REQUIRE(status == 0);
+    auto db = (exp.dir / "out" / "results.db").string();
+    auto metric = [&db](const std::string& probe, const std::string& name) { return metric_of(db, probe, name); };
+    CHECK(metric("bulk", "throughput") > 1e8);
+    CHECK(metric("bulk", "rcvbuf_granted") <= 262144);
+    CHECK(metric("bulk", "rcvbuf_granted") > 0);
+    // The delayed-ACK stall across machines: the far server wrote in two with Nagle on.
+    CHECK(metric("stall", "latency_p50") >= 0.035);
+    CHECK(metric("stall", "latency_p50") < 0.25);
+    // The server machine's kernel counters were recorded beside this one's.
+    auto counters = sh(fmt::format("sqlite3 {} \"SELECT counters FROM measurements WHERE probe = 'bulk'\"", db));
+    auto j = nlohmann::json::parse(counters);
+    REQUIRE(j.contains("server"));
+    CHECK(j.at("server").value("Tcp.InSegs", 0.0) > 1000);
+    CHECK(j.contains("client"));
+    // And the server is as it was.
+    CHECK(m.sysctl("net.ipv4.tcp_rmem") == before);
+    CHECK(eventually([&] { return m.strays().empty(); }, std::chrono::seconds(5)));
+}
+
+TEST_CASE("a client machine other than this one runs the probes through its agent, under its own sysctls", "[root]") {
+    if (skip_unless_root()) return;
+    SshMachine server;
+    SshMachine client("wl-hosts-cli", "wlh-client", "wlh2", "198.18.11");
+    // The two machines' own path: a veth between them, which this machine does not cross.
+    REQUIRE(sh(fmt::format("set -e; ip -n {0} link add wlx0 type veth peer name wlx1 netns {1}; "
+                           "ip -n {0} addr add 198.18.12.1/30 dev wlx0; ip -n {0} link set wlx0 up; "
+                           "ip -n {1} addr add 198.18.12.2/30 dev wlx1; ip -n {1} link set wlx1 up; echo ok",
+                           client.ns, server.ns)) == "ok\n");
+    auto dir = client.dir / "exp";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "ssh_config") << client.host_entry() << server.host_entry();
+    auto client_before = client.sysctl("net.ipv4.tcp_rmem");
+    std::ofstream(dir / "exp.toml") << fmt::format(R"(name = "remote-client"
+[lab]
+mode = "hosts"
+[hosts]
+ssh_config = "{0}/ssh_config"
+[hosts.client]
+ssh = "wlh-client"
+wanlab = "{1}"
+[hosts.server]
+ssh = "wlh-server"
+address = "198.18.12.2"
+wanlab = "{1}"
+[sysctl.client]
+"net.ipv4.tcp_rmem" = "4096 65536 262144"
+[[probe]]
+name = "down"
+kind = "throughput"
+direction = "download"
+duration = "2s"
+[[probe]]
+name = "stall"
+kind = "rr"
+duration = "1s"
+server_split_write = true
+server_nodelay = false
+client_quickack = false
+[run]
+repeats = 1
+warmup = "0s"
+cooldown = "0s"
+)",
+                                                   dir.string(), WANLAB_BINARY);
+    Cleanup cleanup("hosts-cli");
+    int status = 0;
+    auto out = sh(fmt::format("{} run {}/exp.toml --run hosts-cli --out {}/out --quiet 2>&1", WANLAB_BINARY,
+                              dir.string(), dir.string()),
+                  &status);
+    INFO(out);
+    REQUIRE(status == 0);
+    auto db = (dir / "out" / "results.db").string();
+    auto metric = [&db](const std::string& probe, const std::string& name) { return metric_of(db, probe, name); };
+    // Between the two namespaces, not through this machine: the download's receiver is the
+    // client machine's socket, autotuned under the client's own 256 KiB maximum.
+    CHECK(metric("down", "throughput") > 1e8);
+    CHECK(metric("down", "rcvbuf_granted") <= 262144);
+    CHECK(metric("down", "cwnd") > 0);  // the sender's, on the server, through this controller
+    CHECK(metric("stall", "latency_p50") >= 0.035);
+    CHECK(metric("stall", "latency_p50") < 0.25);
+    auto counters = nlohmann::json::parse(
+        sh(fmt::format("sqlite3 {} \"SELECT counters FROM measurements WHERE probe = 'down'\"", db)));
+    REQUIRE(counters.contains("client"));
+    REQUIRE(counters.contains("server"));
+    CHECK(counters.at("client").value("Tcp.InSegs", 0.0) > 1000);  // the client machine's own kernel
+    auto here = sh(fmt::format("sqlite3 {} \"SELECT notes FROM measurements WHERE probe = 'down'\"", db));
+    CHECK(here.find("probe server on the server machine") != std::string::npos);
+    // Each machine's environment, as it was before the run changed it.
+    auto env = nlohmann::json::parse(sh(fmt::format("sqlite3 {} \"SELECT env FROM runs\"", db)));
+    CHECK(env.at("machines").at("client").at("ssh") == "wlh-client");
+    CHECK(env.at("machines").at("client").at("sysctls_before").at("net.ipv4.tcp_rmem") == client_before);
+    CHECK_FALSE(env.at("machines").at("server").at("kernel").get<std::string>().empty());
+    CHECK(client.sysctl("net.ipv4.tcp_rmem") == client_before);
+    CHECK(eventually([&] { return client.strays().empty() && server.strays().empty(); }, std::chrono::seconds(5)));
 }

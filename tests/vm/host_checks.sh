@@ -158,6 +158,29 @@ up=$(cnt up.netem.sent_packets) down=$(cnt down.netem.sent_packets)
 check "netem each way carried the 60 echoes and nothing of ssh's [up=$up down=$down]" \
     [ "${up%.0}" = 60 -a "${down%.0}" = 60 ]
 check "after the hosts-mode run: machine as before" same_state hostslink
+# The buffer result across the two machines (examples/two-hosts.toml): the far machine's
+# agent sets its own tcp_rmem and runs the built-in throughput probe's receiver under it.
+tp() { q "$db" "select avg(value) from metric_values where run_id = 'th1' and variant = '$1' and metric = '$2'"; }
+db=$out/twohosts/results.db
+far_rmem=$(ip netns exec wl-far sysctl -n net.ipv4.tcp_rmem)
+"$wanlab" run "$src/examples/two-hosts.toml" --set hosts.server.ssh=far --set hosts.server.address=198.18.9.2 \
+    --set "hosts.ssh_config=$keys/ssh_config" --set "hosts.server.wanlab=$wanlab" --set run.repeats=1 \
+    --set run.warmup=0s --set run.cooldown=0s --set probe.bulk.duration=4s --out "$out/twohosts" --run th1 \
+    >"$out/twohosts.stdout" 2>"$out/twohosts.stderr"
+rc=$?
+check "examples/two-hosts.toml against the far machine exits 0 [rc=$rc]" [ "$rc" = 0 ]
+small=$(tp server-small throughput) raised=$(tp server-raised throughput)
+granted=$(tp server-small rcvbuf_granted)
+check "two-hosts: server-small is window-bound near 41 Mbit/s (25-50) [$small bit/s]" between "$small" 25e6 50e6
+check "two-hosts: server-raised carries >= 1.6x server-small [$raised vs $small bit/s]" \
+    awk -v a="$raised" -v b="$small" 'BEGIN { exit !(a + 0 >= 1.6 * b && b > 0) }'
+check "two-hosts: the receiver's buffer was granted on the far machine, within its 512 KiB tcp_rmem [$granted]" \
+    between "$granted" 1 524288
+check "two-hosts: the advice names tcp_rmem on the server" \
+    grep -q "net.ipv4.tcp_rmem max on server = 524288" "$out/twohosts.stdout"
+check "two-hosts: the far machine's tcp_rmem is given back [$(ip netns exec wl-far sysctl -n net.ipv4.tcp_rmem)]" \
+    [ "$(ip netns exec wl-far sysctl -n net.ipv4.tcp_rmem)" = "$far_rmem" ]
+check "after the two-hosts run: machine as before" same_state twohosts
 for p in $(ip netns pids wl-far); do [ "$(cat /proc/"$p"/comm)" = sshd ] && kill "$p"; done
 
 # 8. With a middle box ([hosts.router]): client (here) -> wl-mid (forwarding) -> wl-end, each
