@@ -132,7 +132,7 @@ Request tbf_request(const Direction& d, int ifindex, const std::string& dev, std
     rtnl_tc_set_parent(TC_CAST(q.get()), parent);
     rtnl_tc_set_handle(TC_CAST(q.get()), layout.shaper);
     check(rtnl_tc_set_kind(TC_CAST(q.get()), "tbf"), "tbf");
-    std::uint64_t burst = std::max<std::uint64_t>(d.rate_bps / 8 / 1000, 2ull * (mtu + 14));
+    std::uint64_t burst = tbf_burst(d.rate_bps, mtu);
     if (d.rate_bps / 8 > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
         throw InputError(
             fmt::format("shaper = \"tbf\" goes up to 17gbit through libnl; use shaper = \"htb\" for {}", d.rate_bps));

@@ -80,6 +80,10 @@ bool Direction::impaired() const {
            n.reorder > 0 || n.corrupt > 0 || rate_bps || n.slot || queue != Queue::none;
 }
 
+std::uint64_t tbf_burst(std::uint64_t rate_bps, std::uint32_t mtu) {
+    return std::max<std::uint64_t>(rate_bps / 8 * kTbfBurstTime.count() / 1000, 2ull * (mtu + 14));
+}
+
 std::uint32_t queue_size(const Direction& d) {
     std::uint64_t n = d.queue == Queue::cake ? d.queue_limit * kCakeBytesPerPacket : d.queue_limit;
     return static_cast<std::uint32_t>(std::min<std::uint64_t>(n, UINT32_MAX));

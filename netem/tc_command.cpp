@@ -12,12 +12,6 @@
 namespace wanlab::netem {
 namespace {
 
-// tbf needs a bucket of at least one MTU-sized packet; 1 ms worth of tokens (at least two
-// MTUs) keeps the burst small against the delays a WAN lab configures.
-std::uint64_t tbf_burst(std::uint64_t rate_bps, std::uint32_t mtu) {
-    return std::max<std::uint64_t>(rate_bps / 8 / 1000, 2ull * (mtu + 14));
-}
-
 std::string queue_arguments(const Direction& d) {
     std::string out = to_string(d.queue);
     if (d.queue_limit == 0) return out;

@@ -40,12 +40,19 @@ TEST_CASE("netem arguments use tc's words and order", "[netem][tc]") {
     CHECK(netem_arguments(up_of("delay = \"1ms\"\nlimit = 50000\n").netem) == "limit 50000 delay 1ms");
 }
 
+TEST_CASE("tbf's bucket holds 4 ms of tokens at the rate, and never less than two frames", "[netem][tc]") {
+    CHECK(tbf_burst(100'000'000, 1500) == 50'000);
+    CHECK(tbf_burst(20'000'000, 1500) == 10'000);
+    CHECK(tbf_burst(1'000'000, 1500) == 3'028);  // 500 B of tokens: two 1514-byte frames instead
+    CHECK(tbf_burst(1'000'000, 9000) == 18'028);
+}
+
 TEST_CASE("a tbf shaper hangs below netem and the bottleneck queue below the shaper", "[netem][tc]") {
     auto d = up_of("delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"pfifo\"\nqdisc_limit = 500\n");
     CHECK(tc_commands(d, "wl-rs", "", 1500) ==
           std::vector<std::string>{
               "tc qdisc replace dev wl-rs root handle 1: netem limit 1000 delay 20ms",
-              "tc qdisc replace dev wl-rs parent 1:1 handle 2: tbf rate 100mbit burst 12500 latency 50ms",
+              "tc qdisc replace dev wl-rs parent 1:1 handle 2: tbf rate 100mbit burst 50000 latency 50ms",
               "tc qdisc replace dev wl-rs parent 2:1 handle 3: pfifo limit 500",
           });
 }

@@ -148,7 +148,7 @@ check "bufferbloat: the deep FIFO adds >= 50 ms under load [$(ms "$fifo") ms, id
     holds 'a >= b + 0.050' -v a="$fifo" -v b="$idle_fifo"
 check "bufferbloat: fq_codel keeps the loaded RTT under half the FIFO's [$(ms "$codel") vs $(ms "$fifo") ms]" \
     holds 'a <= 0.5 * b' -v a="$codel" -v b="$fifo"
-# The tbf below fq_codel delivers less than its rate in the VM (coarse timers: docs/netem.md).
+# The tbf below fq_codel needs its 4 ms bucket to keep up with the VM's late timers (docs/netem.md).
 check "bufferbloat: both queues carry most of the 20 Mbit/s (>= 10) [$(mbit "$tfifo"), $(mbit "$tcodel")]" \
     holds 'a >= 10e6 && b >= 10e6' -v a="$tfifo" -v b="$tcodel"
 
