@@ -403,6 +403,16 @@ bool unit_of_name(std::string_view name, Unit& unit) {
     return false;
 }
 
+double planned_seconds(const ProbeSpec& p) {
+    auto d = p.options.find("duration");
+    double s = d != p.options.end() ? static_cast<double>(std::get<std::int64_t>(d->second)) / 1e9 : 0;
+    auto count = p.options.find("count"), interval = p.options.find("interval");
+    if (count != p.options.end() && interval != p.options.end())
+        s = std::min(s, static_cast<double>(std::get<std::int64_t>(count->second)) *
+                            static_cast<double>(std::get<std::int64_t>(interval->second)) / 1e9);
+    return s;
+}
+
 const char* unit_name(Unit u) {
     switch (u) {
         case Unit::bits_per_second: return "bit/s";

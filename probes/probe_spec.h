@@ -100,4 +100,8 @@ inline const std::vector<std::string> kUrlPlaceholders{"server", "client"};
 std::string format_option(const ProbeKind& kind, const std::string& option, const OptionValue& v);
 const char* unit_name(Unit u);  ///< "bit/s", "s", ...
 
+/// The seconds a measurement of `spec` is planned to take: its `duration`, or `count` probes
+/// at their `interval` when that is shorter.
+double planned_seconds(const ProbeSpec& spec);
+
 }  // namespace wanlab::probes

@@ -3,8 +3,6 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
-#include <poll.h>
-
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -154,18 +152,14 @@ public:
 
 private:
     void accept_loop() {
-        while (!acceptor_.stopping()) {
-            pollfd p{listener_.get(), POLLIN, 0};
-            if (::poll(&p, 1, 50) != 1) continue;
-            Fd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-            if (!fd) continue;
+        accept_until_stopped(listener_.get(), acceptor_, [this](Fd fd, std::uint16_t) {
             set_int(fd.get(), IPPROTO_TCP, TCP_NODELAY, sides_.server_nodelay, "TCP_NODELAY");
             set_timeouts(fd.get(), kTransactionTimeout);
             int sv = fd.get();
             conns_.push_back(std::move(fd));
             serving_.watch(sv);
             serving_.spawn([this, sv] { serve(sv, sides_); });
-        }
+        });
     }
 
     Sides sides_;

@@ -152,12 +152,7 @@ ProbeResult tcp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) 
     workers.watch(listener.get());
     int lfd = listener.get();
     // The handshake completes in the kernel; this thread only keeps the accept queue empty.
-    workers.spawn([lfd, &workers] {
-        while (!workers.stopping()) {
-            pollfd p{lfd, POLLIN, 0};
-            if (::poll(&p, 1, 100) == 1) Fd(::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC));
-        }
-    });
+    workers.spawn([lfd, &workers] { accept_until_stopped(lfd, workers, [](Fd, std::uint16_t) {}); });
     return handshakes(plan, to, where.client, tick);
 }
 
@@ -248,12 +243,7 @@ public:
         } else {
             fd_ = listen_tcp(at.netns, at.address, at.port);
             int fd = fd_.get();
-            workers_.spawn([fd, this] {
-                while (!workers_.stopping()) {
-                    pollfd p{fd, POLLIN, 0};
-                    if (::poll(&p, 1, 100) == 1) Fd(::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC));
-                }
-            });
+            workers_.spawn([fd, this] { accept_until_stopped(fd, workers_, [](Fd, std::uint16_t) {}); });
         }
         port_ = local_port(fd_.get());
     }

@@ -192,6 +192,17 @@ void Workers::join() {
     if (error_) std::rethrow_exception(error_);
 }
 
+void accept_until_stopped(int listener, const Workers& running, const std::function<void(Fd, std::uint16_t)>& take) {
+    while (!running.stopping()) {
+        pollfd p{listener, POLLIN, 0};
+        if (::poll(&p, 1, 50) != 1) continue;
+        sockaddr_in peer{};
+        socklen_t len = sizeof peer;
+        Fd fd(::accept4(listener, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC));
+        if (fd) take(std::move(fd), ntohs(peer.sin_port));
+    }
+}
+
 void sleep_until(Clock::time_point until, const std::function<void()>& tick) {
     for (;;) {
         auto now = Clock::now();

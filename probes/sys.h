@@ -92,6 +92,10 @@ private:
     std::exception_ptr error_;
 };
 
+/// A server's accept thread: accepts on `listener` until `running` stops (looking every
+/// 50 ms), handing each connection and its peer's port to `take`, which keeps or drops it.
+void accept_until_stopped(int listener, const Workers& running, const std::function<void(Fd, std::uint16_t)>& take);
+
 /// Sleeps until `until`, waking every 100 ms to call `tick` (which may throw to abort).
 void sleep_until(Clock::time_point until, const std::function<void()>& tick);
 

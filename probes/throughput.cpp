@@ -2,7 +2,6 @@
 // interval, and each connection's TCP_INFO at the end of the measurement. See docs/probes.md.
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -335,18 +334,12 @@ private:
     };
 
     void accept_loop() {
-        while (!acceptor_.stopping()) {
-            pollfd p{listener_.get(), POLLIN, 0};
-            if (::poll(&p, 1, 50) != 1) continue;
-            sockaddr_in peer{};
-            socklen_t len = sizeof peer;
-            Fd fd(::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC));
-            if (!fd) continue;
+        accept_until_stopped(listener_.get(), acceptor_, [this](Fd fd, std::uint16_t peer_port) {
             if (!tuning_.congestion_control.empty()) set_congestion_control(fd.get(), tuning_.congestion_control);
             set_timeouts(fd.get(), kIoTimeout);
             auto c = std::make_unique<Conn>();
             c->fd = std::move(fd);
-            c->peer_port = ntohs(peer.sin_port);
+            c->peer_port = peer_port;
             Conn* conn = c.get();
             {
                 std::lock_guard<std::mutex> lock(mutex_);
@@ -355,7 +348,7 @@ private:
             last_accept_ = Clock::now();
             serving_.watch(conn->fd.get());
             serving_.spawn([this, conn] { serve(*conn); });
-        }
+        });
     }
 
     /// One byte from the client, waiting as long as the server runs; 0 when none comes.

@@ -32,18 +32,6 @@ constexpr auto kEnd = 120s;  // everything given back
 // timeouts of the last transactions, the result crossing the wire.
 constexpr auto kProbeSlack = std::chrono::milliseconds(120'000);
 
-/// The longest a measurement of `spec` takes by its own options: its duration, or count
-/// probes at its interval.
-std::chrono::nanoseconds probe_time(const probes::ProbeSpec& spec) {
-    auto get = [&spec](const char* name) -> std::int64_t {
-        auto it = spec.options.find(name);
-        if (it == spec.options.end()) return 0;
-        auto v = std::get_if<std::int64_t>(&it->second);
-        return v ? *v : 0;
-    };
-    return std::chrono::nanoseconds(get("duration") + get("count") * get("interval") + get("timeout"));
-}
-
 /// AgentFar: a built-in probe's server on the server machine, run by its agent for one
 /// measurement (probes::serve_far() there). Creates: the server, through `probe_serve`.
 /// Undoes: `probe_stop`, by stop() (which returns what it saw) or the destructor.
@@ -116,6 +104,8 @@ public:
     void set_agents(std::vector<std::pair<std::string, Channel*>> agents, Channel* client) {
         agents_ = std::move(agents);
         client_ = client;
+        for (const auto& [role, channel] : agents_)
+            if (role == "server") server_ = channel;
     }
     bool probes_here() const override { return client_ == nullptr; }
     probes::ProbeResult run_probe(const probes::ProbeSpec& spec, const probes::Endpoints& where,
@@ -132,7 +122,8 @@ public:
         };
         json server = {
             {"address", where.server.address}, {"port", where.server.port}, {"far", where.server.far != nullptr}};
-        auto within = std::chrono::duration_cast<std::chrono::milliseconds>(probe_time(spec)) + kProbeSlack;
+        auto within =
+            std::chrono::milliseconds(static_cast<std::int64_t>(probes::planned_seconds(spec) * 1000)) + kProbeSlack;
         try {
             auto answer =
                 client_->call("probe_run", {{"probe", probe_json(spec)}, {"server", server}}, within, asked, tick);
@@ -144,13 +135,10 @@ public:
     }
     probes::Endpoints measure(const probes::ProbeSpec& spec, probes::Endpoints where) const override {
         // A probe with `server_port` measures against a [[service]]; others need their own.
-        if (where.server.port != 0 || !probes::far_servable(spec)) return where;
-        for (const auto& [role, channel] : agents_) {
-            if (role != "server") continue;
-            auto far = std::make_shared<AgentFar>(*channel, spec, probe_port_);
-            where.server.port = far->port();
-            where.server.far = std::move(far);
-        }
+        if (where.server.port != 0 || !server_ || !probes::far_servable(spec)) return where;
+        auto far = std::make_shared<AgentFar>(*server_, spec, probe_port_);
+        where.server.port = far->port();
+        where.server.far = std::move(far);
         return where;
     }
     json machine_counters() const override {
@@ -181,7 +169,8 @@ private:
     std::uint16_t probe_port_ = 0;
     std::vector<netem::Flow> exempt_;
     std::vector<std::pair<std::string, Channel*>> agents_;
-    Channel* client_ = nullptr;
+    Channel* client_ = nullptr;  ///< the client machine's agent, when the probes run there
+    Channel* server_ = nullptr;  ///< the server machine's agent, which runs the probes' servers
 };
 
 }  // namespace

@@ -252,43 +252,6 @@ probes::ProbeSpec probe_of(const json& j) {
     }
 }
 
-json far_report_json(const probes::FarReport& r) {
-    json connections = json::array();
-    for (const auto& [port, c] : r.connections)
-        connections.push_back({{"port", port},
-                               {"direction", c.direction},
-                               {"congestion_control", c.congestion_control},
-                               {"values", c.values}});
-    json series = json::object();
-    for (const auto& [name, s] : r.series) series[name] = {{"t", s.t}, {"value", s.value}};
-    return {{"connections", connections}, {"series", series}, {"sysctls", r.sysctls}, {"requests", r.requests}};
-}
-
-probes::FarReport far_report_of(const json& j) {
-    try {
-        probes::FarReport r;
-        for (const auto& c : j.at("connections")) {
-            probes::ConnectionStats s;
-            s.direction = c.at("direction").get<std::string>();
-            s.congestion_control = c.at("congestion_control").get<std::string>();
-            s.values = c.at("values").get<std::map<std::string, double>>();
-            r.connections[c.at("port").get<std::uint16_t>()] = std::move(s);
-        }
-        for (const auto& [name, s] : j.at("series").items()) {
-            probes::Series out;
-            out.t = s.at("t").get<std::vector<double>>();
-            out.value = s.at("value").get<std::vector<double>>();
-            if (out.t.size() != out.value.size()) throw Error(fmt::format("series {}: times and values differ", name));
-            r.series[name] = std::move(out);
-        }
-        r.sysctls = j.at("sysctls").get<std::map<std::string, std::string>>();
-        r.requests = j.at("requests").get<std::uint64_t>();
-        return r;
-    } catch (const json::exception& e) {
-        throw Error(fmt::format("a malformed probe server report: {}", e.what()));
-    }
-}
-
 namespace {
 
 json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
@@ -305,7 +268,61 @@ std::map<std::string, double> numbers_of(const json& j) {
     return out;
 }
 
+json connection_json(const probes::ConnectionStats& c) {
+    return {{"direction", c.direction}, {"congestion_control", c.congestion_control}, {"values", numbers(c.values)}};
+}
+probes::ConnectionStats connection_of(const json& c) {
+    return {c.at("direction").get<std::string>(), c.at("congestion_control").get<std::string>(),
+            numbers_of(c.at("values"))};
+}
+
+json series_json(const probes::SeriesMap& m) {
+    json out = json::object();
+    for (const auto& [name, s] : m) {
+        json v = json::array();
+        for (double x : s.value) v.push_back(number(x));
+        out[name] = {{"t", s.t}, {"value", v}};
+    }
+    return out;
+}
+probes::SeriesMap series_of(const json& j) {
+    probes::SeriesMap out;
+    for (const auto& [name, s] : j.items()) {
+        probes::Series one;
+        one.t = s.at("t").get<std::vector<double>>();
+        for (const auto& v : s.at("value")) one.value.push_back(number_of(v));
+        if (one.t.size() != one.value.size()) throw Error(fmt::format("series {}: times and values differ", name));
+        out[name] = std::move(one);
+    }
+    return out;
+}
+
 }  // namespace
+
+json far_report_json(const probes::FarReport& r) {
+    json connections = json::array();
+    for (const auto& [port, c] : r.connections) {
+        connections.push_back(connection_json(c));
+        connections.back()["port"] = port;
+    }
+    return {{"connections", connections},
+            {"series", series_json(r.series)},
+            {"sysctls", r.sysctls},
+            {"requests", r.requests}};
+}
+
+probes::FarReport far_report_of(const json& j) {
+    try {
+        probes::FarReport r;
+        for (const auto& c : j.at("connections")) r.connections[c.at("port").get<std::uint16_t>()] = connection_of(c);
+        r.series = series_of(j.at("series"));
+        r.sysctls = j.at("sysctls").get<std::map<std::string, std::string>>();
+        r.requests = j.at("requests").get<std::uint64_t>();
+        return r;
+    } catch (const json::exception& e) {
+        throw Error(fmt::format("a malformed probe server report: {}", e.what()));
+    }
+}
 
 json probe_result_json(const probes::ProbeResult& r, std::size_t max_samples) {
     json samples = json::object();
@@ -317,18 +334,14 @@ json probe_result_json(const probes::ProbeResult& r, std::size_t max_samples) {
             notes.push_back(fmt::format("samples.{} holds the first {} of {} (the client machine's agent sent no more)",
                                         name, max_samples, values.size()));
     }
-    json series = json::object();
-    for (const auto& [name, s] : r.series) {
-        json v = json::array();
-        for (double x : s.value) v.push_back(number(x));
-        series[name] = {{"t", s.t}, {"value", v}};
-    }
     json connections = json::array();
-    for (const auto& c : r.connections)
-        connections.push_back(
-            {{"direction", c.direction}, {"congestion_control", c.congestion_control}, {"values", numbers(c.values)}});
-    return {{"kind", r.kind},     {"tool", r.tool},   {"metrics", numbers(r.metrics)},
-            {"samples", samples}, {"series", series}, {"connections", connections},
+    for (const auto& c : r.connections) connections.push_back(connection_json(c));
+    return {{"kind", r.kind},
+            {"tool", r.tool},
+            {"metrics", numbers(r.metrics)},
+            {"samples", samples},
+            {"series", series_json(r.series)},
+            {"connections", connections},
             {"notes", notes}};
 }
 
@@ -340,16 +353,8 @@ probes::ProbeResult probe_result_of(const json& j) {
         r.metrics = numbers_of(j.at("metrics"));
         for (const auto& [name, values] : j.at("samples").items())
             for (const auto& v : values) r.samples[name].push_back(number_of(v));
-        for (const auto& [name, s] : j.at("series").items()) {
-            probes::Series out;
-            out.t = s.at("t").get<std::vector<double>>();
-            for (const auto& v : s.at("value")) out.value.push_back(number_of(v));
-            if (out.t.size() != out.value.size()) throw Error(fmt::format("series {}: times and values differ", name));
-            r.series[name] = std::move(out);
-        }
-        for (const auto& c : j.at("connections"))
-            r.connections.push_back({c.at("direction").get<std::string>(),
-                                     c.at("congestion_control").get<std::string>(), numbers_of(c.at("values"))});
+        r.series = series_of(j.at("series"));
+        for (const auto& c : j.at("connections")) r.connections.push_back(connection_of(c));
         r.notes = j.at("notes").get<std::vector<std::string>>();
         return r;
     } catch (const json::exception& e) {

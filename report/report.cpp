@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "report/html.h"
 #include "report/model.h"
+#include "results/store.h"
 
 namespace wanlab::report {
 namespace {
@@ -147,12 +148,7 @@ std::string render_json(const Model& m) {
     j["environment"] = {{"hostname", run.env.hostname}, {"kernel", run.env.kernel},
                         {"machine", run.env.machine},   {"wanlab_version", run.env.wanlab_version},
                         {"where", run.env.where},       {"sysctls_before", run.env.sysctls_before}};
-    for (const auto& [role, mach] : run.env.machines)
-        j["environment"]["machines"][role] = {{"ssh", mach.ssh},
-                                              {"hostname", mach.hostname},
-                                              {"kernel", mach.kernel},
-                                              {"machine", mach.machine},
-                                              {"sysctls_before", mach.sysctls_before}};
+    if (!run.env.machines.empty()) j["environment"]["machines"] = nlohmann::json(run.env.machines);
     j["cells"] = json::array();
     for (const auto& c : m.cells) j["cells"].push_back(cell_json(c));
     j["comparisons"] = json::array();

@@ -218,18 +218,27 @@ void append_measurement(std::string& out, const RunData& data, const std::vector
 
 }  // namespace
 
+void to_json(json& j, const MachineEnvironment& m) {
+    j = {{"ssh", m.ssh},
+         {"hostname", m.hostname},
+         {"kernel", m.kernel},
+         {"machine", m.machine},
+         {"sysctls_before", m.sysctls_before}};
+}
+
+void from_json(const json& j, MachineEnvironment& m) {
+    j.at("ssh").get_to(m.ssh);
+    j.at("hostname").get_to(m.hostname);
+    j.at("kernel").get_to(m.kernel);
+    j.at("machine").get_to(m.machine);
+    j.at("sysctls_before").get_to(m.sysctls_before);
+}
+
 void to_json(json& j, const Environment& env) {
     j = {{"hostname", env.hostname}, {"kernel", env.kernel},
          {"machine", env.machine},   {"wanlab_version", env.wanlab_version},
          {"where", env.where},       {"sysctls_before", env.sysctls_before}};
-    if (env.machines.empty()) return;
-    auto& machines = j["machines"] = json::object();
-    for (const auto& [role, m] : env.machines)
-        machines[role] = {{"ssh", m.ssh},
-                          {"hostname", m.hostname},
-                          {"kernel", m.kernel},
-                          {"machine", m.machine},
-                          {"sysctls_before", m.sysctls_before}};
+    if (!env.machines.empty()) j["machines"] = env.machines;
 }
 
 void from_json(const json& j, Environment& env) {
@@ -239,16 +248,7 @@ void from_json(const json& j, Environment& env) {
     j.at("wanlab_version").get_to(env.wanlab_version);
     j.at("where").get_to(env.where);
     j.at("sysctls_before").get_to(env.sysctls_before);
-    if (auto it = j.find("machines"); it != j.end())  // since hosts mode recorded them
-        for (const auto& [role, m] : it->items()) {
-            MachineEnvironment e;
-            m.at("ssh").get_to(e.ssh);
-            m.at("hostname").get_to(e.hostname);
-            m.at("kernel").get_to(e.kernel);
-            m.at("machine").get_to(e.machine);
-            m.at("sysctls_before").get_to(e.sysctls_before);
-            env.machines[role] = std::move(e);
-        }
+    if (auto it = j.find("machines"); it != j.end()) it->get_to(env.machines);  // since hosts mode recorded them
 }
 
 void to_json(json& j, const EmulationCheck& c) {

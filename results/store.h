@@ -81,6 +81,8 @@ nlohmann::json to_json(const RunData& data);
 RunData from_json(const nlohmann::json& j);
 /// Parts of a run as to_json() writes them (NaN as JSON null), also the store's JSON columns:
 /// `json j = env; j.get<Environment>()`. from_json throws nlohmann::json::exception.
+void to_json(nlohmann::json& j, const MachineEnvironment& m);
+void from_json(const nlohmann::json& j, MachineEnvironment& m);
 void to_json(nlohmann::json& j, const Environment& env);
 void from_json(const nlohmann::json& j, Environment& env);
 void to_json(nlohmann::json& j, const EmulationCheck& check);

@@ -46,16 +46,6 @@ const char* const kUsualKeys[] = {
     "net.ipv4.tcp_rmem",     "net.ipv4.tcp_wmem", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_adv_win_scale",
     "net.core.default_qdisc"};
 
-double probe_seconds(const probes::ProbeSpec& p) {
-    auto d = p.options.find("duration");
-    double s = d != p.options.end() ? ns_to_s(std::get<std::int64_t>(d->second)) : 0;
-    auto count = p.options.find("count"), interval = p.options.find("interval");
-    if (count != p.options.end() && interval != p.options.end())
-        s = std::min(s, static_cast<double>(std::get<std::int64_t>(count->second)) *
-                            ns_to_s(std::get<std::int64_t>(interval->second)));
-    return s;
-}
-
 // rtt probes carry no state to warm; a command's warm-up is the user's (a command has no
 // duration to shorten).
 bool warms_up(const probes::ProbeSpec& p) { return p.kind != "rtt" && p.kind != "command"; }
@@ -240,7 +230,7 @@ public:
                 store_.add_measurement(data_.run.id, m);
                 data_.measurements.push_back(std::move(m));
                 if (between) between();
-                done_ += probe_seconds(spec);
+                done_ += probes::planned_seconds(spec);
                 probes::sleep_until(probes::Clock::now() + exp_.run.cooldown, tick_);
                 done_ += ns_to_s(exp_.run.cooldown.count());
             }
@@ -350,7 +340,7 @@ double planned_seconds(const lab::Trial& t, const lab::RunSpec& run) {
     double s = checks_emulation(t) ? kCheckSeconds : 0;
     for (const auto& p : t.probes)
         s += (warms_up(p) ? ns_to_s(run.warmup.count()) : 0) +
-             run.repeats * (probe_seconds(p) + ns_to_s(run.cooldown.count()));
+             run.repeats * (probes::planned_seconds(p) + ns_to_s(run.cooldown.count()));
     return s;
 }
 
@@ -404,23 +394,6 @@ results::Environment environment(const lab::Experiment& exp, const std::string& 
     for (const auto& k : environment_keys(exp))
         if (auto v = proc.read("", k)) env.sysctls_before[k] = *v;
     return env;
-}
-
-/// The machines of a hosts-mode run as HostsSession::machines() read them.
-std::map<std::string, results::MachineEnvironment> machine_environments(const nlohmann::json& j) {
-    std::map<std::string, results::MachineEnvironment> out;
-    for (const auto& [role, m] : j.items()) {
-        results::MachineEnvironment e;
-        e.ssh = m.value("ssh", "");
-        e.hostname = m.value("hostname", "");
-        e.kernel = m.value("kernel", "");
-        e.machine = m.value("machine", "");
-        const auto values = m.value("sysctls_before", nlohmann::json::object());
-        for (const auto& [k, v] : values.items())
-            if (v.is_string()) e.sysctls_before[k] = v.get<std::string>();
-        out[role] = std::move(e);
-    }
-    return out;
 }
 
 int recorded_run(results::Store& store, results::RunData& data,
@@ -489,7 +462,7 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
         ho.progress = so.progress;
         ho.log = so.log;
         auto hosts = std::make_unique<remote::HostsSession>(exp.trials, ho);
-        data.run.env.machines = machine_environments(hosts->machines(environment_keys(exp)));
+        hosts->machines(environment_keys(exp)).get_to(data.run.env.machines);
         session = std::move(hosts);
     } else {
         session = std::make_unique<lab::LabSession>(exp.trials, so, proc);
