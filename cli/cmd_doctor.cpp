@@ -107,10 +107,10 @@ Runner setup_doctor(CLI::App& sub) {
         std::printf("qdiscs and devices (tried in a scratch namespace):\n");
         if (!probe_error.empty()) std::printf("  %s\n", probe_error.c_str());
         for (const auto& f : features) {
-            std::printf("  %-9s %s%s\n", f.name.c_str(), f.available ? "yes" : "NO",
+            std::printf("  %-10s %s%s\n", f.name.c_str(), f.available ? "yes" : "NO",
                         f.detail.empty() ? "" : fmt::format("  ({})", f.detail).c_str());
             if (!f.available && !netem::advice_for(f.name).empty())
-                std::printf("            %s\n", netem::advice_for(f.name).c_str());
+                std::printf("             %s\n", netem::advice_for(f.name).c_str());
         }
         std::printf("tools:\n");
         for (const auto& t : kTools) {

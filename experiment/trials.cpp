@@ -7,6 +7,7 @@
 
 #include "experiment/document.h"
 #include "experiment/sections.h"
+#include "netem/link_spec.h"
 
 namespace wanlab::lab {
 namespace {
@@ -244,6 +245,9 @@ std::vector<Trial> expand_trials(const Node& doc, const Experiment& exp, const s
                 canonical += "|" + path + "=" + t.sweep.back().second;
             }
             t.id = fmt::format("{:08x}", static_cast<std::uint32_t>(fnv1a(canonical) >> 32));
+            // [run] seed seeds netem wherever [link] names no seed of its own.
+            if (!t.link.up.netem.seed) t.link.up.netem.seed = netem::seed_for(exp.run.seed, t.id, "up");
+            if (!t.link.down.netem.seed) t.link.down.netem.seed = netem::seed_for(exp.run.seed, t.id, "down");
             trials.push_back(std::move(t));
             if (diag.error_count() > 50) return trials;  // enough to act on
         }

@@ -44,6 +44,7 @@ std::set<std::string> needed_qdiscs(const std::vector<Trial>& trials) {
             kinds.insert("netem");
             if (d->rate_bps && d->shaper != netem::Shaper::netem) kinds.insert(netem::to_string(d->shaper));
             if (d->queue != netem::Queue::none) kinds.insert(netem::to_string(d->queue));
+            if (d->netem.seed_explicit) kinds.insert("netem_seed");
             // Host mode's own tree (and hosts mode's, the same): the htb root with the
             // target's class on the way out, the ingress hook and an ifb on the way in.
             bool filtered = t.lab.mode == LabSpec::Mode::host || t.lab.mode == LabSpec::Mode::hosts;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/units.h"
+#include "netem/queue.h"
 
 namespace wanlab::netem {
 namespace {
@@ -28,7 +29,6 @@ constexpr std::int64_t kS32Min = std::numeric_limits<std::int32_t>::min();
 
 const std::vector<std::string> kDistributions{"normal", "pareto", "paretonormal", "experimental", "uniform"};
 const std::vector<std::string> kShapers{"netem", "tbf", "htb"};
-const std::vector<std::string> kQueues{"none", "pfifo", "bfifo", "fq_codel", "cake"};
 const std::vector<std::string> kLossModels{"random", "gemodel", "state"};
 
 double fraction(std::uint32_t p) { return static_cast<double>(p) / UINT32_MAX; }
@@ -190,26 +190,6 @@ void parse_shaper(const Attribute&, Reader& r, Direction& d) {
     if (auto s = r.choice("shaper", kShapers)) {
         note(d, r, "shaper");
         d.shaper = *s == "tbf" ? Shaper::tbf : *s == "htb" ? Shaper::htb : Shaper::netem;
-    }
-}
-
-void parse_qdisc(const Attribute&, Reader& r, Direction& d) {
-    if (auto q = r.choice("qdisc", kQueues)) {
-        note(d, r, "qdisc");
-        auto it = std::find(kQueues.begin(), kQueues.end(), *q);
-        d.queue = static_cast<Queue>(it - kQueues.begin());
-    }
-}
-
-// After qdisc: a bfifo's limit is a size in bytes, the others' a number of packets.
-void parse_qdisc_limit(const Attribute&, Reader& r, Direction& d) {
-    const Node* n = r.raw("qdisc_limit");
-    if (!n) return;
-    note(d, r, "qdisc_limit");
-    if (d.queue == Queue::bfifo) {
-        if (auto v = config::to_size(*n, "qdisc_limit", r.diag())) d.queue_limit = *v;
-    } else if (auto v = config::to_integer(*n, "qdisc_limit", 1, kU32Max, r.diag())) {
-        d.queue_limit = static_cast<std::uint64_t>(*v);
     }
 }
 
@@ -405,7 +385,10 @@ std::vector<Attribute> make_rows() {
     rows.push_back(
         {"delay", true, 1,
          [](const Attribute& a, Reader& r, Direction& d) { bounded_duration(r, a.key, kMaxDelay, d.netem.delay, d); },
-         [](const Netem& n, const Psched& p, NetemWire& w) { w.qopt.latency = p.ticks(n.delay); },
+         [](const Netem& n, const Psched& p, NetemWire& w) {
+             w.qopt.latency = p.ticks(n.delay);
+             if (n.delay.count() >= kU32Max) w.latency64 = n.delay.count();
+         },
          [](const NetemWire& w, const Psched& p, Netem& n) {
              n.delay = w.latency64 ? nanoseconds{*w.latency64} : ticks_to_ns(w.qopt.latency, p);
          },
@@ -416,7 +399,10 @@ std::vector<Attribute> make_rows() {
     rows.push_back(
         {"jitter", true, -1,
          [](const Attribute& a, Reader& r, Direction& d) { bounded_duration(r, a.key, kMaxJitter, d.netem.jitter, d); },
-         [](const Netem& n, const Psched& p, NetemWire& w) { w.qopt.jitter = p.ticks(n.jitter); },
+         [](const Netem& n, const Psched& p, NetemWire& w) {
+             w.qopt.jitter = p.ticks(n.jitter);
+             if (n.jitter.count() >= kU32Max) w.jitter64 = n.jitter.count();
+         },
          [](const NetemWire& w, const Psched& p, Netem& n) {
              n.jitter = w.jitter64 ? nanoseconds{*w.jitter64} : ticks_to_ns(w.qopt.jitter, p);
          },
@@ -559,10 +545,16 @@ std::vector<Attribute> make_rows() {
     // The qdiscs below netem (encode.h builds them, readback.h checks them).
     rows.push_back({"shaper", true, -1, parse_shaper, nullptr, nullptr, nullptr, nullptr,
                     [](const Attribute& a, const Direction& d, json& j) { j[a.key] = to_string(d.shaper); }});
-    rows.push_back({"qdisc", true, -1, parse_qdisc, nullptr, nullptr, nullptr, nullptr,
-                    [](const Attribute& a, const Direction& d, json& j) { j[a.key] = to_string(d.queue); }});
-    rows.push_back({"qdisc_limit", true, -1, parse_qdisc_limit, nullptr, nullptr, nullptr, nullptr,
-                    [](const Attribute& a, const Direction& d, json& j) { j[a.key] = d.queue_limit; }});
+    // `qdisc` (a name or a table) and `qdisc_limit` are read together (netem/queue.h).
+    rows.push_back({"qdisc", true, -1, [](const Attribute&, Reader& r, Direction& d) { parse_queue(r, d); }, nullptr,
+                    nullptr, nullptr, nullptr, [](const Attribute& a, const Direction& d, json& j) {
+                        j[a.key] = to_string(d.queue);
+                        json params = json::object();
+                        for (const auto& [k, v] : queue_param_list(d)) params[k] = v;
+                        if (!params.empty()) j["qdisc_params"] = params;
+                    }});
+    rows.push_back({"qdisc_limit", true, -1, [](const Attribute&, Reader&, Direction&) {}, nullptr, nullptr, nullptr,
+                    nullptr, [](const Attribute& a, const Direction& d, json& j) { j[a.key] = d.queue_limit; }});
     rows.push_back({"ecn", true, 3, parse_ecn,
                     [](const Netem& n, const Psched&, NetemWire& w) { w.ecn = n.ecn ? 1 : 0; },
                     [](const NetemWire& w, const Psched&, Netem& n) { n.ecn = w.ecn != 0; },
@@ -601,6 +593,36 @@ std::vector<Attribute> make_rows() {
                     },
                     compare_slot, tc_slot,
                     [](const Attribute& a, const Direction& d, json& j) { j[a.key] = slot_json(d.netem.slot); }});
+    // netem's PRNG seed. A kernel before 6.6 drops the attribute unread and dumps none: an
+    // error where `seed` was written, silence where it came from [run] seed. A kernel that
+    // has it dumps the seed it picked when none was sent: compared only when one was asked.
+    rows.push_back({"seed", true, 9,
+                    [](const Attribute& a, Reader& r, Direction& d) {
+                        if (auto v = r.integer(a.key, 0, std::numeric_limits<std::int64_t>::max())) {
+                            d.netem.seed = static_cast<std::uint64_t>(*v);
+                            d.netem.seed_explicit = true;
+                            note(d, r, a.key);
+                        }
+                    },
+                    [](const Netem& n, const Psched&, NetemWire& w) { w.prng_seed = n.seed; },
+                    [](const NetemWire& w, const Psched&, Netem& n) { n.seed = w.prng_seed; },
+                    [](const Attribute& a, const Netem& x, const Netem& k, std::vector<Mismatch>& out) {
+                        if (!x.seed || (!k.seed && !x.seed_explicit)) return;
+                        if (!k.seed)
+                            out.push_back({a.key, std::to_string(*x.seed),
+                                           "none (netem's seed needs Linux 6.6 or later; remove `seed` to run "
+                                           "unseeded here)"});
+                        else if (*k.seed != *x.seed)
+                            out.push_back({a.key, std::to_string(*x.seed), std::to_string(*k.seed)});
+                    },
+                    // tc (iproute2 6.6+) takes `seed N`; a seed derived from [run] seed is
+                    // wanlab's own choice and not printed.
+                    [](const Netem& n, std::string& out) {
+                        if (n.seed && n.seed_explicit) out += fmt::format(" seed {}", *n.seed);
+                    },
+                    [](const Attribute& a, const Direction& d, json& j) {
+                        j[a.key] = d.netem.seed ? json(*d.netem.seed) : json(nullptr);
+                    }});
     return rows;
 }
 

@@ -31,8 +31,13 @@
 
 namespace wanlab::netem {
 
-/// The longest delay netem's qopt can carry: 2^32 psched ticks of 64 ns are 274.9 s.
-inline constexpr std::chrono::nanoseconds kMaxDelay{std::chrono::seconds(274)};
+/// The longest delay wanlab sends. qopt carries 2^32 psched ticks of 64 ns (274.9 s); longer
+/// ones (from 2^32 ns on, as tc) travel as TCA_NETEM_LATENCY64 / JITTER64 in nanoseconds,
+/// which kernels since 4.15 read. A day is config's ceiling on any duration.
+inline constexpr std::chrono::nanoseconds kMaxDelay{std::chrono::hours(24)};
+
+/// TCA_NETEM_PRNG_SEED (u64), Linux 6.6; Debian 12's uapi headers stop at SLOT_DIST.
+inline constexpr int kNetemPrngSeed = 14;
 
 /// A field where the kernel holds something other than what was asked.
 struct Mismatch {
@@ -54,8 +59,9 @@ struct NetemWire {
     std::optional<std::uint64_t> rate64;  ///< bytes/s; sent only above UINT32_MAX
     std::uint32_t ecn = 0;
     std::optional<tc_netem_slot> slot;      ///< always sent (zero without a slot)
-    std::optional<std::int64_t> latency64;  ///< ns; dumped by the kernel, never sent (as tc)
+    std::optional<std::int64_t> latency64;  ///< ns; sent from 2^32 ns on (as tc), always dumped
     std::optional<std::int64_t> jitter64;
+    std::optional<std::uint64_t> prng_seed;  ///< kNetemPrngSeed; dumped by kernels that have it
 };
 
 struct Attribute {

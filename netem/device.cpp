@@ -132,11 +132,11 @@ void DeviceQdiscs::apply(const Direction& d, std::uint32_t mtu, const Psched& ps
         bool fresh = same_kind && old_queue && d.queue == Queue::none;
         if ((same_kind && !fresh) != at_primary) effective.shaper = layout.shaper + kAlternate;
         if (same_kind && !fresh && old_queue && d.queue != Queue::none) {
-            // The same rule for the queue: same kind, same handle (a change); another kind
-            // is grafted at the other handle, which replaces the old one in one step.
-            bool same_queue = old_queue->kind == to_string(d.queue);
-            effective.queue =
-                (old_queue->handle == layout.queue) == same_queue ? layout.queue : layout.queue + kAlternate;
+            // The queue is always grafted whole at the other of its two handles, which
+            // replaces the old one in one step: a change in place would keep every parameter
+            // the new trial leaves at its default, and some (fq_codel's and fq_pie's flows)
+            // cannot be changed at all.
+            effective.queue = old_queue->handle == layout.queue ? layout.queue + kAlternate : layout.queue;
         } else if (effective.shaper != layout.shaper) {
             effective.queue = layout.queue + kAlternate;
         }

@@ -15,13 +15,13 @@
 #include <netlink/route/class.h>
 #include <netlink/route/qdisc.h>
 #include <netlink/route/qdisc/fifo.h>
-#include <netlink/route/qdisc/fq_codel.h>
 #include <netlink/route/qdisc/htb.h>
 #include <netlink/route/qdisc/tbf.h>
 #include <netlink/route/tc.h>
 
 #include "core/error.h"
 #include "netem/attributes.h"
+#include "netem/queue.h"
 
 namespace wanlab::netem {
 namespace {
@@ -85,6 +85,9 @@ void netem_attributes(nl_msg* m, const NetemWire& w, const std::vector<std::int1
     put(m, TCA_NETEM_RATE, w.rate);
     put(m, TCA_NETEM_ECN, w.ecn);
     put(m, TCA_NETEM_SLOT, w.slot.value_or(tc_netem_slot{}));
+    if (w.latency64) put(m, TCA_NETEM_LATENCY64, *w.latency64);
+    if (w.jitter64) put(m, TCA_NETEM_JITTER64, *w.jitter64);
+    if (w.prng_seed) put(m, kNetemPrngSeed, *w.prng_seed);
 }
 
 Msg new_message(int type, int flags, int ifindex, std::uint32_t parent, std::uint32_t handle) {
@@ -172,38 +175,37 @@ std::vector<Request> htb_requests(const Direction& d, int ifindex, const std::st
     return out;
 }
 
-Request queue_request(const Direction& d, int ifindex, const std::string& dev, const TreeLayout& layout) {
-    std::unique_ptr<rtnl_qdisc, QdiscPut> q(rtnl_qdisc_alloc());
-    rtnl_tc_set_ifindex(TC_CAST(q.get()), ifindex);
-    rtnl_tc_set_parent(TC_CAST(q.get()), layout.shaper | 1);
-    rtnl_tc_set_handle(TC_CAST(q.get()), layout.queue);
-    check(rtnl_tc_set_kind(TC_CAST(q.get()), to_string(d.queue)), to_string(d.queue));
-    int limit = static_cast<int>(std::min<std::uint64_t>(d.queue_limit, std::numeric_limits<int>::max()));
-    switch (d.queue) {
-        case Queue::pfifo:
-        case Queue::bfifo:
-            // fifo needs a limit; tc's default is the device's txqueuelen (packets) or
-            // txqueuelen x MTU (bytes). wanlab states it: 1000 packets, or 1000 x 1514 bytes.
-            check(rtnl_qdisc_fifo_set_limit(q.get(), limit ? limit : (d.queue == Queue::bfifo ? 1000 * 1514 : 1000)),
-                  "fifo limit");
-            break;
-        case Queue::fq_codel:
-            if (limit) check(rtnl_qdisc_fq_codel_set_limit(q.get(), limit), "fq_codel limit");
-            break;
-        default: break;  // cake: no libnl module; its options are added below
+Request queue_request(const Direction& d, int ifindex, const std::string& dev, const TreeLayout& layout,
+                      const Psched& psched) {
+    const std::string what = fmt::format("replace {} {:x}: on {}", to_string(d.queue), layout.queue >> 16, dev);
+    if (d.queue == Queue::pfifo || d.queue == Queue::bfifo) {
+        // fifo needs a limit; tc's default is the device's txqueuelen (packets) or
+        // txqueuelen x MTU (bytes). wanlab states it: 1000 packets, or 1000 x 1514 bytes.
+        std::unique_ptr<rtnl_qdisc, QdiscPut> q(rtnl_qdisc_alloc());
+        rtnl_tc_set_ifindex(TC_CAST(q.get()), ifindex);
+        rtnl_tc_set_parent(TC_CAST(q.get()), layout.shaper | 1);
+        rtnl_tc_set_handle(TC_CAST(q.get()), layout.queue);
+        check(rtnl_tc_set_kind(TC_CAST(q.get()), to_string(d.queue)), to_string(d.queue));
+        int limit = static_cast<int>(std::min<std::uint64_t>(d.queue_limit, std::numeric_limits<int>::max()));
+        check(rtnl_qdisc_fifo_set_limit(q.get(), limit ? limit : (d.queue == Queue::bfifo ? 1000 * 1514 : 1000)),
+              "fifo limit");
+        nl_msg* raw = nullptr;
+        check(rtnl_qdisc_build_add_request(q.get(), kCreateOrReplace, &raw), to_string(d.queue));
+        Msg m(raw);
+        return to_request(what, m.get());
     }
-    nl_msg* raw = nullptr;
-    check(rtnl_qdisc_build_add_request(q.get(), kCreateOrReplace, &raw), to_string(d.queue));
-    Msg m(raw);
-    if (d.queue == Queue::cake && d.queue_limit) {
-        // As tc's `cake memlimit BYTES`: TCA_OPTIONS holding TCA_CAKE_MEMORY (u32). cake's
-        // own shaper stays off (no TCA_CAKE_BASE_RATE64): the rate is the shaper's above it.
-        nlattr* opts = nla_nest_start(m.get(), TCA_OPTIONS);
-        if (!opts || nla_put_u32(m.get(), TCA_CAKE_MEMORY, queue_size(d)) < 0)
-            throw Error("encoding cake options: message too large");
-        nla_nest_end(m.get(), opts);
+    // The other kinds have no libnl module (or one that cannot say everything): their
+    // options come from netem/queue.h, nested attributes except sfq's struct. cake's own
+    // shaper stays off (no TCA_CAKE_BASE_RATE64): the rate is the shaper's above it.
+    Msg m = new_message(RTM_NEWQDISC, kCreateOrReplace, ifindex, layout.shaper | 1, layout.queue);
+    if (nla_put_string(m.get(), TCA_KIND, to_string(d.queue)) < 0) throw Error("encoding a queue: message too large");
+    auto options = queue_options(d, psched);
+    if (!options.empty() || d.queue == Queue::sfq) {
+        int type = d.queue == Queue::sfq ? TCA_OPTIONS : (TCA_OPTIONS | NLA_F_NESTED);
+        if (nla_put(m.get(), type, static_cast<int>(options.size()), options.data()) < 0)
+            throw Error(fmt::format("encoding {} options: message too large", to_string(d.queue)));
     }
-    return to_request(fmt::format("replace {} {:x}: on {}", to_string(d.queue), layout.queue >> 16, dev), m.get());
+    return to_request(what, m.get());
 }
 
 }  // namespace
@@ -292,7 +294,7 @@ std::vector<Request> tree_requests(const Direction& d, int ifindex, const std::s
         out.push_back(tbf_request(d, ifindex, dev, layout.netem | 1, mtu, layout));
     else
         for (auto& r : htb_requests(d, ifindex, dev, layout.netem | 1, layout)) out.push_back(std::move(r));
-    if (d.queue != Queue::none) out.push_back(queue_request(d, ifindex, dev, layout));
+    if (d.queue != Queue::none) out.push_back(queue_request(d, ifindex, dev, layout, psched));
     return out;
 }
 

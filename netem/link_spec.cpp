@@ -8,6 +8,7 @@
 
 #include "core/units.h"
 #include "netem/attributes.h"
+#include "netem/queue.h"
 
 namespace wanlab::netem {
 namespace {
@@ -80,6 +81,16 @@ bool Direction::impaired() const {
            n.reorder > 0 || n.corrupt > 0 || rate_bps || n.slot || queue != Queue::none;
 }
 
+std::uint64_t seed_for(std::uint64_t run_seed, const std::string& trial_id, const char* direction) {
+    // FNV-1a over the trial and direction, mixed with the run's seed by splitmix64.
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (char c : trial_id + "/" + direction) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    std::uint64_t z = run_seed + 0x9e3779b97f4a7c15ull * (h | 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 std::uint64_t tbf_burst(std::uint64_t rate_bps, std::uint32_t mtu) {
     return std::max<std::uint64_t>(rate_bps / 8 * kTbfBurstTime.count() / 1000, 2ull * (mtu + 14));
 }
@@ -97,15 +108,7 @@ const char* to_string(Shaper s) {
     }
 }
 
-const char* to_string(Queue q) {
-    switch (q) {
-        case Queue::pfifo: return "pfifo";
-        case Queue::bfifo: return "bfifo";
-        case Queue::fq_codel: return "fq_codel";
-        case Queue::cake: return "cake";
-        default: return "none";
-    }
-}
+const char* to_string(Queue q) { return queue_kind(q).name; }
 
 const char* to_string(Loss::Model m) {
     switch (m) {
@@ -192,6 +195,7 @@ void validate_direction(const Direction& d, const char* dir, Diagnostics& diag) 
                                "32-bit byte count, so at most {} packets",
                                d.queue_limit, kCakeBytesPerPacket, UINT32_MAX / kCakeBytesPerPacket));
     }
+    if (d.queue != Queue::none) validate_queue(d, diag);
 }
 }  // namespace
 

@@ -64,10 +64,18 @@ struct Netem {
     bool ecn = false;
     std::optional<std::uint32_t> limit;  ///< packets; nullopt = "auto"
     std::uint32_t limit_packets = 1000;  ///< resolved by resolve_limit()
+    /// The seed of netem's own PRNG (TCA_NETEM_PRNG_SEED, Linux 6.6 and later): `seed` in
+    /// [link], or derived from [run] seed, the trial and the direction (seed_for()), so the
+    /// same file draws the same losses and delays. nullopt: the kernel picks one.
+    std::optional<std::uint64_t> seed;
+    bool seed_explicit = false;  ///< written as `seed`: a kernel that ignores it is an error
 };
 
 enum class Shaper { netem, tbf, htb };
-enum class Queue { none, pfifo, bfifo, fq_codel, cake };
+/// The bottleneck queue below the shaper (netem/queue.h has each kind's parameters).
+enum class Queue { none, pfifo, bfifo, fq_codel, cake, codel, pie, fq_pie, sfq, red, fq };
+/// A queue's parameters by their tc word, in base units (ns, bytes, bit/s, fractions, 0/1).
+using QueueParams = std::map<std::string, double>;
 
 /// One direction of the path: netem, then the rate limit and its bottleneck queue.
 struct Direction {
@@ -75,7 +83,8 @@ struct Direction {
     Shaper shaper = Shaper::netem;
     std::uint64_t rate_bps = 0;  ///< the configured rate, whichever shaper carries it
     Queue queue = Queue::none;
-    std::uint64_t queue_limit = 0;  ///< packets (pfifo, fq_codel, cake) or bytes (bfifo); 0 = default
+    std::uint64_t queue_limit = 0;  ///< packets, or bytes (bfifo, red); 0 = default
+    QueueParams queue_params;       ///< what `qdisc` as a table set besides `limit`
     /// Where each key that set this direction was written, for cross-field messages.
     std::map<std::string, Location> at;
 
@@ -97,6 +106,10 @@ std::uint32_t queue_size(const Direction& d);
 /// delivered 13 of 20 Mbit/s under the micro-VM's emulated CPU.
 inline constexpr std::chrono::milliseconds kTbfBurstTime{4};
 std::uint64_t tbf_burst(std::uint64_t rate_bps, std::uint32_t mtu);
+
+/// netem's seed for one direction of one trial, from the run's seed: stable for the same
+/// file (trial ids are), different between trials and directions (splitmix64 of the three).
+std::uint64_t seed_for(std::uint64_t run_seed, const std::string& trial_id, const char* direction);
 
 /// Both directions: `up` is client -> server, `down` is server -> client.
 struct LinkSpec {

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <sys/utsname.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -19,11 +20,14 @@
 #include "netem/device.h"
 #include "netem/encode.h"
 #include "netem/kernel.h"
+#include "netem/readback.h"
+#include "netem/queue.h"
 
 namespace wanlab::netem {
 namespace {
 
-const char* kQdiscKinds[] = {"netem", "tbf", "htb", "pfifo", "bfifo", "fq_codel", "cake", "prio", "ingress", "clsact"};
+const char* kQdiscKinds[] = {"netem", "tbf",  "htb",    "pfifo", "bfifo", "fq_codel", "cake",    "codel",
+                             "pie",   "fq_pie", "sfq", "red",   "fq",    "prio",     "ingress", "clsact"};
 
 template <class T>
 std::vector<std::uint8_t> bytes_of(const T& v) {
@@ -59,6 +63,12 @@ Request minimal_qdisc(const std::string& kind, int ifindex) {
         o.handle = 0xffff0000;
     }
     if (kind == "pfifo" || kind == "bfifo") o.options = bytes_of(tc_fifo_qopt{1000});
+    if (kind == "red") {
+        // red is the one queue that takes no default options.
+        d.queue = Queue::red;
+        d.rate_bps = 10'000'000;
+        o.options = queue_options(d, Psched{});
+    }
     if (kind == "prio") o.options = bytes_of(tc_prio_qopt{3, {1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1}});
     return replay_request(o, false, "lo");
 }
@@ -99,6 +109,26 @@ void probe_in_scratch_namespace(std::vector<Feature>& out) {
         }
         out.push_back(f);
     }
+    // netem's seed: a kernel before 6.6 takes the attribute without a word and drops it, so
+    // only a dump says whether it was kept.
+    Feature seed{"netem_seed", false, {}};
+    if (std::any_of(out.begin(), out.end(), [](const Feature& f) { return f.name == "netem" && f.available; })) {
+        try {
+            Direction d;
+            d.netem.delay = std::chrono::milliseconds(1);
+            d.netem.seed = 12345;
+            k.send(tree_requests(d, lo, "lo", 1500, Psched{}).front());
+            for (const auto& q : k.dump(lo, false))
+                if (q.kind == "netem" && decode_netem(q.options, Psched{}).seed == 12345u) seed.available = true;
+            k.send(delete_qdisc(lo, TC_H_ROOT, 0, "delete netem of lo"));
+            if (!seed.available) seed.detail = "netem keeps no seed on this kernel (Linux 6.6 and later do)";
+        } catch (const Error& e) {
+            seed.detail = reason_of(e.what());
+        }
+    } else {
+        seed.detail = "no netem";
+    }
+    out.push_back(seed);
     // veth and ifb: create and delete in the scratch namespace. ifb is only tried when its
     // module is already loaded (or built in): loading it creates ifb0/ifb1 on the host.
     nl_sock* s = nl_socket_alloc();
@@ -152,11 +182,16 @@ std::string advice_for(const std::string& feature) {
         return "This kernel has no sch_netem. Fixes: `modprobe sch_netem`; RHEL/Fedora: install "
                "kernel-modules-extra; Ubuntu: install linux-modules-extra-$(uname -r); WSL2: a kernel built with "
                "CONFIG_NET_SCH_NETEM. Or use `wanlab vm run`, which brings a stock kernel that has it.";
+    if (feature == "netem_seed")
+        return "netem on this kernel ignores a seed (TCA_NETEM_PRNG_SEED came with Linux 6.6): remove `seed` from "
+               "[link] to run with the kernel's own randomness, or use a 6.6+ kernel (Debian 12: bookworm-backports).";
     if (feature == "ifb")
         return "ifb (needed to impair incoming traffic in host mode) is missing: `modprobe ifb`, or install the "
                "same extra-modules package as for netem.";
-    if (feature == "fq_codel" || feature == "cake")
-        return fmt::format("{} is missing: `modprobe sch_{}`; otherwise choose qdisc = \"pfifo\" or \"bfifo\".",
+    if (auto q = queue_named(feature); q && *q != Queue::pfifo && *q != Queue::bfifo)
+        return fmt::format("{} is missing: `modprobe sch_{}` (Debian and Fedora ship it as a module; RHEL: "
+                           "kernel-modules-extra); otherwise choose another `qdisc` that doctor lists, or run in "
+                           "`wanlab vm run`.",
                            feature, feature);
     return {};
 }

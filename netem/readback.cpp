@@ -10,6 +10,7 @@
 #include <linux/rtnetlink.h>
 
 #include "core/units.h"
+#include "netem/queue.h"
 
 namespace wanlab::netem {
 namespace {
@@ -55,6 +56,8 @@ Netem decode_netem(const std::vector<std::uint8_t>& options, const Psched& psche
     std::uint64_t rate64;
     if (read(a, TCA_NETEM_RATE64, rate64)) w.rate64 = rate64;
     read(a, TCA_NETEM_ECN, w.ecn);
+    std::uint64_t seed;
+    if (read(a, kNetemPrngSeed, seed)) w.prng_seed = seed;
     if (auto it = a.find(TCA_NETEM_LOSS); it != a.end()) {
         Attrs loss = parse_attrs(it->second.data(), it->second.size());
         tc_netem_gemodel ge;
@@ -141,10 +144,12 @@ std::vector<Mismatch> verify_tree(QdiscKernel& kernel, int ifindex, const Direct
     if (rate / 8 != d.rate_bps / 8) out.push_back({"rate", units::format_rate(d.rate_bps), units::format_rate(rate)});
     if (d.queue != Queue::none) {
         const TcObject* q = find(layout.queue);
-        if (!q || q->kind != to_string(d.queue))
+        if (!q || q->kind != to_string(d.queue)) {
             out.push_back({"qdisc", to_string(d.queue), q ? q->kind : "none"});
-        else if (auto want = queue_size(d), got = decode_queue_size(q->kind, q->options); want && got != want)
-            out.push_back({"qdisc_limit", std::to_string(want), std::to_string(got)});
+        } else {
+            auto mm = compare_queue(d, decode_queue(q->kind, q->options));
+            out.insert(out.end(), mm.begin(), mm.end());
+        }
     }
     return out;
 }

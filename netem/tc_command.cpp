@@ -8,17 +8,12 @@
 
 #include "core/units.h"
 #include "netem/attributes.h"
+#include "netem/queue.h"
 
 namespace wanlab::netem {
 namespace {
 
-std::string queue_arguments(const Direction& d) {
-    std::string out = to_string(d.queue);
-    if (d.queue_limit == 0) return out;
-    if (d.queue == Queue::bfifo) return out + fmt::format(" limit {}", d.queue_limit);
-    if (d.queue == Queue::cake) return out + fmt::format(" memlimit {}", queue_size(d));
-    return out + fmt::format(" limit {}", d.queue_limit);
-}
+std::string queue_arguments(const Direction& d) { return to_string(d.queue) + queue_tc_arguments(d); }
 
 std::string u32_match(const Filter& f) {
     std::string out;

@@ -75,12 +75,15 @@ json direction_json(const netem::Direction& d) {
                   {"slot", slot},
                   {"ecn", n.ecn},
                   {"limit", n.limit ? json(*n.limit) : json(nullptr)},
-                  {"limit_packets", n.limit_packets}};
+                  {"limit_packets", n.limit_packets},
+                  {"seed", n.seed ? json(*n.seed) : json(nullptr)},
+                  {"seed_explicit", n.seed_explicit}};
     return {{"netem", netem},
             {"shaper", static_cast<int>(d.shaper)},
             {"rate_bps", d.rate_bps},
             {"queue", static_cast<int>(d.queue)},
-            {"queue_limit", d.queue_limit}};
+            {"queue_limit", d.queue_limit},
+            {"queue_params", d.queue_params}};
 }
 
 netem::Direction direction_of(const json& j) {
@@ -127,14 +130,17 @@ netem::Direction direction_of(const json& j) {
         n.at("ecn").get_to(o.ecn);
         if (const auto& lim = n.at("limit"); !lim.is_null()) o.limit = lim.get<std::uint32_t>();
         n.at("limit_packets").get_to(o.limit_packets);
+        if (const auto& s = n.at("seed"); !s.is_null()) o.seed = s.get<std::uint64_t>();
+        n.at("seed_explicit").get_to(o.seed_explicit);
         auto shaper = j.at("shaper").get<int>(), queue = j.at("queue").get<int>();
         if (shaper < 0 || shaper > static_cast<int>(netem::Shaper::htb) || queue < 0 ||
-            queue > static_cast<int>(netem::Queue::cake))
+            queue > static_cast<int>(netem::Queue::fq))
             throw Error("an unknown shaper or queue");
         d.shaper = static_cast<netem::Shaper>(shaper);
         d.queue = static_cast<netem::Queue>(queue);
         j.at("rate_bps").get_to(d.rate_bps);
         j.at("queue_limit").get_to(d.queue_limit);
+        j.at("queue_params").get_to(d.queue_params);
         return d;
     } catch (const json::exception& e) {
         throw Error(fmt::format("link conditions as the controller sent them: {}", e.what()));

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "netem/device.h"
+#include "netem/queue.h"
 #include "netem/readback.h"
 #include "tests/support/load_helper.h"
 #include "tests/support/recording_kernel.h"
@@ -177,7 +178,7 @@ TEST_CASE("a shaper of another kind is grafted at the other handle, and a droppe
     CHECK(k.sent[1].what == "remove htb below netem on wl-rs");
 }
 
-TEST_CASE("a queue of another kind is grafted at the other handle, and none brings a fresh shaper", "[netem][device]") {
+TEST_CASE("a queue is always grafted whole at the other handle, and none brings a fresh shaper", "[netem][device]") {
     RecordingKernel k;
     DeviceQdiscs dev(k, "wl-rs");
     const std::string base = "delay = \"20ms\"\nrate = \"100mbit\"\nshaper = \"htb\"\n";
@@ -190,8 +191,15 @@ TEST_CASE("a queue of another kind is grafted at the other handle, and none brin
     CHECK(k.sent[2].what == "replace fq_codel 7: on wl-rs");
     CHECK(find(k.qdiscs[7], 0x00030000) == nullptr);  // the pfifo went with the graft
     k.sent.clear();
+    // The same kind is grafted whole too: a change in place would keep the target of the
+    // trial before, where this one leaves it at the kernel's default.
+    dev.apply(up_of(base + "qdisc = { kind = \"fq_codel\", target = \"10ms\", flows = 256 }\n"), 1500, Psched{});
+    CHECK(k.sent.back().what == "replace fq_codel 3: on wl-rs");
+    CHECK(find(k.qdiscs[7], 0x00070000) == nullptr);
+    k.sent.clear();
     dev.apply(up_of(base + "qdisc = \"fq_codel\"\n"), 1500, Psched{});
-    CHECK(k.sent.back().what == "replace fq_codel 7: on wl-rs");  // the same kind stays
+    CHECK(k.sent.back().what == "replace fq_codel 7: on wl-rs");
+    CHECK(decode_queue("fq_codel", find(k.qdiscs[7], 0x00070000)->options).count("target") == 0);
     k.sent.clear();
     dev.apply(up_of(base + "qdisc = \"pfifo\"\nqdisc_limit = 50\n"), 1500, Psched{});
     CHECK(k.sent.back().what == "replace pfifo 3: on wl-rs");

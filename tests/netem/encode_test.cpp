@@ -14,26 +14,16 @@
 #include "netem/encode.h"
 #include "netem/kernel.h"
 #include "netem/readback.h"
+#include "netem/attributes.h"
+#include "netem/tc_command.h"
 #include "tests/support/load_helper.h"
+#include "tests/support/tc_fixtures.h"
 
 using namespace wanlab::netem;
 
 namespace {
 
-std::map<std::string, std::vector<std::uint8_t>> fixtures() {
-    std::map<std::string, std::vector<std::uint8_t>> out;
-    std::ifstream in(WANLAB_NETEM_FIXTURES "/iproute2-netem.txt");
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.empty() || line[0] == '#') continue;
-        auto tab = line.find('\t');
-        std::vector<std::uint8_t> bytes;
-        for (std::size_t i = tab + 1; i + 1 < line.size(); i += 2)
-            bytes.push_back(static_cast<std::uint8_t>(std::stoi(line.substr(i, 2), nullptr, 16)));
-        out[line.substr(0, tab)] = bytes;
-    }
-    return out;
-}
+std::map<std::string, std::vector<std::uint8_t>> fixtures() { return wanlab::testing::tc_fixtures("iproute2-netem.txt"); }
 
 struct Parsed {
     std::vector<std::uint8_t> qopt;
@@ -121,6 +111,13 @@ TEST_CASE("netem options match iproute2's bytes, plus neutral values for what tc
             REQUIRE(ours.attrs.count(type));
             CHECK(ours.attrs[type] == bytes);
         }
+        // The seed [run] seed gives this trial's direction (tc 6.1 has no `seed`).
+        REQUIRE(n.seed);
+        REQUIRE(ours.attrs.count(kNetemPrngSeed));
+        std::uint64_t seed;
+        std::memcpy(&seed, ours.attrs[kNetemPrngSeed].data(), sizeof seed);
+        CHECK(seed == *n.seed);
+        ours.attrs.erase(kNetemPrngSeed);
         // What tc leaves out, wanlab sends as "off", so a replace clears a previous trial's value.
         for (const auto& [type, bytes] : ours.attrs) {
             if (theirs.attrs.count(type)) continue;
@@ -141,6 +138,58 @@ TEST_CASE("duplicate correlation is sent, where iproute2 6.1 drops it", "[netem]
     tc_netem_corr corr;
     std::memcpy(&corr, ours.attrs[TCA_NETEM_CORR].data(), sizeof corr);
     CHECK(corr.dup_corr == probability(0.10));
+}
+
+TEST_CASE("netem's seed: written, derived from [run] seed, or refused where the kernel drops it", "[netem][encode]") {
+    auto load = [](const std::string& text) {
+        auto l = wanlab::testing::load(text);
+        INFO(l.messages);
+        REQUIRE(l.exp);
+        return *l.exp;
+    };
+    auto exp = load("[run]\nseed = 42\n[link]\nloss = \"1%\"\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n");
+    const auto& a = exp.trials[0].link, &b = exp.trials[1].link;
+    // Stable for the same file, different between trials and directions.
+    CHECK(*a.up.netem.seed == seed_for(42, exp.trials[0].id, "up"));
+    CHECK(*a.up.netem.seed == *load("[run]\nseed = 42\n[link]\nloss = \"1%\"\n[[variant]]\nname = \"a\"\n[[variant]]\n"
+                                    "name = \"b\"\n").trials[0].link.up.netem.seed);
+    CHECK(*a.up.netem.seed != *a.down.netem.seed);
+    CHECK(*a.up.netem.seed != *b.up.netem.seed);
+    CHECK(*a.up.netem.seed != seed_for(43, exp.trials[0].id, "up"));
+    CHECK_FALSE(a.up.netem.seed_explicit);
+    // A seed written in [link] is that seed, and tc's word for it is printed.
+    auto own = load("[link]\nloss = \"1%\"\nseed = 7\n").trials[0].link.up;
+    CHECK(*own.netem.seed == 7u);
+    CHECK(own.netem.seed_explicit);
+    CHECK(netem_arguments(own.netem).find("seed 7") != std::string::npos);
+    CHECK(netem_arguments(a.up.netem).find("seed") == std::string::npos);
+    // Read back: a kernel without the seed (before 6.6) dumps none. A derived seed is then
+    // not a mismatch; a written one is, with what to do.
+    Netem dumped = a.up.netem;
+    dumped.seed.reset();
+    CHECK(compare_netem(a.up.netem, dumped).empty());
+    Netem dumped_own = own.netem;
+    dumped_own.seed.reset();
+    auto mm = compare_netem(own.netem, dumped_own);
+    REQUIRE(mm.size() == 1);
+    CHECK(mm[0].field == "seed");
+    CHECK_THAT(mm[0].kernel, Catch::Contains("Linux 6.6"));
+    // A kernel that keeps it dumps it: decoded from the attribute.
+    auto bytes = netem_options(own.netem, Psched{}, {});
+    CHECK(decode_netem(bytes, Psched{}).seed == std::optional<std::uint64_t>(7));
+}
+
+TEST_CASE("delays from 2^32 ns on travel as 64-bit nanoseconds, as tc sends them", "[netem][encode]") {
+    Netem n = netem_of("delay = \"300s\"\njitter = \"1s\"\nlimit = 1000");
+    auto p = parse(netem_options(n, Psched{}, {}));
+    REQUIRE(p.attrs.count(TCA_NETEM_LATENCY64));
+    std::int64_t ns;
+    std::memcpy(&ns, p.attrs[TCA_NETEM_LATENCY64].data(), sizeof ns);
+    CHECK(ns == 300'000'000'000);
+    CHECK(p.attrs.count(TCA_NETEM_JITTER64) == 0);  // 1 s fits 32 bits of ns
+    CHECK(decode_netem(netem_options(n, Psched{}, {}), Psched{}).delay == std::chrono::seconds(300));
+    // Below 2^32 ns nothing changes: qopt's ticks, as tc.
+    CHECK(parse(netem_options(netem_of("delay = \"4s\"\nlimit = 1000"), Psched{}, {})).attrs.count(TCA_NETEM_LATENCY64) == 0);
 }
 
 TEST_CASE("probabilities round as tc rounds them", "[netem][encode]") {
