@@ -429,7 +429,9 @@ void validate_queue(const Direction& d, Diagnostics& diag) {
     }
     if (d.queue == Queue::red) {
         RedValues v = red_values(d);
-        if (!(v.min < v.max))
+        if (v.limit > kU32)
+            diag.error(at(), fmt::format("red's limit of {} bytes is above the 4 GiB its 32-bit field holds", v.limit));
+        else if (!(v.min < v.max))
             diag.error(at(), fmt::format("red's `min` ({} bytes) must be below `max` ({} bytes)", v.min, v.max));
         else if (v.max > v.limit)
             diag.error(at(), fmt::format("red's `max` ({} bytes) is above its limit ({} bytes)", v.max, v.limit));

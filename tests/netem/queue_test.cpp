@@ -202,6 +202,7 @@ TEST_CASE("`qdisc` tables are checked: kind, parameters of that kind, ranges, cr
     CHECK_THAT(errors("{ kind = \"red\", min = 90000, max = 30000 }"), Catch::Contains("must be below `max`"));
     CHECK_THAT(errors("{ kind = \"red\", limit = 100000, max = 200000 }"), Catch::Contains("above its limit"));
     CHECK_THAT(errors("{ kind = \"fq\", buckets = 1000 }"), Catch::Contains("power of two"));
+    CHECK_THAT(errors("{ kind = \"red\", limit = \"8G\" }"), Catch::Contains("32-bit field"));
     CHECK_THAT(errors("{ kind = \"fq_codel\", target = 5 }"), Catch::Contains("target"));
     auto both = load(
         "[link]\ndelay = \"5ms\"\nrate = \"20mbit\"\nshaper = \"htb\"\nqdisc = { kind = \"codel\" }\nqdisc_limit = 5\n");
