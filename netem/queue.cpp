@@ -14,6 +14,7 @@
 #include "core/units.h"
 #include "netem/attributes.h"
 #include "netem/encode.h"
+#include "netem/readback.h"
 
 namespace wanlab::netem {
 namespace {
@@ -82,6 +83,17 @@ std::vector<QueueKind> make_kinds() {
     };
 }
 
+// A value in base units as a user writes it: "20ms", "50mbit", "2%", "on", "1514".
+std::string format_value(const QueueParam& p, double v) {
+    switch (p.unit) {
+        case U::duration: return units::format_duration(nanoseconds{static_cast<std::int64_t>(v)});
+        case U::rate: return units::format_rate(static_cast<std::uint64_t>(v));
+        case U::fraction: return units::format_percent(v);
+        case U::flag: return v != 0 ? "on" : "off";
+        default: return fmt::format("{}", static_cast<std::uint64_t>(v));
+    }
+}
+
 bool power_of_two(double v) { return v >= 1 && std::has_single_bit(static_cast<std::uint64_t>(v)); }
 
 std::optional<double> read_param(const QueueParam& p, Reader& r) {
@@ -109,18 +121,9 @@ std::optional<double> read_param(const QueueParam& p, Reader& r) {
             return v;
     }
     if (!v) return v;
-    auto show = [&](double x) {
-        switch (p.unit) {
-            case U::duration: return units::format_duration(nanoseconds{static_cast<std::int64_t>(x)});
-            case U::rate: return units::format_rate(static_cast<std::uint64_t>(x));
-            case U::fraction: return units::format_percent(x);
-            default: return fmt::format("{}", static_cast<std::uint64_t>(x));
-        }
-    };
     if (*v < p.lo || *v > p.hi) {
-        r.diag().error(r.value_at(p.key),
-                       fmt::format("`{}` = {} is out of range: the kernel takes {} to {}", p.key, show(*v), show(p.lo),
-                                   show(p.hi)));
+        r.diag().error(r.value_at(p.key), fmt::format("`{}` = {} is out of range: the kernel takes {} to {}", p.key,
+                                                      format_value(p, *v), format_value(p, p.lo), format_value(p, p.hi)));
         return std::nullopt;
     }
     return v;
@@ -162,19 +165,6 @@ std::vector<std::uint8_t> serialize(const std::vector<Attr>& attrs) {
         out.resize(at + NLA_ALIGN(h.nla_len), 0);
         std::memcpy(out.data() + at, &h, sizeof h);
         std::memcpy(out.data() + at + NLA_HDRLEN, a.payload.data(), a.payload.size());
-    }
-    return out;
-}
-
-std::map<int, std::vector<std::uint8_t>> parse(const std::vector<std::uint8_t>& b) {
-    std::map<int, std::vector<std::uint8_t>> out;
-    std::size_t off = 0;
-    while (off + NLA_HDRLEN <= b.size()) {
-        nlattr a;
-        std::memcpy(&a, b.data() + off, sizeof a);
-        if (a.nla_len < NLA_HDRLEN || off + a.nla_len > b.size()) break;
-        out[a.nla_type & NLA_TYPE_MASK].assign(b.begin() + off + NLA_HDRLEN, b.begin() + off + a.nla_len);
-        off += NLA_ALIGN(a.nla_len);
     }
     return out;
 }
@@ -508,9 +498,7 @@ QueueParams decode_queue(const std::string& kind, const std::vector<std::uint8_t
     auto q = queue_named(kind);
     if (!q) return out;
     if (*q == Queue::pfifo || *q == Queue::bfifo) {
-        tc_fifo_qopt f{};
-        if (options.size() >= sizeof f) std::memcpy(&f, options.data(), sizeof f);
-        out["limit"] = f.limit;
+        out["limit"] = decode_fifo_limit(options);
         return out;
     }
     if (*q == Queue::sfq) {
@@ -524,7 +512,7 @@ QueueParams decode_queue(const std::string& kind, const std::vector<std::uint8_t
         out["flows"] = o.flows;
         return out;
     }
-    auto attrs = parse(options);
+    auto attrs = parse_attributes(options.data(), options.size());
     auto u32_of = [&](int type) -> std::optional<std::uint32_t> {
         auto it = attrs.find(type);
         if (it == attrs.end() || it->second.size() < 4) return std::nullopt;
@@ -565,16 +553,6 @@ QueueParams decode_queue(const std::string& kind, const std::vector<std::uint8_t
 std::vector<Mismatch> compare_queue(const Direction& asked, const QueueParams& kernel) {
     std::vector<Mismatch> out;
     const QueueKind& kind = queue_kind(asked.queue);
-    auto show = [](const QueueParam* p, double v) {
-        if (!p) return fmt::format("{}", static_cast<std::uint64_t>(v));
-        switch (p->unit) {
-            case U::duration: return units::format_duration(nanoseconds{static_cast<std::int64_t>(v)});
-            case U::rate: return units::format_rate(static_cast<std::uint64_t>(v));
-            case U::fraction: return units::format_percent(v);
-            case U::flag: return std::string(v != 0 ? "on" : "off");
-            default: return fmt::format("{}", static_cast<std::uint64_t>(v));
-        }
-    };
     if (auto want = queue_size(asked); want && asked.queue != Queue::red) {
         auto it = kernel.find("limit");
         double got = it == kernel.end() ? 0 : it->second;
@@ -585,9 +563,10 @@ std::vector<Mismatch> compare_queue(const Direction& asked, const QueueParams& k
         if (a == asked.queue_params.end()) continue;
         // red dumps only its thresholds, flags and max_P; avpkt, burst and bandwidth shape
         // Wlog, Plog and the idle table, which it does not show. Adaptive RED moves max_P.
+        // min and max are checked below with the limit, defaults resolved.
         std::string_view key = p->key;
         if (asked.queue == Queue::red &&
-            (key == "avpkt" || key == "burst" || key == "bandwidth" ||
+            (key == "avpkt" || key == "burst" || key == "bandwidth" || key == "min" || key == "max" ||
              (key == "probability" && asked.queue_params.count("adaptive") && asked.queue_params.at("adaptive"))))
             continue;
         auto k = kernel.find(p->key);
@@ -603,7 +582,7 @@ std::vector<Mismatch> compare_queue(const Direction& asked, const QueueParams& k
             same = std::fabs(got - want) <= 1e-6 || (key == "ecn_prob" && std::fabs(got - std::round(want * 100) / 100) < 1e-9);
         else if (p->unit == U::rate)
             same = std::floor(got / 8) == std::floor(want / 8);
-        if (!same) out.push_back({p->key, show(p, want), k == kernel.end() ? "none" : show(p, got)});
+        if (!same) out.push_back({p->key, format_value(*p, want), k == kernel.end() ? "none" : format_value(*p, got)});
     }
     if (asked.queue == Queue::red) {
         RedValues v = red_values(asked);

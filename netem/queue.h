@@ -4,9 +4,9 @@
 //
 // `qdisc` is a kind ("fq_codel") or a table naming the kind and its parameters:
 //     qdisc = { kind = "pie", target = "20ms", tupdate = "30ms", ecn = true }
-// `limit` in the table is the old `qdisc_limit`. A parameter left out is the kernel's default
-// (the kernel keeps nothing between trials: each trial's queue is created or replaced whole,
-// and every parameter the kernel would keep from before is stated; see encode.cpp).
+// `limit` in the table is the old `qdisc_limit`. A parameter left out is the kernel's default:
+// nothing survives from the trial before, since each trial grafts its queue whole at the
+// other of two handles (netem/device.cpp).
 //
 // Contract: values live in QueueParams in base units (ns, bytes, packets, bit/s, fractions,
 // 0/1 for flags). Pure; thread-safe.
@@ -59,7 +59,7 @@ void parse_queue(config::Reader& r, Direction& d);
 void validate_queue(const Direction& d, Diagnostics& diag);
 
 /// The TCA_OPTIONS payload for `d`'s queue (without the attribute header); empty when the
-/// kind takes no options. `rate_bps` is the shaper's rate (red's default bandwidth).
+/// kind takes no options. red's default bandwidth is `d`'s rate (the shaper's).
 std::vector<std::uint8_t> queue_options(const Direction& d, const Psched& psched);
 
 /// The parameters (and limit, as `limit`) a dumped queue of `kind` holds, in base units.

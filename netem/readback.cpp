@@ -15,20 +15,8 @@
 namespace wanlab::netem {
 namespace {
 
-using Attrs = std::map<int, std::vector<std::uint8_t>>;
-
-Attrs parse_attrs(const std::uint8_t* p, std::size_t size) {
-    Attrs out;
-    std::size_t off = 0;
-    while (off + NLA_HDRLEN <= size) {
-        nlattr a;
-        std::memcpy(&a, p + off, sizeof a);
-        if (a.nla_len < NLA_HDRLEN || off + a.nla_len > size) break;
-        out[a.nla_type & NLA_TYPE_MASK].assign(p + off + NLA_HDRLEN, p + off + a.nla_len);
-        off += NLA_ALIGN(a.nla_len);
-    }
-    return out;
-}
+using Attrs = NlAttrs;
+Attrs parse_attrs(const std::uint8_t* p, std::size_t size) { return parse_attributes(p, size); }
 
 template <class T>
 bool read(const Attrs& a, int type, T& out) {
@@ -39,6 +27,19 @@ bool read(const Attrs& a, int type, T& out) {
 }
 
 }  // namespace
+
+NlAttrs parse_attributes(const std::uint8_t* p, std::size_t size) {
+    NlAttrs out;
+    std::size_t off = 0;
+    while (off + NLA_HDRLEN <= size) {
+        nlattr a;
+        std::memcpy(&a, p + off, sizeof a);
+        if (a.nla_len < NLA_HDRLEN || off + a.nla_len > size) break;
+        out[a.nla_type & NLA_TYPE_MASK].assign(p + off + NLA_HDRLEN, p + off + a.nla_len);
+        off += NLA_ALIGN(a.nla_len);
+    }
+    return out;
+}
 
 Netem decode_netem(const std::vector<std::uint8_t>& options, const Psched& psched) {
     if (options.size() < sizeof(tc_netem_qopt)) return Netem{};
@@ -101,15 +102,6 @@ std::uint32_t decode_fifo_limit(const std::vector<std::uint8_t>& options) {
     tc_fifo_qopt q{};
     if (options.size() >= sizeof q) std::memcpy(&q, options.data(), sizeof q);
     return q.limit;
-}
-
-std::uint32_t decode_queue_size(const std::string& kind, const std::vector<std::uint8_t>& options) {
-    if (kind == "pfifo" || kind == "bfifo") return decode_fifo_limit(options);
-    Attrs a = parse_attrs(options.data(), options.size());
-    std::uint32_t v = 0;
-    if (kind == "fq_codel") read(a, TCA_FQ_CODEL_LIMIT, v);
-    if (kind == "cake") read(a, TCA_CAKE_MEMORY, v);
-    return v;
 }
 
 std::vector<Mismatch> verify_tree(QdiscKernel& kernel, int ifindex, const Direction& d, const Psched& psched,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,8 +30,11 @@ std::uint64_t decode_tbf_rate(const std::vector<std::uint8_t>& options);
 std::uint64_t decode_htb_class_rate(const std::vector<std::uint8_t>& options);
 /// The limit of a dumped pfifo/bfifo (packets or bytes).
 std::uint32_t decode_fifo_limit(const std::vector<std::uint8_t>& options);
-/// The size a dumped fq_codel (limit, packets) or cake (memlimit, bytes) was given; 0 if absent.
-std::uint32_t decode_queue_size(const std::string& kind, const std::vector<std::uint8_t>& options);
+
+/// The attributes of a dumped options payload by type (flags masked); a malformed tail is
+/// ignored. Shared by every decoder here and by netem/queue.cpp.
+using NlAttrs = std::map<int, std::vector<std::uint8_t>>;
+NlAttrs parse_attributes(const std::uint8_t* p, std::size_t size);
 
 /// Dumps `dev` and checks that it holds exactly the tree tree_requests() builds for `d`.
 /// Returns the mismatches (empty: the kernel holds what was asked).

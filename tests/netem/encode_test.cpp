@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "netem/encode.h"
 #include "netem/kernel.h"
+#include "netem/queue.h"
 #include "netem/readback.h"
 #include "netem/attributes.h"
 #include "netem/tc_command.h"
@@ -253,14 +254,14 @@ TEST_CASE("a cake queue carries its memlimit as iproute2 sends it, fq_codel its 
     // `tc qdisc add ... cake memlimit 151400` (iproute2 6.1, recorded with strace): TCA_OPTIONS
     // holding TCA_CAKE_MEMORY = 151400 and nothing else (no bandwidth: the shaper above limits).
     CHECK(cake.options == std::vector<std::uint8_t>{0x08, 0x00, 0x0a, 0x00, 0x68, 0x4f, 0x02, 0x00});
-    CHECK(decode_queue_size("cake", cake.options) == 151400);
+    CHECK(decode_queue("cake", cake.options).at("limit") == 151400);
 
     auto fq = tree_requests(
         wanlab::testing::up_of("rate = \"100mbit\"\nshaper = \"htb\"\nqdisc = \"fq_codel\"\nqdisc_limit = 2048\n"), 7,
         "wl-rs", 1500, Psched{});
     TcObject codel = parse_tc_message(fq.back().bytes);
     CHECK(codel.kind == "fq_codel");
-    CHECK(decode_queue_size("fq_codel", codel.options) == 2048);
+    CHECK(decode_queue("fq_codel", codel.options).at("limit") == 2048);
     // Without a limit, cake is sent with no options at all: the kernel's defaults.
     auto plain = tree_requests(wanlab::testing::up_of("rate = \"100mbit\"\nshaper = \"tbf\"\nqdisc = \"cake\"\n"), 7,
                                "wl-rs", 1500, Psched{});
