@@ -547,7 +547,8 @@ std::vector<Attribute> make_rows() {
                     [](const Attribute& a, const Direction& d, json& j) { j[a.key] = to_string(d.shaper); }});
     // `qdisc` (a name or a table) and `qdisc_limit` are read together (netem/queue.h).
     rows.push_back({"qdisc", true, -1, [](const Attribute&, Reader& r, Direction& d) { parse_queue(r, d); }, nullptr,
-                    nullptr, nullptr, nullptr, [](const Attribute& a, const Direction& d, json& j) {
+                    nullptr, nullptr, nullptr,
+                    [](const Attribute& a, const Direction& d, json& j) {
                         j[a.key] = to_string(d.queue);
                         json params = json::object();
                         for (const auto& [k, v] : queue_param_list(d)) params[k] = v;

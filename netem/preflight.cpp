@@ -20,13 +20,13 @@
 #include "netem/device.h"
 #include "netem/encode.h"
 #include "netem/kernel.h"
-#include "netem/readback.h"
 #include "netem/queue.h"
+#include "netem/readback.h"
 
 namespace wanlab::netem {
 namespace {
 
-const char* kQdiscKinds[] = {"netem", "tbf",  "htb",    "pfifo", "bfifo", "fq_codel", "cake",    "codel",
+const char* kQdiscKinds[] = {"netem", "tbf",    "htb", "pfifo", "bfifo", "fq_codel", "cake",    "codel",
                              "pie",   "fq_pie", "sfq", "red",   "fq",    "prio",     "ingress", "clsact"};
 
 template <class T>
@@ -189,10 +189,11 @@ std::string advice_for(const std::string& feature) {
         return "ifb (needed to impair incoming traffic in host mode) is missing: `modprobe ifb`, or install the "
                "same extra-modules package as for netem.";
     if (auto q = queue_named(feature); q && *q != Queue::pfifo && *q != Queue::bfifo)
-        return fmt::format("{} is missing: `modprobe sch_{}` (Debian and Fedora ship it as a module; RHEL: "
-                           "kernel-modules-extra); otherwise choose another `qdisc` that doctor lists, or run in "
-                           "`wanlab vm run`.",
-                           feature, feature);
+        return fmt::format(
+            "{} is missing: `modprobe sch_{}` (Debian and Fedora ship it as a module; RHEL: "
+            "kernel-modules-extra); otherwise choose another `qdisc` that doctor lists, or run in "
+            "`wanlab vm run`.",
+            feature, feature);
     return {};
 }
 

@@ -7,8 +7,8 @@
 #include <limits>
 
 #include <fmt/format.h>
-#include <linux/pkt_sched.h>
 #include <linux/netlink.h>
+#include <linux/pkt_sched.h>
 #include <netlink/attr.h>
 
 #include "core/units.h"
@@ -31,8 +31,10 @@ constexpr double kSec = 1e9;
 // Ranges are what the kernel accepts (or, where it clamps silently, what it keeps as sent).
 
 const QueueParam kTarget{"target", U::duration, 1e3, kU32 * 1e3, "the queueing delay the AQM aims for"};
-const QueueParam kInterval{"interval", U::duration, 1e3, kU32 * 1e3, "how long codel watches before acting (~ a worst-case RTT)"};
-const QueueParam kCeThreshold{"ce_threshold", U::duration, 1e3, kU32 * 1e3, "sojourn time above which packets are ECN-marked at once"};
+const QueueParam kInterval{"interval", U::duration, 1e3, kU32 * 1e3,
+                           "how long codel watches before acting (~ a worst-case RTT)"};
+const QueueParam kCeThreshold{"ce_threshold", U::duration, 1e3, kU32 * 1e3,
+                              "sojourn time above which packets are ECN-marked at once"};
 const QueueParam kEcn{"ecn", U::flag, 0, 1, "mark ECN-capable packets instead of dropping them"};
 const QueueParam kFlows{"flows", U::count, 1, 65536, "number of flow queues (hash buckets)"};
 const QueueParam kQuantum{"quantum", U::bytes, 1, 1 << 20, "bytes a flow may send per round"};
@@ -40,20 +42,26 @@ const QueueParam kTupdate{"tupdate", U::duration, 1e3, kU32 * 1e3, "how often PI
 const QueueParam kAlpha{"alpha", U::count, 0, 32, "PIE's weight of the delay error (tc's units: 0-32)"};
 const QueueParam kBeta{"beta", U::count, 0, 32, "PIE's weight of the delay trend (tc's units: 0-32)"};
 const QueueParam kBytemode{"bytemode", U::flag, 0, 1, "scale the drop probability by packet size"};
-const QueueParam kDqRate{"dq_rate_estimator", U::flag, 0, 1, "estimate delay from the dequeue rate (RFC 8033's variant)"};
+const QueueParam kDqRate{"dq_rate_estimator", U::flag, 0, 1,
+                         "estimate delay from the dequeue rate (RFC 8033's variant)"};
 const QueueParam kMemoryLimit{"memory_limit", U::bytes, 1, kU32, "memory all flow queues may hold"};
-const QueueParam kEcnProb{"ecn_prob", U::fraction, 0, 1, "drop probability above which ECN-capable packets are dropped, not marked"};
-const QueueParam kPerturb{"perturb", U::duration, 0, 2147483647.0 * kSec, "how often sfq re-seeds its flow hash (0 = never)"};
+const QueueParam kEcnProb{"ecn_prob", U::fraction, 0, 1,
+                          "drop probability above which ECN-capable packets are dropped, not marked"};
+const QueueParam kPerturb{"perturb", U::duration, 0, 2147483647.0 * kSec,
+                          "how often sfq re-seeds its flow hash (0 = never)"};
 const QueueParam kDivisor{"divisor", U::count, 1, 65536, "hash table size (a power of two)"};
 const QueueParam kSfqFlows{"flows", U::count, 1, 65408, "flow slots"};
 const QueueParam kMin{"min", U::bytes, 1, kU32, "average queue size where marking starts"};
-const QueueParam kMax{"max", U::bytes, 1, kU32, "average queue size where the marking probability reaches `probability`"};
+const QueueParam kMax{"max", U::bytes, 1, kU32,
+                      "average queue size where the marking probability reaches `probability`"};
 const QueueParam kAvpkt{"avpkt", U::bytes, 1, 65535, "average packet size"};
 const QueueParam kBurst{"burst", U::packets, 1, kU32, "packets a burst may bring before the average follows"};
 const QueueParam kProbability{"probability", U::fraction, 0, 1, "marking probability at `max`"};
-const QueueParam kBandwidth{"bandwidth", U::rate, 1, kU32 * 8, "link rate for the idle-time average (default: the shaper's rate)"};
+const QueueParam kBandwidth{"bandwidth", U::rate, 1, kU32 * 8,
+                            "link rate for the idle-time average (default: the shaper's rate)"};
 const QueueParam kHarddrop{"harddrop", U::flag, 0, 1, "drop above `max` even ECN-capable packets"};
-const QueueParam kAdaptive{"adaptive", U::flag, 0, 1, "Adaptive RED: tune `probability` to keep the average between min and max"};
+const QueueParam kAdaptive{"adaptive", U::flag, 0, 1,
+                           "Adaptive RED: tune `probability` to keep the average between min and max"};
 const QueueParam kFlowLimit{"flow_limit", U::packets, 1, kU32, "packets one flow may queue"};
 const QueueParam kInitialQuantum{"initial_quantum", U::bytes, 1, kU32, "bytes a new flow may send in its first round"};
 const QueueParam kMaxrate{"maxrate", U::rate, 8, kU32 * 8, "pacing cap for each flow"};
@@ -122,8 +130,9 @@ std::optional<double> read_param(const QueueParam& p, Reader& r) {
     }
     if (!v) return v;
     if (*v < p.lo || *v > p.hi) {
-        r.diag().error(r.value_at(p.key), fmt::format("`{}` = {} is out of range: the kernel takes {} to {}", p.key,
-                                                      format_value(p, *v), format_value(p, p.lo), format_value(p, p.hi)));
+        r.diag().error(r.value_at(p.key),
+                       fmt::format("`{}` = {} is out of range: the kernel takes {} to {}", p.key, format_value(p, *v),
+                                   format_value(p, p.lo), format_value(p, p.hi)));
         return std::nullopt;
     }
     return v;
@@ -213,14 +222,11 @@ const std::vector<AttrMap>* attr_map(Queue q) {
                                                {"quantum", TCA_FQ_CODEL_QUANTUM, Wire::plain},
                                                {"ecn", TCA_FQ_CODEL_ECN, Wire::plain},
                                                {"ce_threshold", TCA_FQ_CODEL_CE_THRESHOLD, Wire::usec}};
-    static const std::vector<AttrMap> pie{{"limit", TCA_PIE_LIMIT, Wire::plain},
-                                          {"target", TCA_PIE_TARGET, Wire::usec},
-                                          {"tupdate", TCA_PIE_TUPDATE, Wire::usec},
-                                          {"alpha", TCA_PIE_ALPHA, Wire::plain},
-                                          {"beta", TCA_PIE_BETA, Wire::plain},
-                                          {"ecn", TCA_PIE_ECN, Wire::plain},
-                                          {"bytemode", TCA_PIE_BYTEMODE, Wire::plain},
-                                          {"dq_rate_estimator", TCA_PIE_DQ_RATE_ESTIMATOR, Wire::plain}};
+    static const std::vector<AttrMap> pie{
+        {"limit", TCA_PIE_LIMIT, Wire::plain},       {"target", TCA_PIE_TARGET, Wire::usec},
+        {"tupdate", TCA_PIE_TUPDATE, Wire::usec},    {"alpha", TCA_PIE_ALPHA, Wire::plain},
+        {"beta", TCA_PIE_BETA, Wire::plain},         {"ecn", TCA_PIE_ECN, Wire::plain},
+        {"bytemode", TCA_PIE_BYTEMODE, Wire::plain}, {"dq_rate_estimator", TCA_PIE_DQ_RATE_ESTIMATOR, Wire::plain}};
     static const std::vector<AttrMap> fq_pie{{"limit", TCA_FQ_PIE_LIMIT, Wire::plain},
                                              {"flows", TCA_FQ_PIE_FLOWS, Wire::plain},
                                              {"target", TCA_FQ_PIE_TARGET, Wire::usec},
@@ -344,8 +350,7 @@ void parse_queue(Reader& r, Direction& d) {
         if (q->kind == Node::Kind::table) {
             Reader t(*q, "`qdisc`", r.diag());
             if (!t.has("kind")) {
-                r.diag().error(q->value_at,
-                               fmt::format("`qdisc` as a table needs `kind`: one of {}", kind_list()));
+                r.diag().error(q->value_at, fmt::format("`qdisc` as a table needs `kind`: one of {}", kind_list()));
                 for (const auto& m : q->members) t.raw(m.first);
             } else if (auto name = t.choice("kind", queue_names())) {
                 d.queue = *queue_named(*name);
@@ -377,8 +382,9 @@ void parse_queue(Reader& r, Direction& d) {
                 d.queue = *kind;
             } else {
                 auto guess = did_you_mean(*name, queue_names());
-                r.diag().error(q->value_at, fmt::format("`qdisc` = \"{}\" is not one of {}{}", *name, kind_list(),
-                                                        guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess)));
+                r.diag().error(q->value_at,
+                               fmt::format("`qdisc` = \"{}\" is not one of {}{}", *name, kind_list(),
+                                           guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess)));
             }
         }
     }
@@ -579,7 +585,8 @@ std::vector<Mismatch> compare_queue(const Direction& asked, const QueueParams& k
         else if (p->unit == U::duration)
             same = std::fabs(got - want) <= 2e3;  // usec on the wire, codel's 1024 ns clock
         else if (p->unit == U::fraction)
-            same = std::fabs(got - want) <= 1e-6 || (key == "ecn_prob" && std::fabs(got - std::round(want * 100) / 100) < 1e-9);
+            same = std::fabs(got - want) <= 1e-6 ||
+                   (key == "ecn_prob" && std::fabs(got - std::round(want * 100) / 100) < 1e-9);
         else if (p->unit == U::rate)
             same = std::floor(got / 8) == std::floor(want / 8);
         if (!same) out.push_back({p->key, format_value(*p, want), k == kernel.end() ? "none" : format_value(*p, got)});
@@ -603,8 +610,9 @@ std::string queue_tc_arguments(const Direction& d) {
     std::string out;
     if (d.queue == Queue::red) {
         RedValues v = red_values(d);
-        out += fmt::format(" limit {} min {} max {} avpkt {} burst {} probability {} bandwidth {}", v.limit, v.min,
-                           v.max, v.avpkt, v.burst, v.probability, units::format_rate(static_cast<std::uint64_t>(v.bandwidth)));
+        out +=
+            fmt::format(" limit {} min {} max {} avpkt {} burst {} probability {} bandwidth {}", v.limit, v.min, v.max,
+                        v.avpkt, v.burst, v.probability, units::format_rate(static_cast<std::uint64_t>(v.bandwidth)));
         for (const char* f : {"ecn", "harddrop", "adaptive"})
             if (param(d, f).value_or(0)) out += fmt::format(" {}", f);
         return out;
@@ -632,7 +640,8 @@ std::string queue_tc_arguments(const Direction& d) {
                 if (key == "perturb")
                     out += fmt::format(" perturb {}", static_cast<std::int64_t>(*v / kSec));
                 else
-                    out += fmt::format(" {} {}", key, units::format_duration(nanoseconds{static_cast<std::int64_t>(*v)}));
+                    out +=
+                        fmt::format(" {} {}", key, units::format_duration(nanoseconds{static_cast<std::int64_t>(*v)}));
                 break;
             case U::rate: out += fmt::format(" {} {}", key, units::format_rate(static_cast<std::uint64_t>(*v))); break;
             case U::fraction: out += fmt::format(" {} {}", key, std::lround(*v * 100)); break;

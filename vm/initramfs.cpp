@@ -156,13 +156,13 @@ std::string cache_key(const InitramfsInputs& in, const std::vector<std::string>&
 }  // namespace
 
 const std::vector<std::string>& default_modules() {
-    static const std::vector<std::string> modules = {// reaching the host: PCI virtio, 9p, the output ports
-                                                     "virtio_pci", "9pnet_virtio", "9p", "virtio_console",
-                                                     // what the lab needs
-                                                     "sch_netem", "sch_tbf", "sch_htb", "sch_fq", "sch_fq_codel",
-                                                     "sch_cake", "sch_codel", "sch_pie", "sch_fq_pie", "sch_sfq",
-                                                     "sch_red", "sch_ingress", "sch_prio", "ifb", "veth", "act_mirred",
-                                                     "cls_u32", "cls_matchall", "tcp_bbr", "overlay"};
+    static const std::vector<std::string> modules = {
+        // reaching the host: PCI virtio, 9p, the output ports
+        "virtio_pci", "9pnet_virtio", "9p", "virtio_console",
+        // what the lab needs
+        "sch_netem", "sch_tbf", "sch_htb", "sch_fq", "sch_fq_codel", "sch_cake", "sch_codel", "sch_pie", "sch_fq_pie",
+        "sch_sfq", "sch_red", "sch_ingress", "sch_prio", "ifb", "veth", "act_mirred", "cls_u32", "cls_matchall",
+        "tcp_bbr", "overlay"};
     return modules;
 }
 

@@ -11,11 +11,11 @@
 #include <linux/rtnetlink.h>
 
 #include "core/error.h"
+#include "netem/attributes.h"
 #include "netem/encode.h"
 #include "netem/kernel.h"
 #include "netem/queue.h"
 #include "netem/readback.h"
-#include "netem/attributes.h"
 #include "netem/tc_command.h"
 #include "tests/support/load_helper.h"
 #include "tests/support/tc_fixtures.h"
@@ -24,7 +24,9 @@ using namespace wanlab::netem;
 
 namespace {
 
-std::map<std::string, std::vector<std::uint8_t>> fixtures() { return wanlab::testing::tc_fixtures("iproute2-netem.txt"); }
+std::map<std::string, std::vector<std::uint8_t>> fixtures() {
+    return wanlab::testing::tc_fixtures("iproute2-netem.txt");
+}
 
 struct Parsed {
     std::vector<std::uint8_t> qopt;
@@ -149,11 +151,13 @@ TEST_CASE("netem's seed: written, derived from [run] seed, or refused where the 
         return *l.exp;
     };
     auto exp = load("[run]\nseed = 42\n[link]\nloss = \"1%\"\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n");
-    const auto& a = exp.trials[0].link, &b = exp.trials[1].link;
+    const auto &a = exp.trials[0].link, &b = exp.trials[1].link;
     // Stable for the same file, different between trials and directions.
     CHECK(*a.up.netem.seed == seed_for(42, exp.trials[0].id, "up"));
     CHECK(*a.up.netem.seed == *load("[run]\nseed = 42\n[link]\nloss = \"1%\"\n[[variant]]\nname = \"a\"\n[[variant]]\n"
-                                    "name = \"b\"\n").trials[0].link.up.netem.seed);
+                                    "name = \"b\"\n")
+                                   .trials[0]
+                                   .link.up.netem.seed);
     CHECK(*a.up.netem.seed != *a.down.netem.seed);
     CHECK(*a.up.netem.seed != *b.up.netem.seed);
     CHECK(*a.up.netem.seed != seed_for(43, exp.trials[0].id, "up"));
@@ -190,7 +194,9 @@ TEST_CASE("delays from 2^32 ns on travel as 64-bit nanoseconds, as tc sends them
     CHECK(p.attrs.count(TCA_NETEM_JITTER64) == 0);  // 1 s fits 32 bits of ns
     CHECK(decode_netem(netem_options(n, Psched{}, {}), Psched{}).delay == std::chrono::seconds(300));
     // Below 2^32 ns nothing changes: qopt's ticks, as tc.
-    CHECK(parse(netem_options(netem_of("delay = \"4s\"\nlimit = 1000"), Psched{}, {})).attrs.count(TCA_NETEM_LATENCY64) == 0);
+    CHECK(
+        parse(netem_options(netem_of("delay = \"4s\"\nlimit = 1000"), Psched{}, {})).attrs.count(TCA_NETEM_LATENCY64) ==
+        0);
 }
 
 TEST_CASE("probabilities round as tc rounds them", "[netem][encode]") {

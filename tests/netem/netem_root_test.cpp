@@ -646,7 +646,10 @@ const std::vector<FeatureCase>& feature_cases() {
         {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"tbf\"\n"
          "qdisc = { kind = \"pie\", limit = 300, target = \"20ms\", alpha = 4, beta = 20, ecn = true }\n",
          "pie",
-         {{"/options/limit", 300}, {"/options/target", 20000}, {"/options/alpha", 4}, {"/options/beta", 20},
+         {{"/options/limit", 300},
+          {"/options/target", 20000},
+          {"/options/alpha", 4},
+          {"/options/beta", 20},
           {"/options/ecn", 1}}},
         {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"htb\"\n"
          "qdisc = { kind = \"fq_pie\", limit = 2000, flows = 512, ecn_prob = \"20%\", quantum = 1400 }\n",
@@ -659,12 +662,17 @@ const std::vector<FeatureCase>& feature_cases() {
         {"delay = \"5ms\"\nrate = \"20mbit\"\nshaper = \"htb\"\n"
          "qdisc = { kind = \"red\", limit = 400000, min = 30000, max = 90000, burst = 50, ecn = true }\n",
          "red",
-         {{"/options/limit", 400'000}, {"/options/min", 30'000}, {"/options/max", 90'000}, {"/options/ecn", 1},
+         {{"/options/limit", 400'000},
+          {"/options/min", 30'000},
+          {"/options/max", 90'000},
+          {"/options/ecn", 1},
           {"/options/harddrop", 0}}},
         {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"tbf\"\n"
          "qdisc = { kind = \"fq\", limit = 5000, flow_limit = 50, buckets = 2048, maxrate = \"50mbit\" }\n",
          "fq",
-         {{"/options/limit", 5000}, {"/options/flow_limit", 50}, {"/options/buckets", 2048},
+         {{"/options/limit", 5000},
+          {"/options/flow_limit", 50},
+          {"/options/buckets", 2048},
           {"/options/maxrate", 6'250'000}}},
         // Back to a plain fq_codel after the parameterized queues: a fresh one, nothing kept.
         {"delay = \"5ms\"\nrate = \"10mbit\"\nshaper = \"htb\"\nqdisc = { kind = \"fq_codel\", flows = 64 }\n",

@@ -12,8 +12,8 @@
 #include "netem/attributes.h"
 #include "netem/encode.h"
 #include "netem/kernel.h"
-#include "netem/readback.h"
 #include "netem/queue.h"
+#include "netem/readback.h"
 #include "netem/tc_command.h"
 #include "tests/support/load_helper.h"
 #include "tests/support/tc_fixtures.h"
@@ -24,7 +24,9 @@ using wanlab::testing::up_of;
 
 namespace {
 
-std::map<std::string, std::vector<std::uint8_t>> queue_fixtures() { return wanlab::testing::tc_fixtures("iproute2-queues.txt"); }
+std::map<std::string, std::vector<std::uint8_t>> queue_fixtures() {
+    return wanlab::testing::tc_fixtures("iproute2-queues.txt");
+}
 
 // Attributes by type (flags masked), so that the order tc writes them in does not matter.
 std::map<int, std::vector<std::uint8_t>> attrs_of(const std::vector<std::uint8_t>& b) {
@@ -113,8 +115,7 @@ TEST_CASE("each queue's options are what iproute2's tc sends for the same words"
             CHECK(ours == theirs);
         } else if (c.nested) {
             CHECK(attrs_of(q.options) == attrs_of(tc));
-        }
-        else
+        } else
             CHECK(q.options == tc);
         // What a dump of those options holds is what was asked.
         auto mm = compare_queue(d, decode_queue(q.kind, q.options));
@@ -182,7 +183,8 @@ TEST_CASE("a queue's read-back names a parameter the kernel holds otherwise", "[
     CHECK(mm[0].asked == "20ms");
     CHECK(mm[0].kernel == "15ms");
     CHECK(mm[1].field == "ecn");
-    CHECK(mm[1].kernel == "none");    // red's thresholds are checked once, with their defaults resolved: a written min that the
+    CHECK(mm[1].kernel ==
+          "none");  // red's thresholds are checked once, with their defaults resolved: a written min that the
     // kernel holds otherwise is one mismatch, not one per place that knows it.
     Direction red = queue_of("{ kind = \"red\", limit = 400000, min = 30000, max = 90000, burst = 50 }");
     auto reds = compare_queue(red, QueueParams{{"limit", 400000}, {"min", 20000}, {"max", 90000}});
@@ -210,7 +212,8 @@ TEST_CASE("`qdisc` tables are checked: kind, parameters of that kind, ranges, cr
     CHECK_THAT(errors("{ kind = \"red\", limit = \"8G\" }"), Catch::Contains("32-bit field"));
     CHECK_THAT(errors("{ kind = \"fq_codel\", target = 5 }"), Catch::Contains("target"));
     auto both = load(
-        "[link]\ndelay = \"5ms\"\nrate = \"20mbit\"\nshaper = \"htb\"\nqdisc = { kind = \"codel\" }\nqdisc_limit = 5\n");
+        "[link]\ndelay = \"5ms\"\nrate = \"20mbit\"\nshaper = \"htb\"\nqdisc = { kind = \"codel\" }\nqdisc_limit = "
+        "5\n");
     CHECK_FALSE(both.exp);
     CHECK_THAT(both.messages, Catch::Contains("give `limit` in the table"));
 }
