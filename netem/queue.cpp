@@ -358,7 +358,10 @@ void parse_queue(Reader& r, Direction& d) {
                 if (const Node* lim = t.raw("limit")) parse_limit(*lim, d, r.diag(), "limit");
                 for (const QueueParam* p : kind.params)
                     if (auto v = read_param(*p, t)) d.queue_params[p->key] = *v;
-                for (const auto& [key, value] : q->members) {
+                for (const auto& member : q->members) {
+                    // Named, not a structured binding: clang 14 cannot capture one in a lambda.
+                    const std::string& key = member.first;
+                    const Node& value = member.second;
                     bool known = key == "kind" || key == "limit" ||
                                  std::any_of(kind.params.begin(), kind.params.end(),
                                              [&](const QueueParam* p) { return key == p->key; });
