@@ -14,12 +14,13 @@
 namespace wanlab::diagnosis {
 namespace {
 
-/// The role of the qdisc with `handle` in the tree of `layout`, or "" for one that is not
-/// wanlab's (host mode's htb root and its default class, say).
+/// The role of the qdisc with `handle` in the tree of `layout` (the shaper and the queue at
+/// either of their handles), or "" for one that is not wanlab's (host mode's htb root and
+/// its default class, say).
 std::string role_of(std::uint32_t handle, const netem::TreeLayout& layout) {
     if (handle == layout.netem) return "netem";
-    if (handle == layout.shaper) return "shaper";
-    if (handle == layout.queue) return "queue";
+    if (handle == layout.shaper || handle == layout.shaper + netem::kAlternateHandle) return "shaper";
+    if (handle == layout.queue || handle == layout.queue + netem::kAlternateHandle) return "queue";
     return "";
 }
 

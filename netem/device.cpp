@@ -118,7 +118,7 @@ void DeviceQdiscs::apply(const Direction& d, std::uint32_t mtu, const Psched& ps
     // the new one is grafted at the other of two handles, which swaps them atomically (no
     // delete-then-add). The same kind keeps its handle.
     TreeLayout effective = layout;
-    constexpr std::uint32_t kAlternate = 0x00040000;
+    constexpr std::uint32_t kAlternate = kAlternateHandle;
     // The bottleneck queue wanlab put below the shaper last time, if any (one of its two
     // handles; a shaper's own default queue has a kernel-chosen one).
     const TcObject* old_queue = old_shaper ? child_of(current, old_shaper->handle | 1) : nullptr;

@@ -116,3 +116,20 @@ TEST_CASE("the qdisc tally gives deltas, peaks and limits by role, and backlog a
     CHECK(series.at("qdisc.up.netem.drops").value == std::vector<double>{26, 4});
     CHECK(series.at("qdisc.up.queue.drops").value == std::vector<double>{19, 5});
 }
+
+TEST_CASE("a queue grafted at its second handle keeps its role, so its drops are not the shaper's", "[diagnosis]") {
+    // A trial that changes the queue grafts it at 7: instead of 3: (netem/device.cpp).
+    diagnosis::QdiscTally tally({{"up", "", "wl-rs", {}}});
+    auto at = [](const char* kind, std::uint32_t handle, std::uint32_t drops) {
+        return netem::parse_tc_message(qdisc_message(kind, handle, {}, 100 * 1514ull, 100, {0, 0, drops, 0, 0}));
+    };
+    tally.add(0, 0.0,
+              {at("tbf", 0x20000 + netem::kAlternateHandle, 0), at("fq_codel", 0x30000 + netem::kAlternateHandle, 0)});
+    tally.add(
+        0, 0.1,
+        {at("tbf", 0x20000 + netem::kAlternateHandle, 120), at("fq_codel", 0x30000 + netem::kAlternateHandle, 120)});
+    auto c = tally.counters();
+    CHECK(c["up.queue.drops"] == 120);
+    CHECK(c["up.shaper.drops"] == 120);  // a parent's drops include its child's; the rule subtracts
+    CHECK(c["up.queue.sent_packets"] == 0);
+}
