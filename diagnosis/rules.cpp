@@ -206,13 +206,17 @@ std::optional<Verdict> queue_overflow(const Evidence& e) {
 }
 
 std::optional<Verdict> bufferbloat(const Evidence& e) {
-    if (e.kind != "throughput" || !known(e.srtt)) return std::nullopt;
+    // The loaded RTT: TCP's own under its load, or an rtt probe's beside a group's bulk flows.
+    const bool pinged = e.kind == "rtt" && e.under_load;
+    if (e.kind != "throughput" && !pinged) return std::nullopt;
+    double loaded = pinged ? e.rtt_p50 : e.srtt;
+    if (!known(loaded)) return std::nullopt;
     double base = path_rtt(e);
     if (!(base > 0)) return std::nullopt;
-    double queue = e.srtt - base;
-    if (e.srtt < 2 * base || queue < 0.010) return std::nullopt;
-    auto text = fmt::format("bufferbloat: RTT under load {} against the path's {}: a standing queue of {}", ms(e.srtt),
-                            ms(base), ms(queue));
+    double queue = loaded - base;
+    if (loaded < 2 * base || queue < 0.010) return std::nullopt;
+    auto text = fmt::format("bufferbloat: RTT under load {}{} against the path's {}: a standing queue of {}",
+                            ms(loaded), pinged ? " (median, beside the group's bulk flows)" : "", ms(base), ms(queue));
     if (e.rate_configured > 0) {
         text += fmt::format(" (about {} at {})", probes::human(Unit::bytes, queue * e.rate_configured / 8),
                             rate(e.rate_configured));

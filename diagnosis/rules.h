@@ -49,6 +49,8 @@ struct Evidence {
     double streams = kUnknown;
     // What the probe measured.
     double throughput = kUnknown;    ///< bit/s
+    double rtt_p50 = kUnknown;       ///< an rtt probe's median RTT, s
+    bool under_load = false;         ///< measured at the same time as a group's throughput probes
     double latency_mean = kUnknown;  ///< s per transaction or request
     double transactions = kUnknown;  ///< per repeat
     // Counters per repeat (diagnosis/counters.h).

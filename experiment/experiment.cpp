@@ -17,6 +17,7 @@
 #include "experiment/document.h"
 #include "experiment/sections.h"
 #include "experiment/trials.h"
+#include "probes/group.h"
 
 namespace wanlab::lab {
 namespace {
@@ -154,7 +155,9 @@ std::optional<Experiment> load_experiment(const std::string& file, const std::st
     if (points.empty()) points.emplace_back();
     exp.trials = expand_trials(doc, exp, points, implicit_variant, profiles, docs, diag);
     check_one_place(doc, exp, diag);
-    if (!exp.trials.empty()) parse_asserts(asserts, exp, exp.trials.front().probes, diag, exp.asserts);
+    // A group's own record is asserted like a probe's (its fairness, its summed throughput).
+    if (!exp.trials.empty())
+        parse_asserts(asserts, exp, probes::with_group_records(exp.trials.front().probes), diag, exp.asserts);
     if (diag.has_errors()) return std::nullopt;
     return exp;
 }

@@ -13,7 +13,9 @@
 #include "core/error.h"
 #include "core/placeholders.h"
 #include "core/sys.h"
+#include "core/units.h"
 #include "experiment/document.h"
+#include "probes/group.h"
 #include "probes/http.h"
 #include "probes/probe.h"
 
@@ -294,6 +296,62 @@ void check_service_probes(const Trial& t, Diagnostics& diag) {
     }
 }
 
+// Probes that share a `group` run at the same time for one duration (probes/group.h): a
+// group has two probes or more, a name no probe has, and one `duration` (a member that gives
+// none takes the group's); an rtt member that gives no `count` probes for the whole duration.
+void check_groups(Trial& t, Diagnostics& diag) {
+    for (const auto& g : probes::probe_groups(t.probes)) {
+        if (g.name.empty()) continue;
+        const auto& first = *g.members.front();
+        if (g.members.size() < 2) {
+            diag.error(first.at,
+                       fmt::format("probe `{}` is the only probe of group `{}`: a group runs probes at the same time",
+                                   first.name, g.name),
+                       "give another probe the same `group`, or remove `group`");
+            continue;
+        }
+        if (std::any_of(t.probes.begin(), t.probes.end(), [&](const auto& p) { return p.name == g.name; }))
+            diag.error(first.at,
+                       fmt::format("group `{}` has the name of a probe: asserts and reports name both, so they must "
+                                   "differ",
+                                   g.name));
+        if (t.lab.mode == LabSpec::Mode::hosts)
+            diag.error(first.at,
+                       fmt::format("group `{}`: probe groups run in [lab] mode \"namespaces\" and \"host\"; in mode "
+                                   "\"hosts\" each probe runs alone",
+                                   g.name),
+                       "remove `group`, or measure the group in a namespace lab");
+        // One duration: the one its members give (they must agree), else [run] duration.
+        const probes::ProbeSpec* timed = nullptr;
+        for (const auto* p : g.members) {
+            if (!p->written.count("duration")) continue;
+            if (!timed) {
+                timed = p;
+            } else if (p->options.at("duration") != timed->options.at("duration")) {
+                diag.error(p->at,
+                           fmt::format("probes `{}` and `{}` of group `{}` give different `duration`s ({} and {}): a "
+                                       "group runs for one duration",
+                                       timed->name, p->name, g.name,
+                                       units::format_duration(std::chrono::nanoseconds(
+                                           std::get<std::int64_t>(timed->options.at("duration")))),
+                                       units::format_duration(std::chrono::nanoseconds(
+                                           std::get<std::int64_t>(p->options.at("duration"))))),
+                           "give `duration` on one of them only, or the same on each");
+            }
+        }
+        auto duration = timed ? std::get<std::int64_t>(timed->options.at("duration"))
+                              : std::get<std::int64_t>(first.options.at("duration"));
+        for (auto& p : t.probes) {
+            if (probes::group_of(p) != g.name) continue;
+            p.options["duration"] = duration;
+            if (p.kind == "rtt" && !p.written.count("count")) {
+                auto interval = std::max<std::int64_t>(1, std::get<std::int64_t>(p.options.at("interval")));
+                p.options["count"] = std::clamp<std::int64_t>((duration + interval - 1) / interval, 1, 10'000'000);
+            }
+        }
+    }
+}
+
 // A probe in hosts mode measures against the server machine: against a [[service]] there
 // (`server_port`), or against its own server, which that machine's agent starts for each
 // measurement (probes::serve_far()); a probe with neither is refused where it is written.
@@ -401,6 +459,7 @@ Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, 
     else
         check_service_probes(t, diag);
     if (t.lab.mode == LabSpec::Mode::hosts) check_machines_trial(t, lab, diag);
+    check_groups(t, diag);
     return t;
 }
 

@@ -1,9 +1,12 @@
 #include "probes/probe.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "probes/external.h"
+#include "probes/group.h"
 
 namespace wanlab::probes {
 namespace {
@@ -14,7 +17,13 @@ using RunFn = ProbeResult (*)(const ProbeSpec&, const Endpoints&, const Tick&);
 class FunctionProbe : public Probe {
 public:
     FunctionProbe(ProbeSpec spec, RunFn fn) : spec_(std::move(spec)), fn_(fn) {}
-    ProbeResult run(const Endpoints& where, const Tick& tick) override { return fn_(spec_, where, tick); }
+    ProbeResult run(const Endpoints& where, const Tick& tick) override {
+        auto r = fn_(spec_, where, tick);
+        // Each tool's streams the same way: Jain's index over their goodput.
+        if (spec_.kind == "throughput")
+            if (double f = flow_fairness(r); std::isfinite(f)) r.metrics["fairness"] = f;
+        return r;
+    }
 
 private:
     ProbeSpec spec_;

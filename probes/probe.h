@@ -16,6 +16,7 @@
 // A Probe is used by one thread at a time; different probes may run concurrently.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -66,6 +67,10 @@ inline constexpr const char* kSndbufAutotuned = "sndbuf: autotuned (net.ipv4.tcp
 /// The note an rr or http probe carries when its client set TCP_QUICKACK after every read, so
 /// a diagnosis does not advise what it already does.
 inline constexpr const char* kClientQuickackNote = "client: TCP_QUICKACK after each read";
+
+/// The note a group's member carries when the group has throughput probes: it measured while
+/// they loaded the path ("under load: beside load, up in group rrul").
+inline constexpr const char* kUnderLoadNote = "under load: ";
 
 /// The note that says a command probe's metric came from its output, and the metric's unit
 /// and direction: "metric: NAME: UNIT, higher|lower is better; from ...". The report reads
@@ -130,6 +135,9 @@ struct ProbeResult {
     /// Facts a reader needs to trust the numbers ("rcvbuf: asked 64MiB, granted 416KiB,
     /// clamped by net.core.rmem_max").
     std::vector<std::string> notes;
+    /// When the series' t = 0 was (the built-in probes set it), so a group's members' series
+    /// can be put on one clock (probes/group.h).
+    std::optional<std::chrono::steady_clock::time_point> began;
 };
 
 using Tick = std::function<void()>;

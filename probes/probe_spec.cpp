@@ -33,6 +33,8 @@ std::vector<OptionSpec> common(std::vector<OptionSpec> own) {
         {"capture_bytes", OptionType::size, "0", "a capture file's size at most (implies capture); 0 = 64MiB"},
         {"capture_snaplen", OptionType::integer, "128", "bytes kept of each captured packet (128: the headers)", 64,
          262144},
+        {"group", OptionType::string, "\"\"",
+         "probes with the same group run at the same time, for one duration (wanlab run); \"\" = alone"},
     };
     all.insert(all.end(), own.begin(), own.end());
     return all;
@@ -72,6 +74,7 @@ const std::vector<ProbeKind> kKinds{
          {"throughput_download", Unit::bits_per_second, true, "goodput server -> client"},
          {"delivery_rate", Unit::bits_per_second, true, "TCP_INFO delivery rate at the end, summed"},
          {"sndbuf_granted", Unit::bytes, true, "send buffer the kernel granted"},
+         {"fairness", Unit::fraction, true, "Jain's index over the streams' goodput (2 streams or more)"},
      }},
     {"rtt",
      "round-trip time: TCP handshake, ICMP echo or UDP echo",
@@ -349,9 +352,24 @@ void parse_command(ProbeSpec& spec, Reader& r, Diagnostics& diag) {
 
 const std::vector<ProbeKind>& probe_kinds() { return kKinds; }
 
+const ProbeKind& group_kind() {
+    static const ProbeKind kGroup{
+        "group",
+        "probes that ran at the same time, seen together",
+        {},
+        {
+            {"fairness", Unit::fraction, true, "Jain's index over every flow of the group's throughput probes"},
+            {"throughput", Unit::bits_per_second, true, "goodput of the group's throughput probes, summed"},
+            {"flows", Unit::count, true, "TCP connections of the group's throughput probes"},
+            {"members", Unit::count, true, "probes of the group that measured"},
+        }};
+    return kGroup;
+}
+
 const ProbeKind* find_kind(std::string_view name) {
     for (const auto& k : kKinds)
         if (name == k.name) return &k;
+    if (name == "group") return &group_kind();
     return nullptr;
 }
 
@@ -448,9 +466,12 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
     r.raw("kind");
     r.raw("name");
     for (const auto& o : kind->options) {
+        if (r.has(o.name)) spec.written.insert(o.name);
         auto v = read_option(r, o);
         spec.options[o.name] = v ? *v : default_of(o, default_duration);
     }
+    if (auto g = std::get_if<std::string>(&spec.options["group"]); g && !g->empty() && !text::valid_name(*g))
+        diag.error(r.value_at("group"), fmt::format("group name \"{}\" must be 1-64 letters, digits, `-` or `_`", *g));
     if (auto d = std::get_if<std::int64_t>(&spec.options["duration"]); d && *d <= 0)
         diag.error(r.value_at("duration"), "`duration` must be above zero");
     if (spec.kind == "http") check_http(spec, r, diag);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -51,7 +52,11 @@ struct ProbeKind {
 };
 
 const std::vector<ProbeKind>& probe_kinds();
+/// A probe kind by name, or the group's pseudo-kind for "group" (group_kind()); nullptr else.
 const ProbeKind* find_kind(std::string_view name);
+/// What a probe group's own record reports (probes/group.h): a kind no [[probe]] can name,
+/// with metrics and no options.
+const ProbeKind& group_kind();
 const MetricSpec* find_metric(const ProbeKind& kind, std::string_view metric);
 
 /// A resolved option value in base units.
@@ -80,6 +85,7 @@ struct ProbeSpec {
     std::vector<std::string> command;   ///< kind "command": its argv ({server}, {client} filled at run time)
     std::vector<OutputMetric> outputs;  ///< kind "command": metrics read from its output
     Location at;                        ///< the [[probe]] header
+    std::set<std::string> written;      ///< the options the file gave (the others are defaults)
 };
 
 /// The unit words a command probe's metric may give: "s", "ms", "us", "ns", "bit/s",

@@ -230,6 +230,7 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
     for (const auto& t : tallies) last = std::max(last, t.finished);
 
     ProbeResult r;
+    r.began = start;
     r.kind = "rr";
     r.tool = "builtin";
     summarize(r, tallies, seconds(last - start));

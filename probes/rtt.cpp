@@ -75,6 +75,7 @@ ProbeResult pace(const Plan& plan, const Tick& tick, const std::function<std::op
     r.kind = "rtt";
     r.tool = "builtin";
     auto start = Clock::now(), stop = start + plan.duration;
+    r.began = start;
     std::int64_t sent = 0;
     for (; sent < plan.count && Clock::now() < stop; ++sent) {
         sleep_until(start + plan.interval * sent, tick);

@@ -452,6 +452,7 @@ ProbeResult run_throughput(const ProbeSpec& spec, const Endpoints& where, const 
         }
     };
     auto start = Clock::now(), end = start + duration, last = start;
+    r.began = start;
     double last_total = 0, last_up = 0, last_down = 0;
     TcpSampler tcp;
     while (last < end) {

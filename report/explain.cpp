@@ -351,6 +351,11 @@ diagnosis::Evidence evidence_of(const results::Trial& t, const Measurements& ms)
                 c["congestion_control"].is_string())
                 e.congestion_control = c["congestion_control"].get<std::string>();
     e.throughput = metric_median(ms, "throughput");
+    e.rtt_p50 = metric_median(ms, "rtt_p50");
+    e.under_load = std::any_of(ms.begin(), ms.end(), [](const auto* m) {
+        return std::any_of(m->notes.begin(), m->notes.end(),
+                           [](const auto& n) { return n.starts_with(probes::kUnderLoadNote); });
+    });
     e.latency_mean = metric_median(ms, "latency_mean");
     e.transactions = metric_median(ms, e.kind == "http" ? "requests" : "transactions");
     e.client_delayed_acks = counter_median(ms, "client", "TcpExt.DelayedACKs");

@@ -221,11 +221,21 @@ json trial_param(const std::vector<std::string>& labels) {
                          {"bind", {{"input", "select"}, {"options", labels}, {"name", "trial "}}}}});
 }
 
+/// A group's series: its members' on one clock ("MEMBER.NAME") and the queues', as recorded.
+std::vector<std::string> group_series(const results::RunData& data, const std::string& group) {
+    std::vector<std::string> out;
+    for (const auto& ms : data.measurements)
+        if (ms.probe == group)
+            for (const auto& [name, s] : ms.series)
+                if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+    return out;
+}
+
 std::vector<Chart> series_charts(const Model& m, std::vector<std::string>& notes) {
     const auto& data = *m.data;
     std::vector<Chart> out;
     for (const auto& p : detail::probes_of(data)) {
-        auto shown = series_shown(p.kind);
+        auto shown = p.kind == "group" ? group_series(data, p.name) : series_shown(p.kind);
         if (shown.empty()) continue;
         // Each series' scale over every repeat of the probe; the points, thinned if many.
         std::map<std::string, double> top;

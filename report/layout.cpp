@@ -25,6 +25,7 @@ const std::vector<Headline> kHeadlines{
     {"rr", {"transactions_per_second", "latency_p50", "latency_p99"}},
     {"http", {"requests_per_second", "latency_p50", "latency_p99"}},
     {"command", {"wall_time"}},
+    {"group", {"fairness", "throughput"}},
 };
 
 // A command probe's own metrics, as the notes of its measurements declare them.

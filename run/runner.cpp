@@ -24,6 +24,7 @@
 #include "diagnosis/qdisc_watch.h"
 #include "lab/session.h"
 #include "lab/testbed.h"
+#include "probes/group.h"
 #include "probes/sys.h"
 #include "remote/hosts.h"
 #include "run/check.h"
@@ -55,6 +56,13 @@ bool warms_up(const probes::ProbeSpec& p) { return p.kind != "rtt" && p.kind != 
 bool checks_emulation(const lab::Trial& t) {
     auto e = expected_of(t);
     return lab::unverifiable(t.lab).empty() && (e.rtt > 0 || e.rate_up > 0 || e.rate_down > 0);
+}
+
+// The seconds a repeat of a probe, or of a group's members together, is planned to take.
+double longest(const probes::ProbeGroup& g) {
+    double s = 0;
+    for (const auto* p : g.members) s = std::max(s, probes::planned_seconds(*p));
+    return s;
 }
 
 std::string point_text(const lab::Trial& t) {
@@ -185,63 +193,150 @@ public:
             progress_.line(fmt::format("{}: emulation did not hold: {}", label, rec.check.note));
         store_.put_trial(data_.run.id, rec);
         const auto sites = testbed.qdisc_sites(t);
-        for (const auto& written : t.probes) {
-            auto [spec, where] = in_lab(written, lab_where);
-            probes::make_probe(spec);  // refuses a kind and tool it cannot measure, before any repeat
-            if (exp_.run.warmup.count() > 0 && warms_up(spec)) {
-                progress_.status(fmt::format("{}: {} warm-up", label, spec.name), 1s * done_);
-                auto warm = spec;
-                warm.options["duration"] = static_cast<std::int64_t>(exp_.run.warmup.count());
-                try {
-                    testbed.run_probe(warm, testbed.measure(warm, where), tick_);
-                } catch (const probes::MeasurementError&) {
-                    // The repeats meet the same refusal and record it.
-                }
-                done_ += ns_to_s(exp_.run.warmup.count());
+        for (const auto& group : probes::probe_groups(t.probes)) {
+            std::vector<Member> members;
+            for (const auto* written : group.members) {
+                auto [spec, where] = in_lab(*written, lab_where);
+                probes::make_probe(spec);  // refuses a kind and tool it cannot measure, before any repeat
+                members.push_back({std::move(spec), std::move(where), {}});
             }
-            auto captures = start_captures(spec, testbed, work);
+            auto name = group.name.empty() ? members.front().spec.name : group.name;
+            warm_up(label, name, members, testbed);
+            for (auto& m : members) m.captures = start_captures(m.spec, testbed, work);
             for (unsigned r = 1; r <= exp_.run.repeats; ++r) {
-                progress_.status(fmt::format("{}: {} repeat {}/{}", label, spec.name, r, exp_.run.repeats), 1s * done_);
-                auto started = utc_now();
-                results::Measurement m;
-                try {
-                    const bool here = testbed.probes_here();
-                    diagnosis::Snapshot counters(
-                        here ? diagnosis::counted_hosts(where) : std::vector<std::pair<std::string, std::string>>{},
-                        here);
-                    auto machines = testbed.machine_counters();
-                    auto measured = testbed.measure(spec, where);  // hosts mode: the probe's server there
-                    std::optional<diagnosis::QdiscWatch> qdiscs;
-                    if (!sites.empty()) qdiscs.emplace(sites, diagnosis::kQdiscSampleEvery);
-                    m = record_of(spec, testbed.run_probe(spec, measured, tick_), t.index, r, started);
-                    m.counters = counters.delta();
-                    diagnosis::add_machine_deltas(m.counters, machines, testbed.machine_counters());
-                    if (qdiscs) {
-                        const auto& tally = qdiscs->finish();
-                        m.counters["qdisc"] = tally.counters();
-                        tally.add_series(m.series);
-                    }
-                } catch (const probes::MeasurementError& e) {
-                    // The tool refused this measurement, not the lab: recorded, and the run goes on.
-                    m = record_of(spec, probes::ProbeResult{}, t.index, r, started);
-                    m.notes.push_back(std::string(results::kErrorNote) + e.what());
-                    progress_.line(fmt::format("{}: {} repeat {}: {}", label, spec.name, r, e.what()));
-                }
-                store_.add_measurement(data_.run.id, m);
-                data_.measurements.push_back(std::move(m));
+                progress_.status(fmt::format("{}: {} repeat {}/{}", label, name, r, exp_.run.repeats), 1s * done_);
+                measure(t, label, group.name, members, r, testbed, sites);
                 if (between) between();
-                done_ += probes::planned_seconds(spec);
+                done_ += longest(group);
                 probes::sleep_until(probes::Clock::now() + exp_.run.cooldown, tick_);
                 done_ += ns_to_s(exp_.run.cooldown.count());
             }
-            for (auto& c : captures) {
-                auto done = c->finish();
-                done.probe = spec.name;
-                done.path = (kept / std::filesystem::path(done.path).filename()).string();
-                rec.captures.push_back(std::move(done));
-            }
-            if (!captures.empty()) store_.put_trial(data_.run.id, rec);
+            bool captured = false;
+            for (auto& m : members)
+                for (auto& c : m.captures) {
+                    auto done = c->finish();
+                    done.probe = m.spec.name;
+                    done.path = (kept / std::filesystem::path(done.path).filename()).string();
+                    rec.captures.push_back(std::move(done));
+                    captured = true;
+                }
+            if (captured) store_.put_trial(data_.run.id, rec);
         }
+    }
+
+    /// One probe of a trial as it measures: its spec and endpoints in the lab, its captures.
+    struct Member {
+        probes::ProbeSpec spec;
+        probes::Endpoints where;
+        std::vector<std::unique_ptr<diagnosis::Capture>> captures;
+    };
+
+    /// The warm-up of one probe, or of a group's members together: [run] warmup of traffic,
+    /// discarded (none for the kinds that carry no state to warm).
+    void warm_up(const std::string& label, const std::string& name, const std::vector<Member>& members,
+                 const lab::Testbed& testbed) {
+        if (exp_.run.warmup.count() <= 0) return;
+        std::vector<probes::GroupJob> jobs;
+        for (const auto& m : members) {
+            if (!warms_up(m.spec)) continue;
+            auto warm = m.spec;
+            warm.options["duration"] = static_cast<std::int64_t>(exp_.run.warmup.count());
+            jobs.push_back([&testbed, warm, where = m.where](const probes::Tick& tick) {
+                return testbed.run_probe(warm, testbed.measure(warm, where), tick);
+            });
+        }
+        if (jobs.empty()) return;
+        progress_.status(fmt::format("{}: {} warm-up", label, name), 1s * done_);
+        try {
+            if (jobs.size() == 1)
+                jobs.front()(tick_);
+            else
+                probes::run_together(jobs, tick_);
+        } catch (const probes::MeasurementError&) {
+            // The repeats meet the same refusal and record it.
+        }
+        done_ += ns_to_s(exp_.run.warmup.count());
+    }
+
+    /// Repeat `r` of one probe, or of a group's members at the same time (`group` its name),
+    /// each measurement committed as taken; a group's own record after its members'. The
+    /// counters and queue statistics are the interval's, on each member's record.
+    void measure(const lab::Trial& t, const std::string& label, const std::string& group, std::vector<Member>& members,
+                 unsigned r, const lab::Testbed& testbed, const std::vector<netem::QdiscSite>& sites) {
+        auto started = utc_now();
+        const bool here = testbed.probes_here();
+        diagnosis::Snapshot counters(
+            here ? diagnosis::counted_hosts(members.front().where) : std::vector<std::pair<std::string, std::string>>{},
+            here);
+        auto machines = testbed.machine_counters();
+        std::vector<probes::GroupJob> jobs;
+        for (const auto& m : members) {
+            auto measured = testbed.measure(m.spec, m.where);  // hosts mode: the probe's server there
+            jobs.push_back([&testbed, &spec = m.spec, measured](const probes::Tick& tick) {
+                return testbed.run_probe(spec, measured, tick);
+            });
+        }
+        std::optional<diagnosis::QdiscWatch> qdiscs;
+        if (!sites.empty()) qdiscs.emplace(sites, diagnosis::kQdiscSampleEvery);
+        std::vector<probes::JobOutcome> outcomes(1);
+        if (jobs.size() == 1) {
+            try {
+                outcomes[0].result = jobs[0](tick_);
+            } catch (const probes::MeasurementError& e) {
+                outcomes[0].error = e.what();
+            }
+        } else {
+            outcomes = probes::run_together(jobs, tick_);
+        }
+        nlohmann::json delta = counters.delta();
+        diagnosis::add_machine_deltas(delta, machines, testbed.machine_counters());
+        const diagnosis::QdiscTally* tally = qdiscs ? &qdiscs->finish() : nullptr;
+        if (tally) delta["qdisc"] = tally->counters();
+        std::vector<probes::MemberRun> runs;
+        for (std::size_t i = 0; i < members.size(); ++i) {
+            const auto& spec = members[i].spec;
+            auto& o = outcomes[i];
+            results::Measurement m;
+            if (o.result) {
+                if (!group.empty()) {
+                    probes::align_series(*o.result, o.released);
+                    if (auto load = load_beside(members, spec); !load.empty())
+                        o.result->notes.push_back(
+                            fmt::format("{}beside {} in group {}", probes::kUnderLoadNote, load, group));
+                }
+                m = record_of(spec, *o.result, t.index, r, started);
+                m.counters = delta;
+                if (tally) tally->add_series(m.series);
+            } else {
+                // The tool refused this measurement, not the lab: recorded, and the run goes on.
+                m = record_of(spec, probes::ProbeResult{}, t.index, r, started);
+                m.notes.push_back(std::string(results::kErrorNote) + o.error);
+                progress_.line(fmt::format("{}: {} repeat {}: {}", label, spec.name, r, o.error));
+            }
+            runs.push_back({&spec, std::move(o.result), o.error});
+            commit(std::move(m));
+        }
+        if (group.empty()) return;
+        probes::ProbeSpec record;
+        record.name = group;
+        record.kind = "group";
+        auto g = record_of(record, probes::group_result(runs), t.index, r, started);
+        g.counters = delta;
+        if (tally) tally->add_series(g.series);
+        commit(std::move(g));
+    }
+
+    /// The throughput probes of the group other than `self`, "a, b" ("" = none).
+    static std::string load_beside(const std::vector<Member>& members, const probes::ProbeSpec& self) {
+        std::string out;
+        for (const auto& m : members)
+            if (m.spec.kind == "throughput" && m.spec.name != self.name) out += (out.empty() ? "" : ", ") + m.spec.name;
+        return out;
+    }
+
+    void commit(results::Measurement m) {
+        store_.add_measurement(data_.run.id, m);
+        data_.measurements.push_back(std::move(m));
     }
 
     /// One capture per lab host for a probe that asks for them (none otherwise).
@@ -338,9 +433,10 @@ std::string utc_now() {
 
 double planned_seconds(const lab::Trial& t, const lab::RunSpec& run) {
     double s = checks_emulation(t) ? kCheckSeconds : 0;
-    for (const auto& p : t.probes)
-        s += (warms_up(p) ? ns_to_s(run.warmup.count()) : 0) +
-             run.repeats * (probes::planned_seconds(p) + ns_to_s(run.cooldown.count()));
+    for (const auto& g : probes::probe_groups(t.probes)) {  // a group's members at the same time
+        bool warm = std::any_of(g.members.begin(), g.members.end(), [](const auto* p) { return warms_up(*p); });
+        s += (warm ? ns_to_s(run.warmup.count()) : 0) + run.repeats * (longest(g) + ns_to_s(run.cooldown.count()));
+    }
     return s;
 }
 

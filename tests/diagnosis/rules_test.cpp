@@ -127,6 +127,25 @@ TEST_CASE("bufferbloat: the RTT under load far above the path's", "[diagnosis]")
     CHECK_THAT(bufferbloat(e)->text, !Contains("fq_codel"));
 }
 
+TEST_CASE("bufferbloat: an rtt probe's median beside a group's bulk flows, never an idle one's", "[diagnosis]") {
+    // examples/bufferbloat.toml: `ping` in group rrul behind the 1000-packet FIFO, 40 ms path.
+    Evidence e;
+    e.kind = "rtt";
+    e.rtt_configured = 0.040;
+    e.rate_configured = 20e6;
+    e.rtt_p50 = 0.512;
+    CHECK_FALSE(bufferbloat(e));  // not under load: a slow answer there is not a queue's
+    e.under_load = true;
+    auto v = bufferbloat(e);
+    REQUIRE(v);
+    CHECK(v->text ==
+          "bufferbloat: RTT under load 512.00 ms (median, beside the group's bulk flows) against the path's 40.00 ms: "
+          "a standing queue of 472.00 ms (about 1.1 MiB at 20.00 Mbit/s); an AQM on the link (qdisc = \"fq_codel\") "
+          "or a shorter queue limit keeps the delay down");
+    e.rtt_p50 = 0.0436;  // behind fq_codel
+    CHECK_FALSE(bufferbloat(e));
+}
+
 TEST_CASE("cpu-bound: a CPU near 100% during the measurement", "[diagnosis]") {
     Evidence e;
     e.cpu_busiest = 0.97;

@@ -376,7 +376,7 @@ TEST_CASE("asserts must name a known metric, probe and variant", "[experiment][a
           " 9 | metric = \"thruput\"\n"
           "   |          ^~~~~~~~~\n"
           "  = metrics: throughput, retransmits, rtt, cwnd, rwnd_limited, sndbuf_limited, rcvbuf_granted, "
-          "throughput_upload, throughput_download, delivery_rate, sndbuf_granted\n");
+          "throughput_upload, throughput_download, delivery_rate, sndbuf_granted, fairness\n");
     auto variant = load(base + "[[assert]]\nmetric = \"rtt\"\nvariant = \"c\"\nat_most = \"50ms\"\n");
     CHECK(variant.messages.find("error: no variant named \"c\"") != std::string::npos);
     auto bound = load(base + "[[assert]]\nmetric = \"rtt\"\n");
@@ -571,4 +571,91 @@ rcvbuf = "16M"
     CHECK(wanlab::lab::buffer_clamps(l.exp->trials[1]).empty());  // 64M grants both
     auto text = wanlab::lab::render_plan_text(*l.exp);
     CHECK(text.find("    note: probe iperf runs iperf3 -w 16MiB") != std::string::npos);
+}
+
+TEST_CASE("a group's probes share one duration, and an rtt member without `count` probes throughout", "[experiment]") {
+    auto l = load(R"(
+[[probe]]
+name = "up"
+kind = "throughput"
+group = "load"
+duration = "20s"
+[[probe]]
+name = "ping"
+kind = "rtt"
+interval = "50ms"
+group = "load"
+[[probe]]
+name = "counted"
+kind = "rtt"
+count = 10
+group = "load"
+[[probe]]
+name = "idle"
+kind = "rtt"
+[[assert]]
+probe = "load"
+metric = "fairness"
+at_least = "90%"
+)");
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    const auto& p = l.exp->trials[0].probes;
+    auto opt = [&](std::size_t i, const char* o) { return std::get<std::int64_t>(p[i].options.at(o)); };
+    CHECK(opt(1, "duration") == 20'000'000'000);  // taken from `up`
+    CHECK(opt(1, "count") == 400);                // 20 s at 50 ms
+    CHECK(opt(2, "count") == 10);                 // written: kept
+    CHECK(opt(3, "duration") == 10'000'000'000);  // alone: [run] duration
+    CHECK(opt(3, "count") == 100);
+    REQUIRE(l.exp->asserts.size() == 1);
+    CHECK(l.exp->asserts[0].probe == "load");
+}
+
+TEST_CASE("a group of one, a group named like a probe and disagreeing durations are located errors",
+          "[experiment][messages]") {
+    auto l = load(R"([[probe]]
+name = "up"
+kind = "throughput"
+group = "up"
+)");
+    CHECK_FALSE(l.exp);
+    CHECK(l.messages ==
+          "exp.toml:1:1: error: probe `up` is the only probe of group `up`: a group runs probes at the "
+          "same time\n"
+          " 1 | [[probe]]\n"
+          "   | ^~~~~~~~~\n"
+          "  = give another probe the same `group`, or remove `group`\n");
+    l = load(R"([[probe]]
+name = "up"
+kind = "throughput"
+group = "rtt"
+duration = "5s"
+[[probe]]
+kind = "rtt"
+group = "rtt"
+duration = "6s"
+)");
+    CHECK_FALSE(l.exp);
+    CHECK_THAT(l.messages,
+               Catch::Contains("error: group `rtt` has the name of a probe") &&
+                   Catch::Contains("exp.toml:6:1: error: probes `up` and `rtt` of group `rtt` give different "
+                                   "`duration`s (5s and 6s): a group runs for one duration"));
+    l = load("[[probe]]\nkind = \"rtt\"\ngroup = \"two words\"\n");
+    CHECK_THAT(l.messages, Catch::Contains("group name \"two words\" must be 1-64 letters"));
+}
+
+TEST_CASE("a group's metrics are what an assert on it may name", "[experiment][messages]") {
+    auto l = load(R"([[probe]]
+kind = "throughput"
+group = "load"
+[[probe]]
+kind = "rtt"
+group = "load"
+[[assert]]
+probe = "load"
+metric = "rtt_p50"
+at_most = "50ms"
+)");
+    CHECK_FALSE(l.exp);
+    CHECK_THAT(l.messages, Catch::Contains("metrics: fairness, throughput, flows, members"));
 }

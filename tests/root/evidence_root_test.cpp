@@ -149,3 +149,58 @@ interval = "250ms"
     CHECK_THAT(csv, Catch::Contains(",bulk,throughput,builtin,1,stream2.cwnd,0.1") &&
                         Catch::Contains(",rr,rr,builtin,2,latency_mean,0.25"));
 }
+
+TEST_CASE("a group's probes measure at the same time, on one clock, and the group keeps its own record", "[root]") {
+    if (skip_unless_root()) return;
+    Experiment exp(R"(
+[[probe]]
+name = "bulk"
+kind = "throughput"
+duration = "1s"
+interval = "100ms"
+streams = 2
+group = "together"
+[[probe]]
+name = "ping"
+kind = "rtt"
+interval = "20ms"
+group = "together"
+)");
+    Cleanup cleanup("evidence-group");
+    exp.run("evidence-group");
+    // ping had no count and no duration: it took the group's 1 s, at most 50 handshakes at
+    // 20 ms (alone, [run]'s 10 s and the default count would have sent 100 over 2 s).
+    auto sent = [&](const char* agg) {
+        return std::stod(exp.query(
+            fmt::format("SELECT {}(value) FROM metric_values WHERE probe = 'ping' AND metric = 'sent'", agg)));
+    };
+    CHECK(sent("max") <= 50);
+    CHECK(sent("min") >= 40);
+    // At the same time: on the group's clock each member's first point is within its first
+    // interval, not after the other's second (one after the other, ping would begin at 1 s).
+    for (const char* s : {"bulk.throughput", "ping.rtt"}) {
+        INFO(s);
+        auto first = exp.query(fmt::format(
+            "SELECT max(t) FROM (SELECT min(s.t) AS t FROM series s JOIN measurements m ON m.id = s.measurement_id "
+            "WHERE m.probe = 'together' AND s.name = '{}' GROUP BY m.id)",
+            s));
+        CHECK(std::stod(first) < 0.3);
+        auto last = exp.query(fmt::format(
+            "SELECT min(t) FROM (SELECT max(s.t) AS t FROM series s JOIN measurements m ON m.id = s.measurement_id "
+            "WHERE m.probe = 'together' AND s.name = '{}' GROUP BY m.id)",
+            s));
+        CHECK(std::stod(last) > 0.8);
+    }
+    // The group's record: kind group, its goodput the member's, Jain's index over 2 streams.
+    CHECK(exp.query("SELECT DISTINCT kind FROM measurements WHERE probe = 'together'") == "group\n");
+    auto ratio = exp.query(
+        "SELECT (SELECT value FROM metric_values WHERE probe = 'together' AND repeat = 1 AND metric = 'throughput') / "
+        "(SELECT value FROM metric_values WHERE probe = 'bulk' AND repeat = 1 AND metric = 'throughput')");
+    CHECK(std::stod(ratio) == Approx(1));
+    auto fairness =
+        exp.query("SELECT value FROM metric_values WHERE probe = 'together' AND repeat = 1 AND metric = 'fairness'");
+    CHECK(std::stod(fairness) > 0.5);
+    CHECK(std::stod(fairness) <= 1.0);
+    CHECK(exp.query("SELECT value FROM metric_values WHERE probe = 'together' AND repeat = 1 AND metric = 'flows'") ==
+          "2.0\n");
+}
