@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
-#include <latch>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -29,6 +28,7 @@ public:
 std::vector<std::string> main_series(const std::string& kind) {
     if (kind == "throughput") return {"throughput", "throughput_upload", "throughput_download"};
     if (kind == "rtt") return {"rtt"};
+    if (kind == "udp") return {"throughput", "jitter"};
     if (kind == "rr") return {"transactions_per_second", "latency_mean"};
     if (kind == "http") return {"requests_per_second", "latency_mean"};
     return {};
@@ -95,19 +95,30 @@ std::vector<JobOutcome> run_together(const std::vector<GroupJob>& jobs, const Ti
     std::condition_variable ended;
     std::size_t running = jobs.size();
     std::atomic<bool> cancel{false};
-    std::latch go(1);
+    // The release: every thread waits for `go` (a latch of one, without <latch>, which
+    // clang 14 cannot build from libstdc++ 12's header for the fuzzer).
+    bool go = false;
+    std::condition_variable released_cv;
+    auto release = [&] {
+        std::lock_guard lock(mutex);
+        go = true;
+        released_cv.notify_all();
+    };
     const Tick member_tick = [&cancel] {
         if (cancel.load()) throw Cancelled();
     };
     std::vector<std::thread> threads;
     auto finish = [&] {  // every thread released (if it waits still) and joined
-        go.count_down();
+        release();
         for (auto& t : threads) t.join();
     };
     try {
         for (std::size_t i = 0; i < jobs.size(); ++i)
             threads.emplace_back([&, i] {
-                go.wait();
+                {
+                    std::unique_lock lock(mutex);
+                    released_cv.wait(lock, [&] { return go; });
+                }
                 try {
                     out[i].result = jobs[i](member_tick);
                 } catch (const MeasurementError& e) {
@@ -122,7 +133,7 @@ std::vector<JobOutcome> run_together(const std::vector<GroupJob>& jobs, const Ti
             });
         auto released = std::chrono::steady_clock::now();
         for (auto& o : out) o.released = released;
-        go.count_down();
+        release();
         std::unique_lock lock(mutex);
         while (running > 0) {
             ended.wait_for(lock, 50ms);
