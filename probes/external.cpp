@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "probes/stats.h"
 #include "probes/sys.h"
+#include "probes/udp.h"
 
 namespace wanlab::probes {
 namespace {
@@ -254,6 +255,78 @@ ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick
                         "net.core.wmem_max and rmem_max (autotuning off)",
                         w));
     }
+    if (!server) r.notes.push_back("remote target: its own iperf3 -s answered; wanlab started none");
+    return r;
+}
+
+ProbeResult parse_iperf3_udp_json(const std::string& text) {
+    json j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw Error("iperf3 -J printed something that is not JSON");
+    if (j.contains("error")) throw MeasurementError("iperf3: " + j["error"].get<std::string>());
+    if (!j.contains("end") || !j["end"].contains("sum_received"))
+        throw Error("iperf3 -u -J output has no end.sum_received (did the test run?)");
+    const json& got = j["end"]["sum_received"];
+    // The receiver's count: `packets` it expected (by sequence number), `lost_packets` of them.
+    double packets = number_at(got, "/packets"_json_pointer), lost = number_at(got, "/lost_packets"_json_pointer);
+    double received = std::max(0.0, packets - lost);
+    ProbeResult r;
+    r.kind = "udp";
+    r.tool = "iperf3";
+    auto& m = r.metrics;
+    m["throughput"] = number_at(got, "/bits_per_second"_json_pointer);
+    m["sent"] = number_at(j, "/end/sum_sent/packets"_json_pointer);
+    m["received"] = received;
+    if (packets > 0) {
+        m["loss"] = lost / packets;
+        m["loss_low"] = wilson_low(lost, packets, kZ99);
+        m["loss_high"] = wilson_high(lost, packets, kZ99);
+    }
+    m["jitter"] = number_at(got, "/jitter_ms"_json_pointer) / 1e3;
+    double out_of_order = 0;
+    for (const auto& s : j["end"].value("streams", json::array()))
+        out_of_order += number_at(s, "/udp/out_of_order"_json_pointer);
+    if (received > 0) m["reordered"] = out_of_order / received;
+    for (const auto& iv : j.value("intervals", json::array()))
+        r.series["throughput"].add(number_at(iv, "/sum/end"_json_pointer),
+                                   number_at(iv, "/sum/bits_per_second"_json_pointer));
+    r.notes.push_back(
+        "iperf3 -u: loss, jitter and out-of-order from its receiver's report; no one-way delay, no duplicates; the "
+        "interval series is the sender's");
+    return r;
+}
+
+ProbeResult run_iperf3_udp(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
+    check_remote(spec, where.server);
+    std::string exe = find_tool("iperf3", "iperf3");
+    std::uint16_t port = where.server.port ? where.server.port : 5201;
+    auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
+    std::optional<ToolProcess> server;
+    if (!where.server.remote) server.emplace(start_iperf3_server(exe, where.server, port));
+    std::vector<std::string> argv{exe,
+                                  "-c",
+                                  where.server.address,
+                                  "-p",
+                                  std::to_string(port),
+                                  "-u",
+                                  "-J",
+                                  "-b",
+                                  std::to_string(option_int(spec, "rate")),
+                                  "-l",
+                                  std::to_string(option_int(spec, "size")),
+                                  "-t",
+                                  seconds_arg(duration),
+                                  "-i",
+                                  seconds_arg(std::chrono::nanoseconds(option_int(spec, "interval")))};
+    if (option_string(spec, "direction") == "download") argv.push_back("-R");
+    if (!where.client.address.empty()) argv.insert(argv.end(), {"-B", where.client.address});
+    ToolProcess client(where.client.netns, argv);
+    auto out = client.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 15s, tick);
+    if (server) server->stop(2s);
+    if (out.timed_out) throw Error("iperf3 -c -u did not finish in time (killed)");
+    if (!exited_ok(out) && out.out.find('{') == std::string::npos)
+        throw Error(fmt::format("iperf3 -c -u {}: {}", describe_status(out.status), tail_lines(out.err)));
+    auto r = parse_iperf3_udp_json(out.out);
+    r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     if (!server) r.notes.push_back("remote target: its own iperf3 -s answered; wanlab started none");
     return r;
 }

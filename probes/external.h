@@ -35,6 +35,11 @@ ProbeResult parse_wrk(const std::string& text);
 /// iperf3 -c against `iperf3 -s -1` started in the server's namespace, or against the remote
 /// target's own iperf3 -s; port server.port, or 5201 when that is 0.
 ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
+/// `iperf3 -c ... -u -J` output (3.12: end.sum_received) -> udp metrics from its receiver's
+/// report: throughput, loss and its 99% interval, jitter, reordered (out_of_order); no delay.
+ProbeResult parse_iperf3_udp_json(const std::string& text);
+/// iperf3 -c -u at the probe's rate and size, against a server as run_iperf3()'s.
+ProbeResult run_iperf3_udp(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 ProbeResult run_ping(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 /// hping3 -S against a listening socket of the built-in tcp rtt server, or of a remote target
 /// at server.port (method tcp only).

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "probes/external.h"
 #include "probes/group.h"
+#include "probes/udp.h"
 
 namespace wanlab::probes {
 namespace {
@@ -39,6 +40,8 @@ struct Implementation {
 constexpr Implementation kImplementations[] = {
     {"throughput", "builtin", &run_throughput},
     {"throughput", "iperf3", &run_iperf3},
+    {"udp", "builtin", &run_udp},
+    {"udp", "iperf3", &run_iperf3_udp},
     {"rtt", "builtin", &run_rtt},
     {"rtt", "ping", &run_ping},
     {"rtt", "hping3", &run_hping3},
@@ -74,6 +77,9 @@ std::string remote_incapable(const ProbeSpec& spec, std::uint16_t port) {
     if (spec.kind == "throughput" && tool_of(spec) == "builtin")
         return "the built-in throughput probe needs wanlab's own receiver on the far side, which does not run on a "
                "remote target; use tool = \"iperf3\" with `iperf3 -s` running on the target";
+    if (spec.kind == "udp" && tool_of(spec) == "builtin")
+        return "the built-in udp probe needs wanlab's own receiver on the far side, which does not run on a remote "
+               "target; use tool = \"iperf3\" with `iperf3 -s` running on the target";
     if (spec.kind == "rr")
         return "the rr probe needs wanlab's own server, which does not run on a remote target; in host mode measure "
                "with an http probe with a `url` or an rtt probe";

@@ -76,6 +76,40 @@ const std::vector<ProbeKind> kKinds{
          {"sndbuf_granted", Unit::bytes, true, "send buffer the kernel granted"},
          {"fairness", Unit::fraction, true, "Jain's index over the streams' goodput (2 streams or more)"},
      }},
+    {"udp",
+     "a paced UDP stream: goodput, loss, jitter (RFC 3550), reordering and one-way delay at the receiver",
+     common({
+         {"rate", OptionType::rate, "\"1mbit\"", "the sender's pace (payload bits per second)"},
+         {"size", OptionType::size, "1460", "bytes per datagram (UDP payload, 24 to 65507)"},
+         {"direction",
+          OptionType::choice,
+          "\"upload\"",
+          "upload (client sends) or download",
+          0,
+          0,
+          {"upload", "download"}},
+         {"interval", OptionType::duration, "\"1s\"", "sampling interval of the series", kOneMs},
+         {"tool", OptionType::choice, "\"builtin\"", "builtin or iperf3 (-u)", 0, 0, {"builtin", "iperf3"}},
+         {"server_port", OptionType::integer, "0",
+          "measure against a [[service]] (iperf3 -s) listening on this port of the server host; 0 = the probe "
+          "starts its own receiver",
+          0, 65535},
+     }),
+     {
+         {"throughput", Unit::bits_per_second, true, "payload received per second of sending"},
+         {"loss", Unit::fraction, false, "datagrams sent that never arrived"},
+         {"loss_low", Unit::fraction, false, "low end of loss's 99% interval (Wilson)"},
+         {"loss_high", Unit::fraction, false, "high end of loss's 99% interval (Wilson)"},
+         {"jitter", Unit::seconds, false, "interarrival jitter (RFC 3550), at the end"},
+         {"reordered", Unit::fraction, false, "datagrams that arrived after a later one"},
+         {"duplicates", Unit::count, false, "copies of a datagram already received"},
+         {"delay_p50", Unit::seconds, false, "median one-way delay (both ends on one clock)"},
+         {"delay_p99", Unit::seconds, false, "99th percentile one-way delay"},
+         {"delay_min", Unit::seconds, false, "smallest one-way delay"},
+         {"delay_avg", Unit::seconds, false, "mean one-way delay"},
+         {"sent", Unit::count, true, "datagrams sent"},
+         {"received", Unit::count, true, "distinct datagrams received"},
+     }},
     {"rtt",
      "round-trip time: TCP handshake, ICMP echo or UDP echo",
      common({
@@ -452,8 +486,9 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
     for (const auto& k : kKinds) kinds.emplace_back(k.name);
     auto kind_name = head.choice("kind", kinds);
     if (!head.has("kind"))
-        diag.error(table.value_at,
-                   fmt::format("[[probe]] #{} needs `kind`: one of throughput, rtt, rr, http, command", index + 1));
+        diag.error(
+            table.value_at,
+            fmt::format("[[probe]] #{} needs `kind`: one of throughput, udp, rtt, rr, http, command", index + 1));
     auto name = head.string("name");
     if (name && !text::valid_name(*name))
         diag.error(head.value_at("name"),
@@ -475,6 +510,16 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
     if (auto d = std::get_if<std::int64_t>(&spec.options["duration"]); d && *d <= 0)
         diag.error(r.value_at("duration"), "`duration` must be above zero");
     if (spec.kind == "http") check_http(spec, r, diag);
+    if (spec.kind == "udp") {
+        if (std::get<std::int64_t>(spec.options["rate"]) <= 0)
+            diag.error(r.value_at("rate"), "`rate` must be above zero: the udp probe sends at this pace");
+        auto size = std::get<std::int64_t>(spec.options["size"]);
+        if (size < 24 || size > 65507)
+            diag.error(r.value_at("size"),
+                       fmt::format("`size` = {} is outside 24-65507 bytes: a datagram carries wanlab's 24-byte "
+                                   "header and at most 65507 bytes over IPv4",
+                                   size));
+    }
     if (spec.kind == "command") parse_command(spec, r, diag);
     r.finish();
     return spec;

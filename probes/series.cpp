@@ -11,7 +11,8 @@ Unit series_unit(std::string_view name) {
     auto ends = [last](std::string_view s) { return last.ends_with(s); };
     if (last.starts_with("throughput") || ends("_rate")) return Unit::bits_per_second;
     if (ends("_per_second")) return Unit::per_second;
-    if (last == "rtt" || last == "srtt" || ends("_rtt") || last.starts_with("latency") || ends("_time"))
+    if (last == "rtt" || last == "srtt" || ends("_rtt") || last.starts_with("latency") || ends("_time") ||
+        last == "jitter" || last == "delay")
         return Unit::seconds;
     if (last == "loss") return Unit::fraction;
     if (last == "backlog" || ends("_bytes") || ends("_wnd") || last == "rcv_space" || last == "in_flight")

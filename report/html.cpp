@@ -206,6 +206,7 @@ std::vector<std::string> series_shown(const std::string& kind) {
     if (kind == "rr") return {"transactions_per_second", "latency_mean"};
     if (kind == "http") return {"requests_per_second", "latency_mean"};
     if (kind == "rtt") return {"rtt"};
+    if (kind == "udp") return {"throughput", "jitter"};
     return {};
 }
 

@@ -21,6 +21,7 @@ struct Headline {
 };
 const std::vector<Headline> kHeadlines{
     {"throughput", {"throughput", "retransmits", "rwnd_limited"}},
+    {"udp", {"throughput", "loss", "jitter"}},
     {"rtt", {"rtt_avg", "loss"}},
     {"rr", {"transactions_per_second", "latency_p50", "latency_p99"}},
     {"http", {"requests_per_second", "latency_p50", "latency_p99"}},

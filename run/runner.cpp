@@ -47,9 +47,9 @@ const char* const kUsualKeys[] = {
     "net.ipv4.tcp_rmem",     "net.ipv4.tcp_wmem", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_adv_win_scale",
     "net.core.default_qdisc"};
 
-// rtt probes carry no state to warm; a command's warm-up is the user's (a command has no
-// duration to shorten).
-bool warms_up(const probes::ProbeSpec& p) { return p.kind != "rtt" && p.kind != "command"; }
+// rtt and udp probes carry no state to warm (no congestion window); a command's warm-up is
+// the user's (a command has no duration to shorten).
+bool warms_up(const probes::ProbeSpec& p) { return p.kind != "rtt" && p.kind != "udp" && p.kind != "command"; }
 
 // Whether the trial gets an emulation check: it has link conditions, on a testbed where the
 // configured RTT and rate can be compared with a measurement.
