@@ -4,7 +4,8 @@
 #     where this kernel has no netem: the sweep, before/after bars, time series, the
 #     emulation check;
 #  2. a run on this kernel of tests/browser/latency.toml and its page from `wanlab results
-#     show --format html`: latency distributions of rr, http and rtt;
+#     show --format html`: latency distributions of rr, http and rtt; a probe group's series
+#     together (a bulk flow and a udp stream);
 #  3. `wanlab compare --format html` of the main run with itself;
 # then checks each in Chromium (report_page_test.mjs) and keeps the screenshots in WORK.
 # Usage: run_browser_test.sh WANLAB SRC WORK
@@ -43,7 +44,10 @@ test_page "$work/latency.html" report-latency '{
   "latency-web": {"data": "quantiles", "field": "variant", "has": ["nagle", "nodelay"]},
   "latency-ping": {"data": "quantiles", "field": "variant", "has": ["nagle", "nodelay"]},
   "series-web": {"data": "series", "field": "series", "has": ["requests_per_second (", "latency_mean ("]},
-  "bars-reqs-latency_p50": {"data": "cells", "field": "point", "has": ["probe.reqs.connections=1", "probe.reqs.connections=4"]}
+  "bars-reqs-latency_p50": {"data": "cells", "field": "point", "has": ["probe.reqs.connections=1", "probe.reqs.connections=4"]},
+  "series-voice": {"data": "series", "field": "series", "has": ["throughput (", "jitter ("]},
+  "series-load": {"data": "series", "field": "series", "has": ["bulk.throughput (", "voice.throughput (", "voice.jitter ("]},
+  "bars-load-throughput": {"data": "cells", "field": "variant", "has": ["nagle", "nodelay"]}
 }'
 
 "$wanlab" compare page-main page-main --out "$work/out" --format html >"$work/compare.html" || fail "compare --format html"
