@@ -197,7 +197,20 @@ ProbeResult parse_hping3(const std::string& text, double interval_s) {
     return r;
 }
 
-ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
+namespace {
+
+/// One `iperf3 -c` run of `spec` with `options` after the common ones (-c, -p, -J, -t, -i;
+/// -R for a download, -B for a client address), against `iperf3 -s -1` started in the
+/// server's namespace, or against a remote target's own iperf3 -s. Its output, once it exited
+/// or crashed with JSON; throws when it timed out or crashed without any.
+struct Iperf3Run {
+    ToolOutput out;
+    std::vector<std::string> argv;
+    bool own_server = false;
+};
+
+Iperf3Run iperf3_client(const ProbeSpec& spec, const Endpoints& where, const std::vector<std::string>& options,
+                        const Tick& tick) {
     check_remote(spec, where.server);
     std::string exe = find_tool("iperf3", "iperf3");
     std::uint16_t port = where.server.port ? where.server.port : 5201;
@@ -205,36 +218,43 @@ ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick
     // A remote target runs its own `iperf3 -s`.
     std::optional<ToolProcess> server;
     if (!where.server.remote) server.emplace(start_iperf3_server(exe, where.server, port));
-    std::vector<std::string> argv{exe,
-                                  "-c",
-                                  where.server.address,
-                                  "-p",
-                                  std::to_string(port),
-                                  "-J",
-                                  "-t",
-                                  seconds_arg(duration),
-                                  "-i",
-                                  seconds_arg(std::chrono::nanoseconds(option_int(spec, "interval"))),
-                                  "-P",
-                                  std::to_string(option_int(spec, "streams"))};
-    auto direction = option_string(spec, "direction");
-    if (direction == "download") argv.push_back("-R");
-    if (direction == "both") argv.push_back("--bidir");
-    if (auto cc = option_string(spec, "congestion_control"); !cc.empty()) argv.insert(argv.end(), {"-C", cc});
+    Iperf3Run run;
+    run.own_server = server.has_value();
+    run.argv = {
+        exe,  "-c", where.server.address,  "-p", std::to_string(port),
+        "-J", "-t", seconds_arg(duration), "-i", seconds_arg(std::chrono::nanoseconds(option_int(spec, "interval")))};
+    run.argv.insert(run.argv.end(), options.begin(), options.end());
+    if (option_string(spec, "direction") == "download") run.argv.push_back("-R");
+    if (!where.client.address.empty()) run.argv.insert(run.argv.end(), {"-B", where.client.address});
+    ToolProcess client(where.client.netns, run.argv);
+    run.out = client.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 15s, tick);
+    if (server) server->stop(2s);
+    if (run.out.timed_out) throw Error("iperf3 -c did not finish in time (killed)");
+    // With -J, iperf3 reports its own errors inside the JSON; anything else is a crash.
+    if (!exited_ok(run.out) && run.out.out.find('{') == std::string::npos)
+        throw Error(fmt::format("iperf3 -c {}: {}", describe_status(run.out.status), tail_lines(run.out.err)));
+    return run;
+}
+
+/// The notes every iperf3 result carries: its command, and who ran its server.
+void iperf3_notes(ProbeResult& r, const Iperf3Run& run) {
+    r.notes.push_back("command: " + fmt::format("{}", fmt::join(run.argv, " ")));
+    if (!run.own_server) r.notes.push_back("remote target: its own iperf3 -s answered; wanlab started none");
+}
+
+}  // namespace
+
+ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
+    std::vector<std::string> options{"-P", std::to_string(option_int(spec, "streams"))};
+    if (option_string(spec, "direction") == "both") options.push_back("--bidir");
+    if (auto cc = option_string(spec, "congestion_control"); !cc.empty()) options.insert(options.end(), {"-C", cc});
     // iperf3 has one -w for both buffers; the larger of the two asks is the closest match.
     const auto w = std::max(option_int(spec, "sndbuf"), option_int(spec, "rcvbuf"));
-    if (w > 0) argv.insert(argv.end(), {"-w", std::to_string(w)});
-    if (!where.client.address.empty()) argv.insert(argv.end(), {"-B", where.client.address});
-    ToolProcess client(where.client.netns, argv);
-    auto out = client.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 15s, tick);
-    if (server) server->stop(2s);
-    if (out.timed_out) throw Error("iperf3 -c did not finish in time (killed)");
-    // With -J, iperf3 reports its own errors inside the JSON; anything else is a crash.
-    if (!exited_ok(out) && out.out.find('{') == std::string::npos)
-        throw Error(fmt::format("iperf3 -c {}: {}", describe_status(out.status), tail_lines(out.err)));
+    if (w > 0) options.insert(options.end(), {"-w", std::to_string(w)});
+    auto run = iperf3_client(spec, where, options, tick);
     ProbeResult r;
     try {
-        r = parse_iperf3_json(out.out);
+        r = parse_iperf3_json(run.out.out);
     } catch (const MeasurementError& e) {
         std::string why = e.what();
         if (w > 0 && why.find("socket buffer size not set correctly") != std::string::npos)
@@ -245,7 +265,7 @@ ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick
                 w, (w + 1) / 2);
         throw MeasurementError(why);
     }
-    r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
+    iperf3_notes(r, run);
     if (w == 0) {
         r.notes.push_back(std::string(kRcvbufAutotuned) + " on the receiver: no -w asked");
         r.notes.push_back(std::string(kSndbufAutotuned) + " on the sender: no -w asked");
@@ -255,7 +275,6 @@ ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick
                         "net.core.wmem_max and rmem_max (autotuning off)",
                         w));
     }
-    if (!server) r.notes.push_back("remote target: its own iperf3 -s answered; wanlab started none");
     return r;
 }
 
@@ -276,11 +295,7 @@ ProbeResult parse_iperf3_udp_json(const std::string& text) {
     m["throughput"] = number_at(got, "/bits_per_second"_json_pointer);
     m["sent"] = number_at(j, "/end/sum_sent/packets"_json_pointer);
     m["received"] = received;
-    if (packets > 0) {
-        m["loss"] = lost / packets;
-        m["loss_low"] = wilson_low(lost, packets, kZ99);
-        m["loss_high"] = wilson_high(lost, packets, kZ99);
-    }
+    loss_metrics(m, lost, packets);
     m["jitter"] = number_at(got, "/jitter_ms"_json_pointer) / 1e3;
     double out_of_order = 0;
     for (const auto& s : j["end"].value("streams", json::array()))
@@ -296,38 +311,11 @@ ProbeResult parse_iperf3_udp_json(const std::string& text) {
 }
 
 ProbeResult run_iperf3_udp(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
-    check_remote(spec, where.server);
-    std::string exe = find_tool("iperf3", "iperf3");
-    std::uint16_t port = where.server.port ? where.server.port : 5201;
-    auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
-    std::optional<ToolProcess> server;
-    if (!where.server.remote) server.emplace(start_iperf3_server(exe, where.server, port));
-    std::vector<std::string> argv{exe,
-                                  "-c",
-                                  where.server.address,
-                                  "-p",
-                                  std::to_string(port),
-                                  "-u",
-                                  "-J",
-                                  "-b",
-                                  std::to_string(option_int(spec, "rate")),
-                                  "-l",
-                                  std::to_string(option_int(spec, "size")),
-                                  "-t",
-                                  seconds_arg(duration),
-                                  "-i",
-                                  seconds_arg(std::chrono::nanoseconds(option_int(spec, "interval")))};
-    if (option_string(spec, "direction") == "download") argv.push_back("-R");
-    if (!where.client.address.empty()) argv.insert(argv.end(), {"-B", where.client.address});
-    ToolProcess client(where.client.netns, argv);
-    auto out = client.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 15s, tick);
-    if (server) server->stop(2s);
-    if (out.timed_out) throw Error("iperf3 -c -u did not finish in time (killed)");
-    if (!exited_ok(out) && out.out.find('{') == std::string::npos)
-        throw Error(fmt::format("iperf3 -c -u {}: {}", describe_status(out.status), tail_lines(out.err)));
-    auto r = parse_iperf3_udp_json(out.out);
-    r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
-    if (!server) r.notes.push_back("remote target: its own iperf3 -s answered; wanlab started none");
+    auto run = iperf3_client(
+        spec, where,
+        {"-u", "-b", std::to_string(option_int(spec, "rate")), "-l", std::to_string(option_int(spec, "size"))}, tick);
+    auto r = parse_iperf3_udp_json(run.out.out);
+    iperf3_notes(r, run);
     return r;
 }
 

@@ -39,33 +39,8 @@ int remaining_ms(Clock::time_point deadline) {
     return static_cast<int>(std::max<std::int64_t>(left, 0));
 }
 
-/// CLOCK_REALTIME now: the clock SO_TIMESTAMPNS stamps received packets with.
-timespec realtime_now() {
-    timespec t{};
-    ::clock_gettime(CLOCK_REALTIME, &t);
-    return t;
-}
-
 double seconds_between(const timespec& a, const timespec& b) {
     return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_nsec - a.tv_nsec) / 1e9;
-}
-
-/// recv() that also returns when the kernel received the packet (SO_TIMESTAMPNS), so the
-/// RTT excludes this thread's wake-up latency, as ping's does; falls back to "now".
-ssize_t recv_stamped(int fd, void* buf, std::size_t n, timespec& when) {
-    iovec iov{buf, n};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t got = ::recvmsg(fd, &msg, 0);
-    when = realtime_now();
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); got >= 0 && c; c = CMSG_NXTHDR(&msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS)
-            std::memcpy(&when, CMSG_DATA(c), sizeof when);
-    return got;
 }
 
 /// Sends probe i (0-based) with `once`, which returns the RTT or nullopt (lost), paced at

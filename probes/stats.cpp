@@ -60,6 +60,15 @@ double median(std::vector<double> x) {
     return (upper + *std::max_element(x.begin(), mid)) / 2;
 }
 
+Interval wilson_interval(double k, double n, double z) {
+    if (!(n > 0)) return {std::nan(""), std::nan("")};
+    double p = k / n, z2 = z * z;
+    double centre = p + z2 / (2 * n), spread = z * std::sqrt(p * (1 - p) / n + z2 / (4 * n * n));
+    // Exactly 0 and 1 at the ends, not a rounding error's 1e-19 beside them.
+    return {k <= 0 ? 0 : std::max(0.0, (centre - spread) / (1 + z2 / n)),
+            k >= n ? 1 : std::min(1.0, (centre + spread) / (1 + z2 / n))};
+}
+
 Interval bootstrap_median_ci(const std::vector<double>& x, double level, int resamples, std::uint64_t seed) {
     if (x.empty() || resamples < 1) return {kNaN, kNaN};
     std::mt19937_64 rng(seed);

@@ -31,6 +31,10 @@ double median(std::vector<double> x);
 struct Interval {
     double low, high;
 };
+/// The Wilson score interval of `k` events in `n` trials at `z` (2.576 for 99%): NaN ends for
+/// n = 0; exactly 0 (1) at its low (high) end when k = 0 (k = n). Holds its coverage near 0,
+/// where the normal approximation does not.
+Interval wilson_interval(double k, double n, double z);
 /// Percentile bootstrap CI of the median: `resamples` resamples with replacement, a
 /// mt19937_64 seeded with `seed`, confidence `level` (0.95 = 95%).
 Interval bootstrap_median_ci(const std::vector<double>& x, double level = 0.95, int resamples = 2000,

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -201,6 +202,28 @@ void accept_until_stopped(int listener, const Workers& running, const std::funct
         Fd fd(::accept4(listener, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC));
         if (fd) take(std::move(fd), ntohs(peer.sin_port));
     }
+}
+
+timespec realtime_now() {
+    timespec t{};
+    ::clock_gettime(CLOCK_REALTIME, &t);
+    return t;
+}
+
+ssize_t recv_stamped(int fd, void* buf, std::size_t n, timespec& when) {
+    iovec iov{buf, n};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t got = ::recvmsg(fd, &msg, 0);
+    when = realtime_now();
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); got >= 0 && c; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS)
+            std::memcpy(&when, CMSG_DATA(c), sizeof when);
+    return got;
 }
 
 void sleep_until(Clock::time_point until, const std::function<void()>& tick) {

@@ -96,6 +96,13 @@ private:
 /// 50 ms), handing each connection and its peer's port to `take`, which keeps or drops it.
 void accept_until_stopped(int listener, const Workers& running, const std::function<void(Fd, std::uint16_t)>& take);
 
+/// CLOCK_REALTIME now: the clock SO_TIMESTAMPNS stamps received packets with.
+timespec realtime_now();
+/// recvmsg() of one datagram into buf[0, n) that also returns when the kernel received it
+/// (SO_TIMESTAMPNS, which the socket must have on), so a delay excludes this thread's
+/// wake-up latency, as ping's does; "now" when the kernel gives no stamp.
+ssize_t recv_stamped(int fd, void* buf, std::size_t n, timespec& when);
+
 /// Sleeps until `until`, waking every 100 ms to call `tick` (which may throw to abort).
 void sleep_until(Clock::time_point until, const std::function<void()>& tick);
 

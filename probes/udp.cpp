@@ -34,32 +34,9 @@ constexpr std::size_t kMaxSamples = 200'000;
 // A receive buffer that holds a second at 100 Mbit/s: a late reader must not become loss.
 constexpr int kReceiveBuffer = 16 << 20;
 
-std::int64_t realtime_ns() {
-    timespec t{};
-    ::clock_gettime(CLOCK_REALTIME, &t);
-    return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-}
+std::int64_t ns_of(const timespec& t) { return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec; }
 
-/// recvmsg() with the kernel's arrival time (SO_TIMESTAMPNS, CLOCK_REALTIME), so delay and
-/// jitter exclude this thread's wake-up; "now" when the kernel gives none.
-ssize_t receive(int fd, std::vector<char>& buf, std::int64_t& arrival_ns) {
-    iovec iov{buf.data(), buf.size()};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t got = ::recvmsg(fd, &msg, 0);
-    arrival_ns = realtime_ns();
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); got >= 0 && c; c = CMSG_NXTHDR(&msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-            timespec t{};
-            std::memcpy(&t, CMSG_DATA(c), sizeof t);
-            arrival_ns = static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
-        }
-    return got;
-}
+std::int64_t realtime_ns() { return ns_of(realtime_now()); }
 
 /// Sends datagrams of `size` bytes at `rate_bps` for `duration`: each due one is sent as soon
 /// as it is due (a late thread catches up in a burst, as iperf3 -u does). Returns the count.
@@ -116,20 +93,12 @@ void UdpTally::add(std::uint64_t seq, std::int64_t sent_ns, std::int64_t arrival
     if (delays.size() < kMaxSamples) delays.push_back(transit);
 }
 
-double wilson_low(double lost, double n, double z) {
-    if (!(n > 0)) return std::nan("");
-    if (lost <= 0) return 0;  // exactly, not a rounding error's 1e-19
-    double p = lost / n, z2 = z * z;
-    double centre = p + z2 / (2 * n), spread = z * std::sqrt(p * (1 - p) / n + z2 / (4 * n * n));
-    return std::max(0.0, (centre - spread) / (1 + z2 / n));
-}
-
-double wilson_high(double lost, double n, double z) {
-    if (!(n > 0)) return std::nan("");
-    if (lost >= n) return 1;
-    double p = lost / n, z2 = z * z;
-    double centre = p + z2 / (2 * n), spread = z * std::sqrt(p * (1 - p) / n + z2 / (4 * n * n));
-    return std::min(1.0, (centre + spread) / (1 + z2 / n));
+void loss_metrics(std::map<std::string, double>& m, double lost, double n) {
+    if (!(n > 0)) return;
+    auto interval = stats::wilson_interval(lost, n, kZ99);
+    m["loss"] = lost / n;
+    m["loss_low"] = interval.low;
+    m["loss_high"] = interval.high;
 }
 
 void udp_metrics(ProbeResult& r, const UdpTally& t, std::uint64_t sent, double seconds_sent, bool shared_clock) {
@@ -139,11 +108,7 @@ void udp_metrics(ProbeResult& r, const UdpTally& t, std::uint64_t sent, double s
     r.metrics["sent"] = n;
     r.metrics["received"] = received;
     r.metrics["throughput"] = seconds_sent > 0 ? t.bytes * 8 / seconds_sent : std::nan("");
-    if (sent > 0) {
-        r.metrics["loss"] = lost / n;
-        r.metrics["loss_low"] = wilson_low(lost, n, kZ99);
-        r.metrics["loss_high"] = wilson_high(lost, n, kZ99);
-    }
+    loss_metrics(r.metrics, lost, n);
     if (t.received > 1) r.metrics["jitter"] = t.jitter;
     if (t.received > 0) {
         r.metrics["reordered"] = static_cast<double>(t.reordered) / received;
@@ -211,8 +176,9 @@ ProbeResult run_udp(const ProbeSpec& spec, const Endpoints& where, const Tick& t
         double interval_bytes = 0;
         double next_mark = interval;
         for (;;) {
-            std::int64_t arrival = 0;
-            ssize_t n = receive(rfd, buf, arrival);
+            timespec stamp{};
+            ssize_t n = recv_stamped(rfd, buf.data(), buf.size(), stamp);
+            const std::int64_t arrival = ns_of(stamp);
             auto now = Clock::now();
             if (n >= static_cast<ssize_t>(kHeader)) {
                 std::uint32_t magic = 0;

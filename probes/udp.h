@@ -10,6 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "probes/probe.h"
@@ -39,10 +41,9 @@ private:
     double last_transit_ = 0;
 };
 
-/// The Wilson score interval of a proportion `lost` of `n` at `z`: its low and high ends
-/// (NaN for n = 0). Holds its coverage near 0 where the normal approximation does not.
-double wilson_low(double lost, double n, double z);
-double wilson_high(double lost, double n, double z);
+/// `loss` = lost / n and its 99% interval (`loss_low`, `loss_high`: stats::wilson_interval)
+/// into `m`; nothing for n = 0.
+void loss_metrics(std::map<std::string, double>& m, double lost, double n);
 
 /// The udp metrics of a stream of `sent` datagrams over `seconds_sent`: throughput (at the
 /// receiver), loss with its 99% interval (loss_low, loss_high), jitter, reordered,

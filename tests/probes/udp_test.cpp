@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "probes/external.h"
+#include "probes/stats.h"
 #include "probes/udp.h"
 
 using namespace wanlab::probes;
@@ -55,12 +56,13 @@ TEST_CASE("the udp tally follows RFC 3550's jitter and counts reordered and dupl
 
 TEST_CASE("the loss's 99% Wilson interval holds the rate it was drawn from and never leaves 0..1", "[probes]") {
     // 171 of 8562 lost (2.0%): the interval is about 1.6% to 2.4%.
-    CHECK(wilson_low(171, 8562, kZ99) == Approx(0.0162).margin(0.0005));
-    CHECK(wilson_high(171, 8562, kZ99) == Approx(0.0246).margin(0.0005));
-    CHECK(wilson_low(0, 2083, kZ99) == 0);
-    CHECK(wilson_high(0, 2083, kZ99) == Approx(kZ99 * kZ99 / (2083 + kZ99 * kZ99)).epsilon(0.01));
-    CHECK(wilson_high(10, 10, kZ99) == Approx(1));
-    CHECK(std::isnan(wilson_low(0, 0, kZ99)));
+    using wanlab::probes::stats::wilson_interval;
+    CHECK(wilson_interval(171, 8562, kZ99).low == Approx(0.0162).margin(0.0005));
+    CHECK(wilson_interval(171, 8562, kZ99).high == Approx(0.0246).margin(0.0005));
+    CHECK(wilson_interval(0, 2083, kZ99).low == 0);
+    CHECK(wilson_interval(0, 2083, kZ99).high == Approx(kZ99 * kZ99 / (2083 + kZ99 * kZ99)).epsilon(0.01));
+    CHECK(wilson_interval(10, 10, kZ99).high == Approx(1));
+    CHECK(std::isnan(wilson_interval(0, 0, kZ99).low));
 }
 
 TEST_CASE("iperf3 -u's JSON gives the udp metrics from its receiver's report", "[probes][external]") {
