@@ -244,6 +244,8 @@ OptionValue default_of(const OptionSpec& o, std::chrono::nanoseconds run_duratio
         std::string s(d.substr(1, d.size() - 2));
         if (o.type == OptionType::duration)
             return static_cast<std::int64_t>(std::get<std::chrono::nanoseconds>(units::parse_duration(s)).count());
+        if (o.type == OptionType::rate)  // in base units, as read_option() gives a written one
+            return static_cast<std::int64_t>(std::get<std::uint64_t>(units::parse_rate(s)));
         return s;
     }
     if (o.type == OptionType::boolean) return d == "true";
@@ -511,14 +513,14 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
         diag.error(r.value_at("duration"), "`duration` must be above zero");
     if (spec.kind == "http") check_http(spec, r, diag);
     if (spec.kind == "udp") {
-        if (std::get<std::int64_t>(spec.options["rate"]) <= 0)
+        if (auto rate = std::get_if<std::int64_t>(&spec.options["rate"]); rate && *rate <= 0)
             diag.error(r.value_at("rate"), "`rate` must be above zero: the udp probe sends at this pace");
-        auto size = std::get<std::int64_t>(spec.options["size"]);
-        if (size < 24 || size > 65507)
+        auto size = std::get_if<std::int64_t>(&spec.options["size"]);
+        if (size && (*size < 24 || *size > 65507))
             diag.error(r.value_at("size"),
                        fmt::format("`size` = {} is outside 24-65507 bytes: a datagram carries wanlab's 24-byte "
                                    "header and at most 65507 bytes over IPv4",
-                                   size));
+                                   *size));
     }
     if (spec.kind == "command") parse_command(spec, r, diag);
     r.finish();

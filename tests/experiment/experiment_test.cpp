@@ -659,3 +659,16 @@ at_most = "50ms"
     CHECK_FALSE(l.exp);
     CHECK_THAT(l.messages, Catch::Contains("metrics: fairness, throughput, flows, members"));
 }
+
+TEST_CASE("a udp probe without `rate` sends at its default 1 Mbit/s, in bit/s like a written one", "[experiment]") {
+    // The fuzzer found the default stored as the text "1mbit": option_int() then threw.
+    auto l = load("[[probe]]\nkind = \"udp\"\n");
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    const auto& p = l.exp->trials[0].probes[0];
+    CHECK(std::get<std::int64_t>(p.options.at("rate")) == 1'000'000);
+    CHECK(std::get<std::int64_t>(p.options.at("size")) == 1460);
+    auto bad = load("[[probe]]\nkind = \"udp\"\nrate = 0\nsize = 10\n");
+    CHECK_THAT(bad.messages, Catch::Contains("`rate` must be above zero") &&
+                                 Catch::Contains("`size` = 10 is outside 24-65507 bytes"));
+}
