@@ -45,11 +45,30 @@ Counters parse_counters(std::string_view text) {
     return out;
 }
 
+Counters parse_snmp6(std::string_view text) {
+    Counters out;
+    std::istringstream in{std::string(text)};
+    for (std::string line; std::getline(in, line);) {
+        auto w = text::words(line);
+        if (w.size() != 2) continue;
+        // Longest group first: "UdpLite6InDatagrams" is not Udp6's.
+        for (std::string_view group : {"UdpLite6", "Icmp6", "Udp6", "Ip6"}) {
+            if (!w[0].starts_with(group) || w[0].size() == group.size()) continue;
+            char* end = nullptr;
+            double v = std::strtod(w[1].c_str(), &end);
+            if (end != nullptr && *end == '\0') out[std::string(group) + "." + w[0].substr(group.size())] = v;
+            break;
+        }
+    }
+    return out;
+}
+
 Counters read_counters(const std::string& netns) {
     try {
         return sys::in_netns_result(netns, [] {
             auto c = parse_counters(read_or_empty("/proc/thread-self/net/netstat"));
             c.merge(parse_counters(read_or_empty("/proc/thread-self/net/snmp")));
+            c.merge(parse_snmp6(read_or_empty("/proc/thread-self/net/snmp6")));
             return c;
         });
     } catch (const Error&) {

@@ -2,8 +2,9 @@
 // show (delayed ACKs sent by timer, loss probes, timeouts, listen overflows), per lab host.
 //
 // Contract: counters are read from /proc/thread-self/net/netstat and /proc/thread-self/net/snmp
-// on a thread inside the host's network namespace (core/sys.h in_netns), so each host's
-// counters are its own; names are "TcpExt.DelayedACKs", "Tcp.RetransSegs", "Ip.InReceives".
+// and /proc/thread-self/net/snmp6 on a thread inside the host's network namespace (core/sys.h
+// in_netns), so each host's counters are its own; names are "TcpExt.DelayedACKs",
+// "Tcp.RetransSegs", "Ip.InReceives", "Ip6.InReceives".
 // CPU times come from /proc/stat (the machine's, not a namespace's). A delta keeps only
 // counters that moved, and never gauges (Tcp.CurrEstab, Tcp.MaxConn, ...). Reading fails
 // soft: a host whose counters cannot be read is left out, never guessed.
@@ -26,7 +27,10 @@ using Counters = std::map<std::string, double>;
 /// The header/value line pairs of /proc/net/netstat or /proc/net/snmp ("TcpExt: A B" then
 /// "TcpExt: 1 2") -> {"TcpExt.A": 1, "TcpExt.B": 2}. Malformed pairs are skipped.
 Counters parse_counters(std::string_view text);
-/// netstat and snmp of namespace `netns` ("" = this thread's). Empty when unreadable.
+/// /proc/net/snmp6's "Ip6InReceives 123" lines -> {"Ip6.InReceives": 123}, for the groups
+/// Ip6, Icmp6, Udp6 and UdpLite6. Other lines are skipped.
+Counters parse_snmp6(std::string_view text);
+/// netstat, snmp and snmp6 of namespace `netns` ("" = this thread's). Empty when unreadable.
 Counters read_counters(const std::string& netns);
 /// after - before for every counter that moved; gauges and counters missing on either side
 /// are left out.

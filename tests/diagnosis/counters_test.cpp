@@ -33,6 +33,26 @@ TEST_CASE("parse_counters reads the header and value lines of netstat and snmp",
     CHECK(parse_counters("").empty());
 }
 
+TEST_CASE("parse_snmp6 reads the name-value lines of /proc/net/snmp6 into groups", "[diagnosis]") {
+    auto c = parse_snmp6(
+        "Ip6InReceives                   \t31\n"
+        "Ip6OutRequests                  \t29\n"
+        "Icmp6InMsgs                     \t7\n"
+        "Udp6InDatagrams                 \t3\n"
+        "UdpLite6InDatagrams             \t2\n"
+        "Icmp6InType135                  \t4\n"
+        "Ip6InOctets                     \tx\n"
+        "Ip6                             \t5\n"
+        "Tcp6Stray 1 2\n");
+    CHECK(c.at("Ip6.InReceives") == 31);
+    CHECK(c.at("Ip6.OutRequests") == 29);
+    CHECK(c.at("Icmp6.InMsgs") == 7);
+    CHECK(c.at("Icmp6.InType135") == 4);
+    CHECK(c.at("Udp6.InDatagrams") == 3);
+    CHECK(c.at("UdpLite6.InDatagrams") == 2);
+    CHECK(c.size() == 6);  // no number, no name after the group, or no group: skipped
+}
+
 TEST_CASE("counter_delta keeps what moved and never a gauge", "[diagnosis]") {
     auto before = parse_counters(kSnmp);
     auto after = parse_counters(
