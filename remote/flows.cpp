@@ -126,9 +126,11 @@ std::optional<netem::Flow> ssh_connection_flow(const char* value) {
     unsigned peer_port = 0, local_port = 0;
     if (!(in >> peer >> peer_port >> local >> local_port) || peer_port > 65535 || local_port > 65535)
         return std::nullopt;
-    in_addr a{}, b{};
-    if (::inet_pton(AF_INET, peer.c_str(), &a) != 1 || ::inet_pton(AF_INET, local.c_str(), &b) != 1)
-        return std::nullopt;
+    // Both ends in one family (sshd reports an IPv4 peer of a dual-stack socket as IPv4).
+    in6_addr a{}, b{};
+    bool v4 = ::inet_pton(AF_INET, peer.c_str(), &a) == 1 && ::inet_pton(AF_INET, local.c_str(), &b) == 1;
+    bool v6 = ::inet_pton(AF_INET6, peer.c_str(), &a) == 1 && ::inet_pton(AF_INET6, local.c_str(), &b) == 1;
+    if (!v4 && !v6) return std::nullopt;
     return netem::Flow{local, static_cast<std::uint16_t>(local_port), peer, static_cast<std::uint16_t>(peer_port)};
 }
 

@@ -23,8 +23,8 @@ namespace wanlab::remote {
 std::vector<netem::Flow> tcp_flows_of(pid_t pid);
 
 /// The connection sshd serves this process over, from its environment's SSH_CONNECTION
-/// ("PEER PEER_PORT LOCAL LOCAL_PORT"), as this machine sees it; nullopt without one, or for
-/// IPv6 (the link conditions' filters match IPv4). `value` is the variable's text or null.
+/// ("PEER PEER_PORT LOCAL LOCAL_PORT"), as this machine sees it; nullopt without one, or when
+/// the two addresses are not one family's. `value` is the variable's text or null.
 std::optional<netem::Flow> ssh_connection_flow(const char* value);
 
 /// The interface this machine sends to `address` (an IPv4 or IPv6 address) through, as its

@@ -359,7 +359,11 @@ TEST_CASE("the agent's own ssh connection, from SSH_CONNECTION, as this machine 
     CHECK(f->peer == "198.51.100.1");
     CHECK(f->peer_port == 50022);
     CHECK_FALSE(remote::ssh_connection_flow(nullptr));
-    CHECK_FALSE(remote::ssh_connection_flow("2001:db8::1 50022 2001:db8::2 22"));  // the filters match IPv4
+    auto six = remote::ssh_connection_flow("2001:db8::1 50022 2001:db8::2 22");  // an IPv6 server's filters
+    REQUIRE(six);
+    CHECK(six->local == "2001:db8::2");
+    CHECK(six->peer == "2001:db8::1");
+    CHECK_FALSE(remote::ssh_connection_flow("2001:db8::1 50022 203.0.113.7 22"));  // one family or none
     CHECK_FALSE(remote::ssh_connection_flow("198.51.100.1 70000 203.0.113.7 22"));
     CHECK_FALSE(remote::ssh_connection_flow("garbage"));
 }
