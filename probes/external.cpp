@@ -346,6 +346,10 @@ ProbeResult run_hping3(const ProbeSpec& spec, const Endpoints& where, const Tick
     if (option_string(spec, "method") != "tcp")
         throw InputError(
             "rtt probe: tool \"hping3\" measures the TCP handshake (hping3 -S) only; set method = \"tcp\"");
+    if (family_of(where.server.address) == AF_INET6)
+        throw InputError(
+            "rtt probe: hping3 speaks IPv4 only; over IPv6 use tool = \"builtin\" (its method \"tcp\" times the "
+            "same handshake)");
     check_remote(spec, where.server);
     std::string exe = find_tool("hping3", "hping3");
     auto interval = std::chrono::nanoseconds(option_int(spec, "interval"));

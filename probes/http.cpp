@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "probes/sys.h"
 
 namespace wanlab::probes {
 namespace http {
@@ -70,25 +71,49 @@ Url parse_url(std::string_view text) {
         url.path = path.empty() || path.front() != '/' ? "/" + std::string(path) : std::string(path);
     }
     if (authority.find('@') != std::string_view::npos) throw bad("user names in the URL are not supported");
-    if (authority.starts_with('[')) throw bad("IPv6 addresses are not supported");
-    auto colon = authority.rfind(':');
-    std::string_view host = authority.substr(0, colon);
-    if (colon != std::string_view::npos) {
-        std::string_view port = authority.substr(colon + 1);
+    std::string_view host = authority;
+    std::string_view after;            // what follows the host: "" or ":PORT"
+    if (authority.starts_with('[')) {  // RFC 3986: an IPv6 address in brackets
+        auto close = authority.find(']');
+        if (close == std::string_view::npos)
+            throw bad("an IPv6 address in a URL ends with `]`, as in http://[2001:2::6]:8080/");
+        host = authority.substr(1, close - 1);
+        after = authority.substr(close + 1);
+        if (!after.empty() && after.front() != ':') throw bad("expected `:PORT` after the `]`");
+        in6_addr a6{};
+        if (::inet_pton(AF_INET6, std::string(host).c_str(), &a6) != 1)
+            throw bad("the address in brackets must be an IPv6 address such as 2001:2::6");
+    } else {
+        if (authority.find(':') != authority.rfind(':'))
+            throw bad("an IPv6 address in a URL goes in brackets, as in http://[2001:2::6]:8080/");
+        auto colon = authority.find(':');
+        host = authority.substr(0, colon);
+        if (colon != std::string_view::npos) after = authority.substr(colon);
+        in_addr a{};
+        if (host.empty() || ::inet_pton(AF_INET, std::string(host).c_str(), &a) != 1)
+            throw bad(
+                "the host must be an IPv4 address such as 198.18.0.6, or an IPv6 one in brackets (names are "
+                "not resolved)");
+    }
+    if (!after.empty()) {
+        std::string_view port = after.substr(1);
         int v = 0;
         if (!digits(port) || port.size() > 5 || (v = std::stoi(std::string(port))) < 1 || v > 65535)
             throw bad("the port must be 1-65535");
         url.port = static_cast<std::uint16_t>(v);
     }
-    in_addr a{};
-    if (host.empty() || ::inet_pton(AF_INET, std::string(host).c_str(), &a) != 1)
-        throw bad("the host must be an IPv4 address such as 198.18.0.6 (names are not resolved)");
     url.address = std::string(host);
     return url;
 }
 
+std::string url_host(const std::string& address) {
+    return address.find(':') != std::string::npos ? fmt::format("[{}]", address) : address;
+}
+
+std::string to_string(const Url& url) { return fmt::format("http://{}{}", host_port(url.address, url.port), url.path); }
+
 std::string request_for(const Url& url) {
-    std::string host = url.port == 80 ? url.address : fmt::format("{}:{}", url.address, url.port);
+    std::string host = url.port == 80 ? url_host(url.address) : host_port(url.address, url.port);
     return fmt::format("GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", url.path, host);
 }
 
@@ -383,10 +408,9 @@ void describe(ProbeResult& r, const http::LoadOptions& o, const std::optional<ht
                         o.requests_per_second));
     else
         r.notes.push_back("closed loop: each connection sends its next request when the answer is in");
-    r.notes.push_back(
-        fmt::format("{} connections on {} thread(s) to http://{}:{}{}; client TCP_NODELAY {}, TCP_QUICKACK {}",
-                    o.connections, o.threads, o.url.address, o.url.port, o.url.path, on_off(o.nodelay),
-                    o.quickack ? "after each read" : "kernel default"));
+    r.notes.push_back(fmt::format("{} connections on {} thread(s) to {}; client TCP_NODELAY {}, TCP_QUICKACK {}",
+                                  o.connections, o.threads, to_string(o.url), on_off(o.nodelay),
+                                  o.quickack ? "after each read" : "kernel default"));
     if (o.quickack) r.notes.push_back(kClientQuickackNote);
     if (s)
         r.notes.push_back(
@@ -481,9 +505,9 @@ ProbeResult run_http(const ProbeSpec& spec, const Endpoints& where, const Tick& 
     if (!target.options) r.notes.push_back("url given: no built-in server, the server_* options do not apply");
     if (target.far)
         r.notes.push_back(
-            fmt::format("server: wanlab's built-in server on the server machine ({}:{}); it answered {} "
+            fmt::format("server: wanlab's built-in server on the server machine ({}); it answered {} "
                         "requests",
-                        target.url.address, target.url.port, answered.value_or(0)));
+                        host_port(target.url.address, target.url.port), answered.value_or(0)));
     return r;
 }
 

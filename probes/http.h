@@ -24,7 +24,7 @@
 
 namespace wanlab::probes::http {
 
-/// http://ADDRESS[:PORT][/PATH] with an IPv4 address.
+/// http://ADDRESS[:PORT][/PATH] with an IPv4 address, or an IPv6 one in brackets.
 struct Url {
     std::string address;
     std::uint16_t port = 80;
@@ -32,8 +32,13 @@ struct Url {
 };
 
 /// Parses `text`; throws InputError saying what is wrong ("https is not supported", "the host
-/// must be an IPv4 address").
+/// must be an IPv4 address or an IPv6 one in brackets").
 Url parse_url(std::string_view text);
+
+/// An address as a URL's host: IPv6 in brackets ("[2001:2::6]"), IPv4 as it is.
+std::string url_host(const std::string& address);
+/// `url` written out: "http://[2001:2::6]:8080/path".
+std::string to_string(const Url& url);
 
 /// The request the load generator sends for `url`, the same every time (as wrk does).
 std::string request_for(const Url& url);

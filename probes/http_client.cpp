@@ -61,8 +61,8 @@ class LoadLoop {
 public:
     LoadLoop(const Endpoint& client, const LoadOptions& o, const std::vector<std::size_t>& indices, std::size_t keep,
              StartLine& line, const Workers& workers)
-        : client_(client), o_(o), request_(request_for(o.url)), peer_(ipv4(o.url.address, o.url.port)), keep_(keep),
-          line_(line), workers_(workers), conns_(indices.size()) {
+        : client_(client), o_(o), request_(request_for(o.url)), peer_(sock_addr(o.url.address, o.url.port)),
+          keep_(keep), line_(line), workers_(workers), conns_(indices.size()) {
         for (std::size_t i = 0; i < indices.size(); ++i) conns_[i].index = indices[i];
     }
 
@@ -150,19 +150,15 @@ private:
 
     void open(Conn& c, Clock::time_point now) {
         ++c.generation;
-        c.fd = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        c.fd = Fd(::socket(peer_.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
         if (!c.fd) sys::fail_errno("opening a socket for the load generator");
         set_int(c.fd.get(), IPPROTO_TCP, TCP_NODELAY, o_.nodelay, "TCP_NODELAY");
-        if (!client_.address.empty()) {
-            auto local = ipv4(client_.address, 0);
-            if (::bind(c.fd.get(), reinterpret_cast<const sockaddr*>(&local), sizeof local) != 0)
-                sys::fail_errno("binding the load generator to " + client_.address);
-        }
+        if (!client_.address.empty()) bind_to(c.fd.get(), peer_.family(), client_.address, 0, "the load generator");
         c.state = Conn::State::connecting;
         c.since = now;
         c.writing = false;
         c.parser.reset();
-        if (::connect(c.fd.get(), reinterpret_cast<const sockaddr*>(&peer_), sizeof peer_) != 0 && errno != EINPROGRESS)
+        if (::connect(c.fd.get(), peer_.get(), peer_.len) != 0 && errno != EINPROGRESS)
             return fail(c, Failure::connect, std::strerror(errno), now);
         epoll_set(epoll_.get(), EPOLL_CTL_ADD, c.fd.get(), EPOLLOUT, tag(c));
     }
@@ -179,10 +175,11 @@ private:
     /// connect itself failed). Before the measurement starts, throws instead.
     void fail(Conn& c, Failure f, const std::string& why, Clock::time_point now) {
         if (!measuring_ && f == Failure::connect)
-            throw Error(fmt::format("load generator connecting to {}:{}: {}", o_.url.address, o_.url.port, why));
+            throw Error(
+                fmt::format("load generator connecting to {}: {}", host_port(o_.url.address, o_.url.port), why));
         if (!measuring_)
-            throw Error(fmt::format("load generator, connection to {}:{} before the start: {}", o_.url.address,
-                                    o_.url.port, why));
+            throw Error(fmt::format("load generator, connection to {} before the start: {}",
+                                    host_port(o_.url.address, o_.url.port), why));
         ++(f == Failure::timeout ? tally.timeouts : tally.socket_errors);
         c.fd.reset();  // also leaves the epoll set
         c.state = Conn::State::closed;
@@ -313,7 +310,7 @@ private:
     const Endpoint& client_;
     const LoadOptions& o_;
     std::string request_;
-    sockaddr_in peer_;
+    SockAddr peer_;
     std::size_t keep_;
     StartLine& line_;
     const Workers& workers_;

@@ -1,5 +1,7 @@
 #include "probes/probe.h"
 
+#include <sys/socket.h>
+
 #include <cmath>
 
 #include <fmt/format.h>
@@ -183,6 +185,13 @@ std::string option_string(const ProbeSpec& spec, const std::string& name) {
     const auto& v = option(spec, name);
     if (auto s = std::get_if<std::string>(&v)) return *s;
     throw Error(fmt::format("probe option `{}` is not a string", name));
+}
+
+int probe_family(const ProbeSpec& spec) {
+    auto it = spec.options.find("family");
+    const auto* v = it == spec.options.end() ? nullptr : std::get_if<std::string>(&it->second);
+    if (!v) return AF_UNSPEC;
+    return *v == "ipv4" ? AF_INET : *v == "ipv6" ? AF_INET6 : AF_UNSPEC;
 }
 
 }  // namespace wanlab::probes

@@ -36,7 +36,7 @@ class FarServer;
 /// Where one side of a probe runs.
 struct Endpoint {
     std::string netns;       ///< a namespace name (core/sys.h), or "" for the namespace wanlab runs in
-    std::string address;     ///< IPv4; the server listens here, the client connects from here ("" = any)
+    std::string address;     ///< IPv4 or IPv6; the server listens here, the client connects from here ("" = any)
     std::uint16_t port = 0;  ///< server: 0 = any free port
     /// server side only: the server already runs elsewhere (host mode), listening at
     /// address:port; the probe starts nothing
@@ -176,6 +176,9 @@ void check_remote(const ProbeSpec& spec, const Endpoint& server);
 std::int64_t option_int(const ProbeSpec& spec, const std::string& name);  ///< integer, size, duration (ns), rate
 bool option_bool(const ProbeSpec& spec, const std::string& name);
 std::string option_string(const ProbeSpec& spec, const std::string& name);
+/// The address family the probe's `family` option asks for: AF_INET, AF_INET6, or AF_UNSPEC
+/// for "auto" (the lab's first: IPv4 unless the lab has IPv6 only) and for a command probe.
+int probe_family(const ProbeSpec& spec);
 
 // The built-in probes (probes/throughput.cpp, rtt.cpp, rr.cpp, http.cpp).
 ProbeResult run_throughput(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);

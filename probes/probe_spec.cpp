@@ -35,6 +35,13 @@ std::vector<OptionSpec> common(std::vector<OptionSpec> own) {
          262144},
         {"group", OptionType::string, "\"\"",
          "probes with the same group run at the same time, for one duration (wanlab run); \"\" = alone"},
+        {"family",
+         OptionType::choice,
+         "\"auto\"",
+         "the IP version the probe measures over: ipv4, ipv6, or auto (the lab's: IPv4 unless [lab] ip = \"ipv6\")",
+         0,
+         0,
+         {"auto", "ipv4", "ipv6"}},
     };
     all.insert(all.end(), own.begin(), own.end());
     return all;

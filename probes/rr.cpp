@@ -242,8 +242,8 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
         s.server_quickack ? "on" : "kernel default"));
     if (s.client_quickack) r.notes.push_back(kClientQuickackNote);
     if (far)
-        r.notes.push_back(
-            fmt::format("server: wanlab's probe server on the server machine ({}:{})", where.server.address, port));
+        r.notes.push_back(fmt::format("server: wanlab's probe server on the server machine ({})",
+                                      host_port(where.server.address, port)));
     return r;
 }
 

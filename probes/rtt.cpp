@@ -2,6 +2,7 @@
 // UDP echo against our own echo server, and ICMP echo (unprivileged ping socket, raw socket as
 // fallback). See docs/probes.md.
 #include <arpa/inet.h>
+#include <netinet/icmp6.h>
 #include <netinet/ip.h>
 #include <netinet/ip_icmp.h>
 #include <poll.h>
@@ -77,16 +78,15 @@ ProbeResult pace(const Plan& plan, const Tick& tick, const std::function<std::op
 
 // --- TCP: connect() timing --------------------------------------------------------------
 
-std::optional<double> tcp_handshake(const sockaddr_in& to, const sockaddr_in* from) {
-    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+std::optional<double> tcp_handshake(const SockAddr& to, const SockAddr* from) {
+    Fd fd(::socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) sys::fail_errno("opening a TCP socket");
     // Close with RST so thousands of probes leave no TIME_WAIT sockets behind.
     linger lg{1, 0};
     ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    if (from && ::bind(fd.get(), reinterpret_cast<const sockaddr*>(from), sizeof *from) != 0)
-        sys::fail_errno("binding the client");
+    if (from && ::bind(fd.get(), from->get(), from->len) != 0) sys::fail_errno("binding the client");
     auto t0 = Clock::now();
-    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0) return seconds(Clock::now() - t0);
+    if (::connect(fd.get(), to.get(), to.len) == 0) return seconds(Clock::now() - t0);
     if (errno != EINPROGRESS) return std::nullopt;
     pollfd p{fd.get(), POLLOUT, 0};
     int n = ::poll(&p, 1, static_cast<int>(kAnswerTimeout.count()));
@@ -100,9 +100,9 @@ std::optional<double> tcp_handshake(const sockaddr_in& to, const sockaddr_in* fr
 }
 
 /// `plan`'s handshakes from `client` to `to`, paced from this thread.
-ProbeResult handshakes(const Plan& plan, const sockaddr_in& to, const Endpoint& client, const Tick& tick) {
-    std::optional<sockaddr_in> from;
-    if (!client.address.empty()) from = ipv4(client.address, 0);
+ProbeResult handshakes(const Plan& plan, const SockAddr& to, const Endpoint& client, const Tick& tick) {
+    std::optional<SockAddr> from;
+    if (!client.address.empty()) from = sock_addr(client.address, 0);
     NetnsScope in(client.netns);
     auto r = pace(plan, tick, [&](std::int64_t) { return tcp_handshake(to, from ? &*from : nullptr); });
     r.notes.push_back("method tcp: time from connect() to the SYN-ACK (one round trip plus connect's own cost)");
@@ -111,19 +111,19 @@ ProbeResult handshakes(const Plan& plan, const sockaddr_in& to, const Endpoint& 
 
 ProbeResult tcp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) {
     if (where.server.remote) {
-        auto r = handshakes(plan, ipv4(where.server.address, where.server.port), where.client, tick);
+        auto r = handshakes(plan, sock_addr(where.server.address, where.server.port), where.client, tick);
         if (where.server.far) {
             where.server.far->stop();
-            r.notes.push_back(fmt::format("server: handshakes with wanlab's listener on the server machine ({}:{})",
-                                          where.server.address, where.server.port));
+            r.notes.push_back(fmt::format("server: handshakes with wanlab's listener on the server machine ({})",
+                                          host_port(where.server.address, where.server.port)));
         } else {
-            r.notes.push_back(fmt::format("remote target: handshakes with {}:{}, a listener wanlab did not start",
-                                          where.server.address, where.server.port));
+            r.notes.push_back(fmt::format("remote target: handshakes with {}, a listener wanlab did not start",
+                                          host_port(where.server.address, where.server.port)));
         }
         return r;
     }
     Fd listener = listen_tcp(where.server.netns, where.server.address, where.server.port);
-    auto to = ipv4(where.server.address, local_port(listener.get()));
+    auto to = sock_addr(where.server.address, local_port(listener.get()));
     Workers workers;
     workers.watch(listener.get());
     int lfd = listener.get();
@@ -137,10 +137,10 @@ ProbeResult tcp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) 
 void udp_echo_server(int fd, const Workers& workers) {
     std::vector<char> buf(65536);
     while (!workers.stopping()) {
-        sockaddr_in peer{};
-        socklen_t len = sizeof peer;
-        ssize_t n = ::recvfrom(fd, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&peer), &len);
-        if (n > 0) ::sendto(fd, buf.data(), static_cast<std::size_t>(n), 0, reinterpret_cast<sockaddr*>(&peer), len);
+        SockAddr peer;
+        peer.len = sizeof peer.storage;
+        ssize_t n = ::recvfrom(fd, buf.data(), buf.size(), 0, peer.get(), &peer.len);
+        if (n > 0) ::sendto(fd, buf.data(), static_cast<std::size_t>(n), 0, peer.get(), peer.len);
     }
 }
 
@@ -162,10 +162,9 @@ std::optional<double> await_echo(int fd, std::uint64_t seq, std::size_t header, 
 
 /// A UDP socket in `at`'s namespace bound to its address and port, for the echo server.
 Fd echo_socket(const Endpoint& at) {
-    auto a = ipv4(at.address, at.port);
-    Fd server = socket_in(at.netns, AF_INET, SOCK_DGRAM);
-    if (::bind(server.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-        sys::fail_errno("binding the UDP echo server to " + at.address);
+    auto a = sock_addr(at.address, at.port);
+    Fd server = socket_in(at.netns, a.family(), SOCK_DGRAM);
+    if (::bind(server.get(), a.get(), a.len) != 0) sys::fail_errno("binding the UDP echo server to " + at.address);
     set_timeouts(server.get(), 100ms);
     return server;
 }
@@ -174,15 +173,10 @@ ProbeResult udp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) 
     const auto& far = where.server.far;  // the echo server on another machine, or this probe's own
     Fd server;
     if (!far) server = echo_socket(where.server);
-    auto to = ipv4(where.server.address, far ? where.server.port : local_port(server.get()));
-    Fd client = socket_in(where.client.netns, AF_INET, SOCK_DGRAM);
-    if (!where.client.address.empty()) {
-        auto from = ipv4(where.client.address, 0);
-        if (::bind(client.get(), reinterpret_cast<sockaddr*>(&from), sizeof from) != 0)
-            sys::fail_errno("binding the client");
-    }
-    if (::connect(client.get(), reinterpret_cast<sockaddr*>(&to), sizeof to) != 0)
-        sys::fail_errno("connecting the UDP client");
+    auto to = sock_addr(where.server.address, far ? where.server.port : local_port(server.get()));
+    Fd client = socket_in(where.client.netns, to.family(), SOCK_DGRAM);
+    if (!where.client.address.empty()) bind_to(client.get(), to.family(), where.client.address, 0, "the client");
+    if (::connect(client.get(), to.get(), to.len) != 0) sys::fail_errno("connecting the UDP client");
     set_int(client.get(), SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS");
     Workers workers;
     if (!far) {
@@ -253,13 +247,15 @@ struct IcmpSocket {
 };
 
 // The ping socket needs net.ipv4.ping_group_range to include our group in that namespace
-// (new namespaces start with "1 0", nobody); a raw socket needs CAP_NET_RAW.
-IcmpSocket open_icmp(const std::string& netns) {
+// (new namespaces start with "1 0", nobody; the range governs ICMPv6 ping sockets too); a raw
+// socket needs CAP_NET_RAW. The kernel computes ICMPv6 checksums itself (RFC 3542 3.1).
+IcmpSocket open_icmp(const std::string& netns, int family) {
     NetnsScope in(netns);
-    Fd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_ICMP));
+    const int protocol = family == AF_INET6 ? static_cast<int>(IPPROTO_ICMPV6) : static_cast<int>(IPPROTO_ICMP);
+    Fd fd(::socket(family, SOCK_DGRAM | SOCK_CLOEXEC, protocol));
     if (fd) return {std::move(fd), false};
     int ping_errno = errno;
-    fd = Fd(::socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP));
+    fd = Fd(::socket(family, SOCK_RAW | SOCK_CLOEXEC, protocol));
     if (fd) return {std::move(fd), true};
     throw Error(
         fmt::format("opening an ICMP socket: the ping socket says \"{}\" (net.ipv4.ping_group_range), the raw "
@@ -267,9 +263,13 @@ IcmpSocket open_icmp(const std::string& netns) {
                     std::strerror(ping_errno), std::strerror(errno)));
 }
 
-/// Waits for the echo reply carrying `seq`. A raw socket also delivers the IP header, other
-/// programs' replies and (on loopback) our own requests, so it checks type and identifier.
-std::optional<double> await_icmp_reply(int fd, bool raw, std::uint16_t id, std::uint64_t seq, const timespec& sent) {
+/// Waits for the echo reply carrying `seq`. A raw socket also delivers other programs' replies
+/// and (on loopback) our own requests, so it checks type and identifier; an IPv4 raw socket
+/// also delivers the IP header (an IPv6 one does not).
+std::optional<double> await_icmp_reply(int fd, int family, bool raw, std::uint16_t id, std::uint64_t seq,
+                                       const timespec& sent) {
+    const bool v6 = family == AF_INET6;
+    const std::uint8_t reply = v6 ? ICMP6_ECHO_REPLY : ICMP_ECHOREPLY;
     auto deadline = Clock::now() + kAnswerTimeout;
     std::vector<std::uint8_t> buf(65536);
     for (;;) {
@@ -277,11 +277,11 @@ std::optional<double> await_icmp_reply(int fd, bool raw, std::uint16_t id, std::
         if (::poll(&p, 1, remaining_ms(deadline)) != 1) return std::nullopt;
         timespec t1;
         ssize_t n = recv_stamped(fd, buf.data(), buf.size(), t1);
-        std::size_t at = raw && n > 0 ? (buf[0] & 0x0fu) * 4u : 0;
+        std::size_t at = raw && !v6 && n > 0 ? (buf[0] & 0x0fu) * 4u : 0;
         if (n < static_cast<ssize_t>(at + sizeof(icmphdr) + sizeof seq)) continue;
-        icmphdr h;
+        icmphdr h;  // type, code, checksum, identifier, sequence: ICMPv6's echo has the same layout
         std::memcpy(&h, buf.data() + at, sizeof h);
-        if (h.type != ICMP_ECHOREPLY || (raw && ntohs(h.un.echo.id) != id)) continue;
+        if (h.type != reply || (raw && ntohs(h.un.echo.id) != id)) continue;
         std::uint64_t got;
         std::memcpy(&got, buf.data() + at + sizeof h, sizeof got);
         if (got == seq) return seconds_between(sent, t1);
@@ -289,33 +289,31 @@ std::optional<double> await_icmp_reply(int fd, bool raw, std::uint16_t id, std::
 }
 
 ProbeResult icmp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) {
-    auto sock = open_icmp(where.client.netns);
+    auto to = sock_addr(where.server.address, 0);
+    const bool v6 = to.family() == AF_INET6;
+    auto sock = open_icmp(where.client.netns, to.family());
     int fd = sock.fd.get();
     set_int(fd, SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS");
-    if (!where.client.address.empty()) {
-        auto from = ipv4(where.client.address, 0);
-        if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0)
-            sys::fail_errno("binding the ICMP socket");
-    }
-    auto to = ipv4(where.server.address, 0);
+    if (!where.client.address.empty()) bind_to(fd, to.family(), where.client.address, 0, "the ICMP socket");
     // The ping socket replaces the identifier with its own port; a raw socket sees every
     // echo reply in the namespace, so it needs one of its own.
     auto id = static_cast<std::uint16_t>(::getpid() ^ reinterpret_cast<std::uintptr_t>(&sock));
     std::vector<char> packet(sizeof(icmphdr) + std::max<std::size_t>(plan.size, 8), 'i');
     auto r = pace(plan, tick, [&](std::int64_t i) -> std::optional<double> {
         icmphdr h{};
-        h.type = ICMP_ECHO;
+        h.type = v6 ? ICMP6_ECHO_REQUEST : ICMP_ECHO;
         h.un.echo.id = htons(id);
         h.un.echo.sequence = htons(static_cast<std::uint16_t>(i));
         auto seq = static_cast<std::uint64_t>(i);
         std::memcpy(packet.data(), &h, sizeof h);
         std::memcpy(packet.data() + sizeof h, &seq, sizeof seq);
-        h.checksum = checksum(packet.data(), packet.size());
-        std::memcpy(packet.data(), &h, sizeof h);
+        if (!v6) {  // the kernel sums ICMPv6 over its pseudo-header itself
+            h.checksum = checksum(packet.data(), packet.size());
+            std::memcpy(packet.data(), &h, sizeof h);
+        }
         auto t0 = realtime_now();
-        if (::sendto(fd, packet.data(), packet.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to) < 0)
-            return std::nullopt;
-        return await_icmp_reply(fd, sock.raw, id, seq, t0);
+        if (::sendto(fd, packet.data(), packet.size(), 0, to.get(), to.len) < 0) return std::nullopt;
+        return await_icmp_reply(fd, to.family(), sock.raw, id, seq, t0);
     });
     r.notes.push_back(sock.raw ? "method icmp: raw socket (ping socket not permitted by net.ipv4.ping_group_range)"
                                : "method icmp: unprivileged ping socket");

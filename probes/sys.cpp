@@ -29,20 +29,52 @@ Fd socket_in(const std::string& netns, int domain, int type, int protocol) {
     return fd;
 }
 
-sockaddr_in ipv4(const std::string& address, std::uint16_t port) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    if (::inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1)
-        throw InputError(fmt::format("\"{}\" is not an IPv4 address (write it as 198.18.0.1)", address));
+std::uint16_t SockAddr::port() const {
+    // sin_port and sin6_port sit at the same offset, but each is read through its own type.
+    if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
+    return ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port);
+}
+
+SockAddr sock_addr(const std::string& address, std::uint16_t port) {
+    SockAddr a;
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&a.storage);
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&a.storage);
+    if (::inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+        a.len = sizeof *v4;
+    } else if (::inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        a.len = sizeof *v6;
+    } else {
+        throw InputError(fmt::format(
+            "\"{}\" is not an IPv4 or IPv6 address (write it as 198.18.0.1 or 2001:2::1; names are not resolved)",
+            address));
+    }
     return a;
 }
 
+int family_of(const std::string& address) { return sock_addr(address, 0).family(); }
+
+SockAddr any_addr(int family, std::uint16_t port) { return sock_addr(family == AF_INET6 ? "::" : "0.0.0.0", port); }
+
+void bind_to(int fd, int family, const std::string& address, std::uint16_t port, const std::string& what) {
+    auto a = address.empty() ? any_addr(family, port) : sock_addr(address, port);
+    if (::bind(fd, a.get(), a.len) != 0)
+        sys::fail_errno(fmt::format("binding {} to {}", what, host_port(address.empty() ? "*" : address, port)));
+}
+
+std::string host_port(const std::string& address, std::uint16_t port) {
+    return address.find(':') != std::string::npos ? fmt::format("[{}]:{}", address, port)
+                                                  : fmt::format("{}:{}", address, port);
+}
+
 std::uint16_t local_port(int fd) {
-    sockaddr_in a{};
-    socklen_t len = sizeof a;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) sys::fail_errno("getsockname");
-    return ntohs(a.sin_port);
+    SockAddr a;
+    a.len = sizeof a.storage;
+    if (::getsockname(fd, a.get(), &a.len) != 0) sys::fail_errno("getsockname");
+    return a.port();
 }
 
 void set_int(int fd, int level, int option, int value, const char* what) {
@@ -68,24 +100,24 @@ void set_timeouts(int fd, std::chrono::milliseconds timeout) {
 
 Fd listen_tcp(const std::string& netns, const std::string& address, std::uint16_t port,
               const std::function<void(int)>& before_listen) {
-    auto a = ipv4(address, port);
-    Fd fd = socket_in(netns, AF_INET, SOCK_STREAM);
+    auto a = sock_addr(address, port);
+    Fd fd = socket_in(netns, a.family(), SOCK_STREAM);
     set_int(fd.get(), SOL_SOCKET, SO_REUSEADDR, 1, "SO_REUSEADDR");
     if (before_listen) before_listen(fd.get());
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-        sys::fail_errno(fmt::format("binding a TCP server to {}:{}", address, port));
+    if (::bind(fd.get(), a.get(), a.len) != 0)
+        sys::fail_errno(fmt::format("binding a TCP server to {}", host_port(address, port)));
     if (::listen(fd.get(), 4096) != 0) sys::fail_errno("listen");
     return fd;
 }
 
 Fd connect_tcp(const std::string& netns, const std::string& address, std::uint16_t port,
                std::chrono::milliseconds timeout, const std::function<void(int)>& before_connect) {
-    auto a = ipv4(address, port);
-    Fd fd = socket_in(netns, AF_INET, SOCK_STREAM);
+    auto a = sock_addr(address, port);
+    Fd fd = socket_in(netns, a.family(), SOCK_STREAM);
     if (before_connect) before_connect(fd.get());
     set_timeouts(fd.get(), timeout);  // bounds a blocking connect() too
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-        sys::fail_errno(fmt::format("connecting to {}:{}", address, port));
+    if (::connect(fd.get(), a.get(), a.len) != 0)
+        sys::fail_errno(fmt::format("connecting to {}", host_port(address, port)));
     return fd;
 }
 
@@ -100,16 +132,19 @@ Fd accept_within(int listener, std::chrono::milliseconds timeout) {
 }
 
 namespace {
-// Whether TCP port `port` is in LISTEN state in the calling thread's namespace.
+// Whether TCP port `port` is in LISTEN state in the calling thread's namespace, over IPv4 or
+// IPv6 (a listener on "::" shows in tcp6 only).
 bool listening(std::uint16_t port) {
-    std::ifstream in("/proc/thread-self/net/tcp");
-    std::string line;
     std::string want = fmt::format(":{:04X}", port);
-    while (std::getline(in, line)) {
-        std::istringstream f(line);
-        std::string slot, local, remote, state;
-        f >> slot >> local >> remote >> state;
-        if (state == "0A" && local.size() > want.size() && local.ends_with(want)) return true;
+    for (const char* table : {"/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"}) {
+        std::ifstream in(table);
+        std::string line;
+        while (std::getline(in, line)) {
+            std::istringstream f(line);
+            std::string slot, local, remote, state;
+            f >> slot >> local >> remote >> state;
+            if (state == "0A" && local.size() > want.size() && local.ends_with(want)) return true;
+        }
     }
     return false;
 }
@@ -197,10 +232,10 @@ void accept_until_stopped(int listener, const Workers& running, const std::funct
     while (!running.stopping()) {
         pollfd p{listener, POLLIN, 0};
         if (::poll(&p, 1, 50) != 1) continue;
-        sockaddr_in peer{};
-        socklen_t len = sizeof peer;
-        Fd fd(::accept4(listener, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC));
-        if (fd) take(std::move(fd), ntohs(peer.sin_port));
+        SockAddr peer;
+        peer.len = sizeof peer.storage;
+        Fd fd(::accept4(listener, peer.get(), &peer.len, SOCK_CLOEXEC));
+        if (fd) take(std::move(fd), peer.port());
     }
 }
 

@@ -34,8 +34,28 @@ using sys::NetnsScope;
 /// socket() inside namespace `netns`. Close-on-exec.
 Fd socket_in(const std::string& netns, int domain, int type, int protocol = 0);
 
-/// "198.18.0.1" + port -> sockaddr_in; throws InputError for anything but an IPv4 address.
-sockaddr_in ipv4(const std::string& address, std::uint16_t port);
+/// An IPv4 or IPv6 socket address and its length, for bind(), connect() and sendto().
+struct SockAddr {
+    sockaddr_storage storage{};
+    socklen_t len = 0;
+
+    int family() const { return storage.ss_family; }
+    sockaddr* get() { return reinterpret_cast<sockaddr*>(&storage); }
+    const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
+    std::uint16_t port() const;
+};
+
+/// "198.18.0.1" or "2001:2::1" + port -> SockAddr; throws InputError for anything but one
+/// IPv4 or IPv6 address (names are not resolved).
+SockAddr sock_addr(const std::string& address, std::uint16_t port);
+/// The address family of `address` (AF_INET or AF_INET6); throws InputError as sock_addr().
+int family_of(const std::string& address);
+/// The wildcard address of `family` ("0.0.0.0" or "::") + port.
+SockAddr any_addr(int family, std::uint16_t port);
+/// bind() `fd` to address:port ("" = the wildcard of `family`); throws naming `what`.
+void bind_to(int fd, int family, const std::string& address, std::uint16_t port, const std::string& what);
+/// address:port as people write it: "198.18.0.6:5201", "[2001:2::6]:5201".
+std::string host_port(const std::string& address, std::uint16_t port);
 /// The local port a socket is bound to.
 std::uint16_t local_port(int fd);
 

@@ -104,11 +104,9 @@ void tune(int fd, const Tuning& t) {
 Fd accept_peer(int listener, std::uint16_t client_port) {
     for (int tries = 0; tries < 64; ++tries) {
         Fd fd = accept_within(listener, kSetupTimeout);
-        sockaddr_in peer{};
-        socklen_t len = sizeof peer;
-        if (::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&peer), &len) == 0 &&
-            ntohs(peer.sin_port) == client_port)
-            return fd;
+        SockAddr peer;
+        peer.len = sizeof peer.storage;
+        if (::getpeername(fd.get(), peer.get(), &peer.len) == 0 && peer.port() == client_port) return fd;
     }
     throw Error("the throughput server kept accepting connections that were not the probe's");
 }
@@ -182,11 +180,8 @@ std::vector<std::unique_ptr<Stream>> open_streams(const ProbeSpec& spec, const E
         s->direction = d;
         s->client = connect_tcp(where.client.netns, where.server.address, port, kSetupTimeout, [&](int fd) {
             tune(fd, tuning);
-            if (!where.client.address.empty()) {
-                auto a = ipv4(where.client.address, 0);
-                if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-                    sys::fail_errno("binding the client to " + where.client.address);
-            }
+            if (!where.client.address.empty())
+                bind_to(fd, family_of(where.server.address), where.client.address, 0, "the client");
         });
         if (listener >= 0) {
             s->server = accept_peer(listener, local_port(s->client.get()));
@@ -195,7 +190,8 @@ std::vector<std::unique_ptr<Stream>> open_streams(const ProbeSpec& spec, const E
         } else {
             char way = d == "upload" ? kUploadByte : kDownloadByte;
             if (!send_all(s->client.get(), &way, 1))
-                throw Error(fmt::format("the probe server at {}:{} closed the stream", where.server.address, port));
+                throw Error(
+                    fmt::format("the probe server at {} closed the stream", host_port(where.server.address, port)));
         }
         set_timeouts(s->client.get(), kIoTimeout);
         streams.push_back(std::move(s));
@@ -430,7 +426,8 @@ ProbeResult run_throughput(const ProbeSpec& spec, const Endpoints& where, const 
     if (far)
         for (const auto& s : streams)
             if (s->direction == "download" && !send_all(s->client.get(), &kGoByte, 1))
-                throw Error(fmt::format("the probe server at {}:{} closed a stream", where.server.address, port));
+                throw Error(
+                    fmt::format("the probe server at {} closed a stream", host_port(where.server.address, port)));
 
     ProbeResult r;
     r.kind = "throughput";
@@ -493,8 +490,8 @@ ProbeResult run_throughput(const ProbeSpec& spec, const Endpoints& where, const 
             auto client_port = local_port(s.client.get());
             auto it = report.connections.find(client_port);
             if (it == report.connections.end())
-                throw Error(fmt::format("the probe server at {}:{} did not see stream {} (client port {})",
-                                        where.server.address, port, i + 1, client_port));
+                throw Error(fmt::format("the probe server at {} did not see stream {} (client port {})",
+                                        host_port(where.server.address, port), i + 1, client_port));
             auto& c = r.connections[i];
             const auto& theirs = it->second.values;
             if (s.sender() < 0) {  // the server sent: its socket's view
@@ -522,9 +519,9 @@ ProbeResult run_throughput(const ProbeSpec& spec, const Endpoints& where, const 
             caps.wmem_max = smaller(caps.wmem_max, theirs("net.core.wmem_max"));
         }
         r.notes.push_back(fmt::format(
-            "server: wanlab's probe server on the server machine ({}:{}); its sockets' TCP_INFO read there as the "
+            "server: wanlab's probe server on the server machine ({}); its sockets' TCP_INFO read there as the "
             "measurement ended{}",
-            where.server.address, port,
+            host_port(where.server.address, port),
             direction == "download" ? "" : "; upload goodput from the bytes the server acknowledged (TCP_INFO)"));
     }
     done.store(true);

@@ -136,23 +136,18 @@ ProbeResult run_udp(const ProbeSpec& spec, const Endpoints& where, const Tick& t
     const double sending_s = seconds(duration);
     if (size < kHeader) throw InputError(fmt::format("udp probe: `size` must be at least {} bytes", kHeader));
 
-    Fd receiver = socket_in(to.netns, AF_INET, SOCK_DGRAM);
-    auto bind_at = ipv4(to.address.empty() ? "0.0.0.0" : to.address, 0);
-    if (::bind(receiver.get(), reinterpret_cast<sockaddr*>(&bind_at), sizeof bind_at) != 0)
-        sys::fail_errno("binding the UDP receiver to " + to.address);
+    const int family = family_of(where.server.address);
+    Fd receiver = socket_in(to.netns, family, SOCK_DGRAM);
+    bind_to(receiver.get(), family, to.address, 0, "the UDP receiver");
     // SO_RCVBUFFORCE (root) passes net.core.rmem_max; else the capped SO_RCVBUF.
     if (::setsockopt(receiver.get(), SOL_SOCKET, SO_RCVBUFFORCE, &kReceiveBuffer, sizeof kReceiveBuffer) != 0)
         set_int(receiver.get(), SOL_SOCKET, SO_RCVBUF, kReceiveBuffer, "SO_RCVBUF");
     set_int(receiver.get(), SOL_SOCKET, SO_TIMESTAMPNS, 1, "SO_TIMESTAMPNS");
     set_timeouts(receiver.get(), 50ms);
-    Fd sender = socket_in(from.netns, AF_INET, SOCK_DGRAM);
-    if (!from.address.empty()) {
-        auto a = ipv4(from.address, 0);
-        if (::bind(sender.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-            sys::fail_errno("binding the UDP sender to " + from.address);
-    }
-    auto dest = ipv4(to.address, local_port(receiver.get()));
-    if (::connect(sender.get(), reinterpret_cast<sockaddr*>(&dest), sizeof dest) != 0)
+    Fd sender = socket_in(from.netns, family, SOCK_DGRAM);
+    if (!from.address.empty()) bind_to(sender.get(), family, from.address, 0, "the UDP sender");
+    auto dest = sock_addr(to.address, local_port(receiver.get()));
+    if (::connect(sender.get(), dest.get(), dest.len) != 0)
         sys::fail_errno("connecting the UDP sender to " + to.address);
 
     // The receiver's thread counts; the calling thread sends (it calls `tick`).

@@ -149,8 +149,8 @@ ProbeResult run_wrk(const ProbeSpec& spec, const Endpoints& where, const Tick& t
     http::Target target;
     http::start_target(target, spec, where);
     auto& options = target.options;  // set when the built-in server runs, here or far
-    std::string url =
-        options ? fmt::format("http://{}:{}/", target.url.address, target.url.port) : option_string(spec, "url");
+    std::string url = options ? fmt::format("http://{}/", host_port(target.url.address, target.url.port))
+                              : option_string(spec, "url");
     std::vector<std::string> argv{exe,         "--latency",
                                   "-t",        std::to_string(option_int(spec, "threads")),
                                   "-c",        std::to_string(option_int(spec, "connections")),

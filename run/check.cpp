@@ -21,9 +21,10 @@ namespace {
 using namespace std::chrono_literals;
 using probes::Clock;
 
-constexpr std::size_t kPayload = 1472;     // one full 1500-byte IPv4 packet
-constexpr std::size_t kWireOverhead = 42;  // Ethernet 14 + IPv4 20 + UDP 8: what netem's rate counts
-constexpr std::size_t kBatch = 32;         // datagrams per sendmmsg()
+constexpr std::size_t kPayload = 1472;  // one full 1500-byte IPv4 packet
+// What netem's rate counts besides the payload: Ethernet 14 + UDP 8 + the IP header.
+std::size_t wire_overhead(int family) { return family == AF_INET6 ? 14 + 40 + 8 : 14 + 20 + 8; }
+constexpr std::size_t kBatch = 32;  // datagrams per sendmmsg()
 
 double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
 
@@ -50,7 +51,8 @@ struct Received {
     bool any = false;
 };
 
-void receive_until_quiet(int fd, Clock::time_point deadline, std::chrono::milliseconds quiet, Received& r) {
+void receive_until_quiet(int fd, std::size_t overhead, Clock::time_point deadline, std::chrono::milliseconds quiet,
+                         Received& r) {
     std::vector<char> buf(65536);
     for (;;) {
         auto now = Clock::now();
@@ -68,14 +70,14 @@ void receive_until_quiet(int fd, Clock::time_point deadline, std::chrono::millis
                 r.any = true;
                 r.first = t;
             } else {
-                r.bytes += static_cast<std::uint64_t>(n) + kWireOverhead;
+                r.bytes += static_cast<std::uint64_t>(n) + overhead;
             }
             r.last = t;
         }
     }
 }
 
-void send_paced(int fd, const sockaddr_in& to, double rate, std::chrono::milliseconds duration,
+void send_paced(int fd, const probes::SockAddr& to, double rate, std::chrono::milliseconds duration,
                 const probes::Tick& tick) {
     std::vector<char> payload(kPayload, 'w');
     std::vector<iovec> iov(kBatch);
@@ -85,10 +87,11 @@ void send_paced(int fd, const sockaddr_in& to, double rate, std::chrono::millise
         msgs[i] = {};
         msgs[i].msg_hdr.msg_iov = &iov[i];
         msgs[i].msg_hdr.msg_iovlen = 1;
-        msgs[i].msg_hdr.msg_name = const_cast<sockaddr_in*>(&to);
-        msgs[i].msg_hdr.msg_namelen = sizeof to;
+        msgs[i].msg_hdr.msg_name = const_cast<sockaddr*>(to.get());
+        msgs[i].msg_hdr.msg_namelen = to.len;
     }
-    const double per_batch = static_cast<double>(kBatch * (kPayload + kWireOverhead) * 8) / rate;  // seconds
+    const double per_batch =
+        static_cast<double>(kBatch * (kPayload + wire_overhead(to.family())) * 8) / rate;  // seconds
     auto start = Clock::now(), end = start + duration, next_tick = start;
     for (std::uint64_t batch = 0;; ++batch) {
         auto due =
@@ -129,22 +132,17 @@ bool rate_holds(double configured, double measured) {
 
 double measure_udp_rate(const probes::Endpoint& from, const probes::Endpoint& to, double send_rate,
                         std::chrono::milliseconds duration, const probes::Tick& tick) {
-    sys::Fd rx = probes::socket_in(to.netns, AF_INET, SOCK_DGRAM);
-    auto at = probes::ipv4(to.address, 0);
-    if (::bind(rx.get(), reinterpret_cast<sockaddr*>(&at), sizeof at) != 0)
-        sys::fail_errno(fmt::format("binding the rate check's receiver to {}", to.address));
+    const int family = probes::family_of(to.address);
+    sys::Fd rx = probes::socket_in(to.netns, family, SOCK_DGRAM);
+    probes::bind_to(rx.get(), family, to.address, 0, "the rate check's receiver");
     probes::set_int(rx.get(), SOL_SOCKET, SO_RCVBUF, 4 << 20, "SO_RCVBUF");
-    at.sin_port = htons(probes::local_port(rx.get()));
-    sys::Fd tx = probes::socket_in(from.netns, AF_INET, SOCK_DGRAM);
-    if (!from.address.empty()) {
-        auto src = probes::ipv4(from.address, 0);
-        if (::bind(tx.get(), reinterpret_cast<sockaddr*>(&src), sizeof src) != 0)
-            sys::fail_errno(fmt::format("binding the rate check's sender to {}", from.address));
-    }
+    auto at = probes::sock_addr(to.address, probes::local_port(rx.get()));
+    sys::Fd tx = probes::socket_in(from.netns, family, SOCK_DGRAM);
+    if (!from.address.empty()) probes::bind_to(tx.get(), family, from.address, 0, "the rate check's sender");
     Received got;
     // The receiver runs until the path has been quiet for 300 ms, or 3 s past the send.
     auto deadline = Clock::now() + duration + 3s;
-    std::thread receiver([&] { receive_until_quiet(rx.get(), deadline, 300ms, got); });
+    std::thread receiver([&] { receive_until_quiet(rx.get(), wire_overhead(family), deadline, 300ms, got); });
     try {
         send_paced(tx.get(), at, send_rate, duration, tick);
     } catch (...) {

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/placeholders.h"
 #include "core/process.h"
 #include "core/sys.h"
@@ -32,13 +33,15 @@ constexpr std::size_t kTailLines = 5;
 
 // One TCP connect to address:port from the calling thread's namespace, up to 200 ms.
 bool accepts(const std::string& address, std::uint16_t port) {
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(port);
-    if (::inet_pton(AF_INET, address.c_str(), &sa.sin_addr) != 1) return false;
-    sys::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    probes::SockAddr sa;
+    try {
+        sa = probes::sock_addr(address, port);
+    } catch (const InputError&) {
+        return false;
+    }
+    sys::Fd fd(::socket(sa.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) return false;
-    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) return true;
+    if (::connect(fd.get(), sa.get(), sa.len) == 0) return true;
     if (errno != EINPROGRESS) return false;
     pollfd p{fd.get(), POLLOUT, 0};
     if (::poll(&p, 1, 200) != 1) return false;

@@ -247,13 +247,28 @@ TEST_CASE("http url says why it cannot be loaded", "[http][probes]") {
                       "HTTP/1.1)");
     CHECK_THROWS_WITH(http::parse_url("198.18.0.6:80"), "url \"198.18.0.6:80\": expected http://ADDRESS[:PORT][/PATH]");
     CHECK_THROWS_WITH(http::parse_url("http://example.com/"),
-                      "url \"http://example.com/\": the host must be an IPv4 address such as 198.18.0.6 (names are "
-                      "not resolved)");
+                      "url \"http://example.com/\": the host must be an IPv4 address such as 198.18.0.6, or an IPv6 "
+                      "one in brackets (names are not resolved)");
     CHECK_THROWS_WITH(http::parse_url("http://198.18.0.6:0/"),
                       "url \"http://198.18.0.6:0/\": the port must be 1-65535");
     CHECK_THROWS_WITH(http::parse_url("http://198.18.0.6:99999/"),
                       "url \"http://198.18.0.6:99999/\": the port must be 1-65535");
-    CHECK_THROWS_AS(http::parse_url("http://[::1]:80/"), InputError);
+    CHECK_THROWS_WITH(http::parse_url("http://2001:2::6/"),
+                      Catch::Matchers::Contains("an IPv6 address in a URL goes in brackets"));
+    CHECK_THROWS_AS(http::parse_url("http://[198.18.0.6]/"), InputError);
+    CHECK_THROWS_AS(http::parse_url("http://[2001:2::6/"), InputError);
+}
+
+TEST_CASE("http url takes an IPv6 address in brackets and gives it back bracketed", "[http][probes]") {
+    auto u = http::parse_url("http://[2001:2::6]:8080/x");
+    CHECK(u.address == "2001:2::6");
+    CHECK(u.port == 8080);
+    CHECK(u.path == "/x");
+    CHECK(http::parse_url("http://[2001:2::6]").port == 80);
+    CHECK(http::request_for(u) == "GET /x HTTP/1.1\r\nHost: [2001:2::6]:8080\r\n\r\n");
+    CHECK(http::to_string(u) == "http://[2001:2::6]:8080/x");
+    CHECK(http::url_host("198.18.0.6") == "198.18.0.6");
+    CHECK(http::url_host("2001:2::6") == "[2001:2::6]");
 }
 
 TEST_CASE("http probe options: defaults, and url and threads checked when the file is read", "[http][probes]") {

@@ -56,10 +56,30 @@ struct BareLab {
         lab::set_up(sb, "lo");
         lab::add_address(sa, "wlt-a", "198.18.200.1/30");
         lab::add_address(sb, "wlt-b", "198.18.200.2/30");
+        lab::add_address(sa, "wlt-a", "2001:2::200:1/126");
+        lab::add_address(sb, "wlt-b", "2001:2::200:2/126");
         where.client = {a.name(), "198.18.200.1", 0};
         where.server = {b.name(), "198.18.200.2", 0};
+        where6.client = {a.name(), "2001:2::200:1", 0};
+        where6.server = {b.name(), "2001:2::200:2", 0};
     }
+    Endpoints where6;  ///< the same pair over IPv6
 };
+
+/// A counter of /proc/net/snmp6 ("Ip6InReceives") in namespace `ns`: what IPv6 carried.
+long long snmp6(const std::string& ns, const std::string& counter) {
+    FILE* p = ::popen(fmt::format("ip netns exec {} cat /proc/net/snmp6", ns).c_str(), "r");
+    REQUIRE(p);
+    std::array<char, 256> line{};
+    long long value = -1;
+    while (std::fgets(line.data(), line.size(), p)) {
+        std::string l(line.data());
+        if (l.starts_with(counter + " ") || l.starts_with(counter + "\t"))
+            value = std::stoll(l.substr(l.find_first_of(" \t")));
+    }
+    ::pclose(p);
+    return value;
+}
 
 /// A [[probe]] of `kind` with these options, through the experiment parser.
 ProbeSpec spec_of(const std::string& kind, const std::vector<std::pair<std::string, std::string>>& options) {
@@ -775,4 +795,72 @@ TEST_CASE("udp over a bare veth delivers its rate with no loss and a one-way del
     CHECK(i.metrics.at("throughput") == Approx(20e6).epsilon(0.05));
     CHECK(i.metrics.at("jitter") < 0.005);
     CHECK_FALSE(i.metrics.count("delay_p50"));  // iperf3 reports no one-way delay
+}
+
+TEST_CASE("every built-in probe measures over IPv6 as over IPv4, and the packets are IPv6", "[.root][root][probes]") {
+    if (skip_unless_root()) return;
+    BareLab lab;
+    const std::string server_ns = lab.b.name();
+    auto received = [&] { return snmp6(server_ns, "Ip6InReceives"); };
+    for (const char* method : {"\"tcp\"", "\"udp\"", "\"icmp\""}) {
+        INFO("method " << method);
+        auto before = received();
+        auto r = measure(lab.where6, spec_of("rtt", {{"method", method}, {"count", "50"}, {"interval", "\"2ms\""}}));
+        CHECK(r.metrics.at("loss") == 0);
+        CHECK(r.samples.at("rtt").size() == 50);
+        CHECK(r.metrics.at("rtt_p50") > 0);
+        CHECK(r.metrics.at("rtt_p50") < 1e-3);
+        CHECK(received() - before >= 50);  // each probe reached the server as an IPv6 packet
+    }
+    auto before = received();
+    auto bulk = measure(lab.where6, spec_of("throughput", {{"duration", "\"1s\""}}));
+    CHECK(bulk.metrics.at("throughput") > 1e9);
+    // 1 Gbit/s for a second in at most 64 KiB segments (GRO): thousands of IPv6 packets.
+    CHECK(received() - before > 2000);
+    auto rr = measure(lab.where6, spec_of("rr", {{"duration", "\"1s\""}}));
+    CHECK(rr.metrics.at("errors") == 0);
+    CHECK(rr.metrics.at("transactions_per_second") > (software_cpu() ? 100 : 1000));
+    auto http = measure(lab.where6, spec_of("http", {{"duration", "\"1s\""}, {"connections", "4"}}));
+    CHECK(http.metrics.at("errors") == 0);
+    CHECK(http.metrics.at("requests") > 100);
+    auto udp = measure(lab.where6, spec_of("udp", {{"rate", "\"20mbit\""}, {"size", "1200"}, {"duration", "\"1s\""}}));
+    CHECK(udp.metrics.at("sent") == Approx(2083).margin(3));
+    CHECK(udp.metrics.at("loss") == 0);
+    CHECK(udp.metrics.at("throughput") == Approx(20e6).epsilon(0.02));
+}
+
+TEST_CASE("iperf3 and ping measure over IPv6 inside the namespaces", "[.root][root][probes][external]") {
+    if (skip_unless_root()) return;
+    try {
+        find_tool("iperf3", "iperf3");
+        find_tool("ping", "iputils-ping");
+    } catch (const Error& e) {
+        WARN("SKIPPED: " << e.what());
+        return;
+    }
+    BareLab lab;
+    auto before = snmp6(lab.b.name(), "Ip6InReceives");
+    auto iperf = measure(lab.where6, spec_of("throughput", {{"tool", "\"iperf3\""}, {"duration", "\"2s\""}}));
+    CHECK(iperf.metrics.at("throughput") > 1e9);
+    CHECK(snmp6(lab.b.name(), "Ip6InReceives") - before > 2000);
+    auto ping = measure(
+        lab.where6,
+        spec_of("rtt", {{"tool", "\"ping\""}, {"method", "\"icmp\""}, {"count", "20"}, {"interval", "\"5ms\""}}));
+    CHECK(ping.metrics.at("loss") == 0);
+    CHECK(ping.metrics.at("rtt_p50") < 1e-3);
+    CHECK_THROWS_WITH(measure(lab.where6, spec_of("rtt", {{"tool", "\"hping3\""}, {"method", "\"tcp\""}})),
+                      Catch::Contains("hping3 speaks IPv4 only"));
+}
+
+TEST_CASE("wanlab probe --family ipv6 measures its bare pair over IPv6", "[.root][root][probes]") {
+    if (skip_unless_root()) return;
+    int status = -1;
+    auto out = run_wanlab("probe rtt --method tcp --count 5 --interval 2ms --family ipv6 --json", status);
+    INFO(out);
+    REQUIRE(status == 0);
+    auto j = nlohmann::json::parse(out);
+    CHECK(j["metrics"]["loss"].get<double>() == 0);
+    CHECK(j["samples"]["rtt"].size() == 5);
+    CHECK(j["server"].get<std::string>().find("2001:2::") != std::string::npos);
+    CHECK(!probe_namespaces_left());
 }
