@@ -164,7 +164,9 @@ int run(const ProbeArgs& o) {
         lab::require_capabilities("wanlab probe");
         bare.emplace(fmt::format("probe-{}", ::getpid()));
     }
-    const probes::Endpoints where = given ? *given : bare->pair().endpoints(o.port);
+    // The bare pair has both families; --family chooses (--address decides by itself).
+    const int family = probes::probe_family(spec) == AF_INET6 ? AF_INET6 : AF_INET;
+    const probes::Endpoints where = given ? *given : bare->pair().endpoints(o.port, family);
     diagnosis::Snapshot counters(diagnosis::counted_hosts(where));
     auto result = probe->run(where, [&signals] { signals.check(); });
     // The same diagnosis a run's report gives, on a one-trial run of this measurement.
@@ -179,6 +181,8 @@ int run(const ProbeArgs& o) {
     auto diagnosis = report::explain(data);
     if (o.json) {
         auto j = to_json(*kind, spec, result, o.samples);
+        j["server"] = where.server.address;
+        j["client"] = where.client.address;
         j["counters"] = data.measurements.back().counters;
         j["diagnosis"] = diagnosis;
         std::puts(j.dump(2).c_str());
@@ -210,8 +214,8 @@ void add_probe_options(CLI::App& sub, ProbeArgs& o) {
         ->check(netns_name);
     sub.add_option("--client-ns", o.client_ns, "Namespace the client runs in")->check(netns_name);
     sub.add_option("--address", o.address,
-                   "Server address (IPv4) to measure to, instead of a bare lab (http: --url names the server)");
-    sub.add_option("--client-address", o.client_address, "Address (IPv4) the client binds to");
+                   "Server address (IPv4 or IPv6) to measure to, instead of a bare lab (http: --url names the server)");
+    sub.add_option("--client-address", o.client_address, "Address (IPv4 or IPv6) the client binds to");
     sub.add_option("--port", o.port, "Server TCP/UDP port number (default: any free one; iperf3: 5201)");
     sub.add_flag("--json", o.json, "JSON in base units (seconds, bit/s, bytes, fractions)");
     sub.add_flag("--samples", o.samples, "With --json: every latency sample (seconds) of an rr probe too");

@@ -186,7 +186,7 @@ int shell(const ShellOptions& o) {
     // The trial's own servers run while you work; their folder (logs, rendered files) stays.
     if (auto started = start_services_for(session, trial, "shell", [&] { signals.check(); }); !started.empty())
         note(started);
-    auto where = session.testbed().endpoints();
+    auto where = session.testbed().endpoints(AF_UNSPEC);
     place(launch, trial, where, options.run);
     note(fmt::format(
         "trial {} of {} ({}) is up as run {}; {} runs {}{}", trial.index, exp.trials.size(), trial.variant, options.run,

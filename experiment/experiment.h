@@ -42,12 +42,15 @@ struct Machine {
 struct LabSpec {
     enum class Mode { netns, host, hosts };
     Mode mode = Mode::netns;
-    std::string dev;                               ///< host mode: the interface to impair
-    std::string target;                            ///< host mode: impair only traffic to/from this address or prefix
-    std::uint16_t port = 0;                        ///< host mode: ... and this port (0 = any)
-    std::uint32_t mtu = 1500;                      ///< bytes, on every lab link
-    bool offloads = false;                         ///< GSO/TSO/GRO on the lab's links (off: shapers see real packets)
-    std::uint32_t queue_length = 1000;             ///< txqueuelen of lab links, packets
+    std::string dev;                    ///< host mode: the interface to impair
+    std::string target;                 ///< host mode: impair only traffic to/from this address or prefix
+    std::uint16_t port = 0;             ///< host mode: ... and this port (0 = any)
+    std::uint32_t mtu = 1500;           ///< bytes, on every lab link
+    bool offloads = false;              ///< GSO/TSO/GRO on the lab's links (off: shapers see real packets)
+    std::uint32_t queue_length = 1000;  ///< txqueuelen of lab links, packets
+    /// The namespace lab's addressing: 198.18.0.0/15, 2001:2::/48 (RFC 5180), or both.
+    enum class Ip { v4, v6, dual };
+    Ip ip = Ip::v4;
     std::uint64_t line_rate_bps = 10'000'000'000;  ///< sizes `limit = "auto"` when no rate is set
     std::vector<Machine> machines;                 ///< hosts mode: [hosts.client], [hosts.server]
     std::string ssh_config;                        ///< hosts mode: [hosts] ssh_config, passed to ssh as -F
@@ -57,6 +60,10 @@ struct LabSpec {
     std::vector<std::string> hosts() const;
     /// Hosts mode: the machine of `role`, or nullptr.
     const Machine* machine(const std::string& role) const;
+    bool has_ipv4() const { return ip != Ip::v6; }
+    bool has_ipv6() const { return ip != Ip::v4; }
+    /// "ipv4", "ipv6" or "dual", as [lab] ip is written.
+    const char* ip_name() const { return ip == Ip::v4 ? "ipv4" : ip == Ip::v6 ? "ipv6" : "dual"; }
     /// Hosts mode: the machine whose agent applies [link]: "router" when there is one, else "client".
     std::string link_machine() const { return machine("router") ? "router" : "client"; }
 };

@@ -314,8 +314,11 @@ std::string render_plan_text(const Experiment& exp) {
                        units::format_duration(exp.run.cooldown), human_duration(total));
     if (first.lab.mode == LabSpec::Mode::netns)
         out += fmt::format(
-            "  lab: namespaces wanlab-RUN-{{client,router,server}}, mtu {}, offloads {}; link conditions on "
-            "the router\n",
+            "  lab: namespaces wanlab-RUN-{{client,router,server}}, {}, mtu {}, offloads {}; link conditions "
+            "on the router\n",
+            first.lab.ip == LabSpec::Ip::dual ? "IPv4 and IPv6"
+            : first.lab.has_ipv6()            ? "IPv6"
+                                              : "IPv4",
             first.lab.mtu, first.lab.offloads ? "on" : "off");
     else if (first.lab.mode == LabSpec::Mode::hosts)
         for (const auto& m : first.lab.machines) {
@@ -414,6 +417,7 @@ json plan_json(const Experiment& exp) {
                           : t.lab.mode == LabSpec::Mode::hosts ? "hosts"
                                                                : "netns"},
                  {"mtu", t.lab.mtu},
+                 {"ip", t.lab.ip_name()},
                  {"offloads", t.lab.offloads},
                  {"queue_length", t.lab.queue_length},
                  {"line_rate", t.lab.line_rate_bps}};

@@ -29,8 +29,9 @@ using config::Reader;
 // to, or "" when it is a name (an alias of the user's ssh config, a DNS name).
 std::string address_of(const std::string& ssh) {
     auto host = ssh.substr(ssh.find('@') == std::string::npos ? 0 : ssh.find('@') + 1);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
     auto p = addr::parse_prefix(host);
-    return p && p->single() && p->family == AF_INET ? host : "";
+    return p && p->single() ? host : "";
 }
 
 // [hosts] and its [hosts.NAME] tables (hosts mode): the machines, each a role.
@@ -70,8 +71,9 @@ void parse_machines(const Node* table, LabSpec& lab, const Location& mode_at, Di
         }
         if (auto v = h.string("address")) {
             auto p = addr::parse_prefix(*v);
-            if (!p || !p->single() || p->family != AF_INET)
-                diag.error(h.value_at("address"), fmt::format("`address` = \"{}\" must be one IPv4 address", *v));
+            if (!p || !p->single())
+                diag.error(h.value_at("address"),
+                           fmt::format("`address` = \"{}\" must be one IPv4 or IPv6 address", *v));
             m.address = *v;
         } else if (m.ssh != "local") {
             m.address = address_of(m.ssh);
@@ -95,11 +97,10 @@ void parse_machines(const Node* table, LabSpec& lab, const Location& mode_at, Di
                        "without a middle box, leave [hosts.router] out: [link] then goes on this machine's interface "
                        "toward the server");
         else if (std::string(role) == "server" && m.address.empty() && !m.ssh.empty())
-            diag.error(
-                t->key_at,
-                fmt::format("[hosts.server] needs `address` (the IPv4 address probes connect to): `ssh` = \"{}\" "
-                            "names no IPv4 address",
-                            m.ssh));
+            diag.error(t->key_at,
+                       fmt::format("[hosts.server] needs `address` (the address probes connect to): `ssh` = \"{}\" "
+                                   "names no IP address",
+                                   m.ssh));
         lab.machines.push_back(std::move(m));
     }
     r.finish();
@@ -122,12 +123,21 @@ LabSpec parse_lab(const Node* table, Diagnostics& diag) {
     if (auto v = r.integer("mtu", 68, 65535)) lab.mtu = static_cast<std::uint32_t>(*v);
     if (auto v = r.boolean("offloads")) lab.offloads = *v;
     if (auto v = r.integer("queue_length", 1, 1'000'000)) lab.queue_length = static_cast<std::uint32_t>(*v);
+    if (auto v = r.choice("ip", {"ipv4", "ipv6", "dual"}))
+        lab.ip = *v == "ipv6" ? LabSpec::Ip::v6 : *v == "dual" ? LabSpec::Ip::dual : LabSpec::Ip::v4;
     if (auto v = r.rate("line_rate")) {
         if (*v == 0)
             diag.error(r.value_at("line_rate"), "`line_rate` must be above zero");
         else
             lab.line_rate_bps = *v;
     }
+    if (lab.mode != LabSpec::Mode::netns && r.has("ip"))
+        diag.error(r.key_at("ip"),
+                   fmt::format("`ip` chooses the namespace lab's addresses; in mode = \"{}\" the family is that of "
+                               "the {}",
+                               lab.mode == LabSpec::Mode::host ? "host" : "hosts",
+                               lab.mode == LabSpec::Mode::host ? "`target`" : "machines' `address`"),
+                   "remove `ip`");
     if (lab.mode == LabSpec::Mode::host) {
         if (lab.dev.empty() && !r.has("dev"))  // an invalid one is reported where it is
             diag.error(r.key_at("mode"),
@@ -238,7 +248,6 @@ void check_host_probes(const Trial& t, Diagnostics& diag) {
     auto target = addr::parse_prefix(lab.target);
     if (!target) return;  // reported at the key
     bool single = target->single();
-    bool v4 = target->family == AF_INET;
     for (const auto& p : t.probes) {
         if (p.kind.empty()) continue;
         auto where = [&](const std::string& why) {
@@ -270,13 +279,63 @@ void check_host_probes(const Trial& t, Diagnostics& diag) {
                     u.address, u.port, lab.target, lab.port ? fmt::format(", port = {}", lab.port) : std::string()));
             continue;
         }
-        if (!v4)
-            where("the probes connect over IPv4 only: give an IPv4 [lab] target");
-        else if (!single)
+        if (!single)
             where(
                 fmt::format("the probe connects to the target, so [lab] target must be one address, not the prefix "
                             "\"{}\" (or use an http probe with a url inside it)",
                             lab.target));
+    }
+}
+
+// The families probes may connect over: the namespace lab's `ip`, the family of host mode's
+// target, or of hosts mode's server address. Empty when the address is reported elsewhere.
+std::vector<int> lab_families(const Trial& t) {
+    auto of = [](const std::string& address) -> std::vector<int> {
+        auto p = addr::parse_prefix(address);
+        return p ? std::vector<int>{p->family} : std::vector<int>{};
+    };
+    switch (t.lab.mode) {
+        case LabSpec::Mode::netns: {
+            std::vector<int> f;
+            if (t.lab.has_ipv4()) f.push_back(AF_INET);
+            if (t.lab.has_ipv6()) f.push_back(AF_INET6);
+            return f;
+        }
+        case LabSpec::Mode::host: return of(t.lab.target);
+        case LabSpec::Mode::hosts:
+            for (const auto& m : t.lab.machines)
+                if (m.name == "server") return of(m.address);
+            return {};
+    }
+    return {};
+}
+
+// A probe's `family` must be one the lab has, and what it runs must speak it: hping3 is
+// IPv4 only.
+void check_probe_families(const Trial& t, Diagnostics& diag) {
+    auto families = lab_families(t);
+    if (families.empty()) return;
+    auto name = [](int f) { return f == AF_INET6 ? "ipv6" : "ipv4"; };
+    for (const auto& p : t.probes) {
+        if (p.kind.empty()) continue;
+        int f = probes::probe_family(p);
+        if (f != AF_UNSPEC && std::find(families.begin(), families.end(), f) == families.end()) {
+            std::string lab = t.lab.mode == LabSpec::Mode::netns  ? fmt::format("[lab] ip = \"{}\"", t.lab.ip_name())
+                              : t.lab.mode == LabSpec::Mode::host ? fmt::format("[lab] target = \"{}\"", t.lab.target)
+                                                                  : std::string("[hosts.server] address");
+            diag.error(p.at,
+                       fmt::format("probe `{}` has family = \"{}\", but {} gives no {} address", p.name, name(f), lab,
+                                   f == AF_INET6 ? "IPv6" : "IPv4"),
+                       t.lab.mode == LabSpec::Mode::netns ? std::string("set [lab] ip = \"dual\" to measure over both")
+                                                          : std::string("remove `family` to use the target's"));
+            continue;
+        }
+        if (f == AF_UNSPEC) f = families.front();
+        auto tool = p.options.find("tool");
+        if (f == AF_INET6 && tool != p.options.end() && std::get<std::string>(tool->second) == "hping3")
+            diag.error(p.at,
+                       fmt::format("probe `{}`: hping3 speaks IPv4 only, and this probe measures over IPv6", p.name),
+                       "use tool = \"builtin\" with method = \"tcp\" (it times the same handshake)");
     }
 }
 
@@ -459,6 +518,7 @@ Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, 
     else
         check_service_probes(t, diag);
     if (t.lab.mode == LabSpec::Mode::hosts) check_machines_trial(t, lab, diag);
+    check_probe_families(t, diag);
     check_groups(t, diag);
     return t;
 }

@@ -44,7 +44,7 @@ using AddrPtr = std::unique_ptr<nl_addr, AddrPut>;
 
 AddrPtr parse_addr(const std::string& text) {
     nl_addr* a = nullptr;
-    check_nl(nl_addr_parse(text.c_str(), AF_INET, &a), fmt::format("parsing address {}", text));
+    check_nl(nl_addr_parse(text.c_str(), AF_UNSPEC, &a), fmt::format("parsing address {}", text));
     return AddrPtr(a);
 }
 
@@ -191,15 +191,19 @@ void add_address(RouteSocket& sock, const std::string& dev, const std::string& c
     auto local = parse_addr(cidr);
     rtnl_addr_set_ifindex(addr.get(), sock.ifindex(dev));
     check_nl(rtnl_addr_set_local(addr.get(), local.get()), fmt::format("address {}", cidr));
+    // An IPv6 address would otherwise stay "tentative" through duplicate address detection
+    // (about 2 s), unusable as a source; the lab's links have no one else on them.
+    if (nl_addr_get_family(local.get()) == AF_INET6) rtnl_addr_set_flags(addr.get(), IFA_F_NODAD);
     sock.check(rtnl_addr_add(sock.get(), addr.get(), NLM_F_CREATE | NLM_F_EXCL),
                fmt::format("adding address {} to {} {}", cidr, dev, sysctl::where(sock.ns())));
 }
 
 void add_default_route(RouteSocket& sock, const std::string& gateway) {
     std::unique_ptr<rtnl_route, void (*)(rtnl_route*)> route(rtnl_route_alloc(), rtnl_route_put);
-    auto dst = parse_addr("0.0.0.0/0");
     auto gw = parse_addr(gateway);
-    rtnl_route_set_family(route.get(), AF_INET);
+    const int family = nl_addr_get_family(gw.get());
+    auto dst = parse_addr(family == AF_INET6 ? "::/0" : "0.0.0.0/0");
+    rtnl_route_set_family(route.get(), static_cast<std::uint8_t>(family));
     check_nl(rtnl_route_set_dst(route.get(), dst.get()), "route destination");
     rtnl_nexthop* nh = rtnl_route_nh_alloc();
     rtnl_route_nh_set_gateway(nh, gw.get());

@@ -89,9 +89,10 @@ private:
 
 /// Sets IFF_UP on `dev`.
 void set_up(RouteSocket& sock, const std::string& dev);
-/// Adds an IPv4 address such as "198.18.0.1/30" to `dev`.
+/// Adds an address such as "198.18.0.1/30" or "2001:2::1/126" to `dev` (IPv6 without
+/// duplicate address detection, so it is usable at once).
 void add_address(RouteSocket& sock, const std::string& dev, const std::string& cidr);
-/// Adds a default route through `gateway` ("198.18.0.2").
+/// Adds a default route through `gateway` ("198.18.0.2", or "2001:2::2" for IPv6's).
 void add_default_route(RouteSocket& sock, const std::string& gateway);
 
 /// Turns GSO, TSO and GRO on or off, then reads them back and throws if the device kept a

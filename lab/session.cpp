@@ -137,7 +137,7 @@ void LabSession::apply_trial(const Trial& trial) {
 
 std::map<std::string, std::string> LabSession::placeholders(const Trial& trial,
                                                             const std::filesystem::path& dir) const {
-    auto where = testbed_->endpoints();
+    auto where = testbed_->endpoints(AF_UNSPEC);
     return {{"server", where.server.address},
             {"client", where.client.address},
             {"trial", trial.id},

@@ -38,7 +38,9 @@ public:
     }
 
     void prepare(const LabSpec& lab) override {
-        if (lab.mtu == built_.mtu && lab.offloads == built_.offloads && lab.queue_length == built_.queue_length) return;
+        if (lab.mtu == built_.mtu && lab.offloads == built_.offloads && lab.queue_length == built_.queue_length &&
+            lab.ip == built_.ip)
+            return;
         // A [lab] key the links are made with (a sweep of lab.mtu): the lab is built again,
         // under the same names, with the trial's; its sysctls and qdiscs follow.
         up_.reset();
@@ -71,10 +73,11 @@ public:
         put(*down_, trial.link.down);
     }
 
-    probes::Endpoints endpoints() const override {
+    probes::Endpoints endpoints(int family) const override {
+        family = resolved(family);
         probes::Endpoints e;
-        e.server = {topology_->ns("server"), Addressing::kServerIp, 0};
-        e.client = {topology_->ns("client"), Addressing::kClientIp, 0};
+        e.server = {topology_->ns("server"), Addressing::of("server", family), 0};
+        e.client = {topology_->ns("client"), Addressing::of("client", family), 0};
         return e;
     }
 
@@ -91,25 +94,40 @@ public:
     }
 
     services::Placement placement(const std::string& host) const override {
-        const char* address = host == "client"   ? Addressing::kClientIp
-                              : host == "router" ? Addressing::kClientGateway
-                                                 : Addressing::kServerIp;
-        return {topology_->ns(host), address};
+        return {topology_->ns(host), Addressing::of(host, resolved(AF_UNSPEC))};
     }
 
     std::string describe(const Trial&) const override {
         const auto& t = *topology_;
+        auto both = [&](const char* v4, const char* v6) {
+            return built_.ip == LabSpec::Ip::v4   ? std::string(v4)
+                   : built_.ip == LabSpec::Ip::v6 ? std::string(v6)
+                                                  : fmt::format("{} {}", v4, v6);
+        };
         return fmt::format(
-            "  {}  wl-c 198.18.0.1/30\n"
-            "  {}  wl-rc 198.18.0.2/30, wl-rs 198.18.0.5/30, forwarding on\n"
-            "  {}  wl-s 198.18.0.6/30\n"
-            "  try: ip netns exec {} ping 198.18.0.6",
-            t.ns("client"), t.ns("router"), t.ns("server"), t.ns("client"));
+            "  {}  wl-c {}\n"
+            "  {}  wl-rc {}, wl-rs {}, forwarding on\n"
+            "  {}  wl-s {}\n"
+            "  try: ip netns exec {} ping {}",
+            t.ns("client"), both(Addressing::kClient, Addressing::kClient6), t.ns("router"),
+            both(Addressing::kRouterClientSide, Addressing::kRouterClientSide6),
+            both(Addressing::kRouterServerSide, Addressing::kRouterServerSide6), t.ns("server"),
+            both(Addressing::kServer, Addressing::kServer6), t.ns("client"),
+            Addressing::of("server", resolved(AF_UNSPEC)));
     }
 
     std::string undo_text() const override { return fmt::format("tearing down run {}", run_); }
 
 private:
+    // AF_UNSPEC -> the lab's first family; a family the lab was not built with is an error.
+    int resolved(int family) const {
+        if (family == AF_UNSPEC) return built_.has_ipv4() ? AF_INET : AF_INET6;
+        if ((family == AF_INET && !built_.has_ipv4()) || (family == AF_INET6 && !built_.has_ipv6()))
+            throw Error(fmt::format("the lab has no {} addresses ([lab] ip = \"{}\")",
+                                    family == AF_INET ? "IPv4" : "IPv6", built_.ip_name()));
+        return family;
+    }
+
     std::string run_;
     Journal& journal_;
     sysctl::ProcSys& proc_;
@@ -149,7 +167,7 @@ public:
         host_->apply(trial.link.up, trial.link.down, trial.lab.mtu, netem::Psched::from_proc());
     }
 
-    probes::Endpoints endpoints() const override {
+    probes::Endpoints endpoints(int) const override {
         // The client in wanlab's own namespace, against servers already running on the target.
         probes::Endpoints e;
         e.server = {"", lab_.target.substr(0, lab_.target.find('/')), lab_.port, true};

@@ -54,8 +54,11 @@ public:
     /// Puts `trial`'s link conditions in place by replace, read back and verified; a
     /// direction without conditions gets what it had before the run.
     virtual void apply_link(const Trial& trial) = 0;
-    /// The probes' client and server.
-    virtual probes::Endpoints endpoints() const = 0;
+    /// The probes' client and server over `family`: AF_INET, AF_INET6, or AF_UNSPEC for the
+    /// lab's first (IPv4 unless the lab has IPv6 only). In host and hosts mode the addresses are
+    /// the target's and the machines', whatever `family` (the loader checked they agree); a
+    /// namespace lab without that family throws wanlab::Error.
+    virtual probes::Endpoints endpoints(int family) const = 0;
     /// The endpoints of one measurement of `spec`, given where it would measure (endpoints()
     /// with its `server_port` applied): the same, except in hosts mode, where a built-in
     /// probe's own server is started on the server machine for it (Endpoint::far, stopped by

@@ -21,7 +21,15 @@ Topology::Topology(const LabSpec& spec, const std::string& run, Journal* journal
     client_.emplace(ns("client"), journal);
     router_.emplace(ns("router"), journal);
     server_.emplace(ns("server"), journal);
-    for (const char* host : {"client", "router", "server"}) loopback_up(ns(host));
+    for (const char* host : {"client", "router", "server"}) {
+        loopback_up(ns(host));
+        // A router solicits the neighbour it forwards to from its link-local address, and
+        // sends nothing while that address is in duplicate-address detection (about 2 s
+        // after the link comes up): forwarded IPv6 would be lost at the start of a run. The
+        // devices get the namespace's default when they arrive, so none runs DAD. (The
+        // setting lives and dies with the namespace.)
+        if (spec.has_ipv6()) proc.write(ns(host), "net.ipv6.conf.default.accept_dad", "0");
+    }
     step("namespaces");
 
     LinkOptions options{spec.mtu, spec.queue_length, spec.offloads};
@@ -31,18 +39,23 @@ Topology::Topology(const LabSpec& spec, const std::string& run, Journal* journal
                          journal);
     {
         RouteSocket client(ns("client")), router(ns("router")), server(ns("server"));
-        add_address(client, Addressing::kClientDev, Addressing::kClient);
-        add_address(router, LabNames::kRouterToClient, Addressing::kRouterClientSide);
-        add_address(router, LabNames::kRouterToServer, Addressing::kRouterServerSide);
-        add_address(server, Addressing::kServerDev, Addressing::kServer);
-        add_default_route(client, Addressing::kClientGateway);
-        add_default_route(server, Addressing::kServerGateway);
+        using A = Addressing;
+        for (bool v6 : {false, true}) {
+            if (!(v6 ? spec.has_ipv6() : spec.has_ipv4())) continue;
+            add_address(client, A::kClientDev, v6 ? A::kClient6 : A::kClient);
+            add_address(router, LabNames::kRouterToClient, v6 ? A::kRouterClientSide6 : A::kRouterClientSide);
+            add_address(router, LabNames::kRouterToServer, v6 ? A::kRouterServerSide6 : A::kRouterServerSide);
+            add_address(server, A::kServerDev, v6 ? A::kServer6 : A::kServer);
+            add_default_route(client, v6 ? A::kClientGateway6 : A::kClientGateway);
+            add_default_route(server, v6 ? A::kServerGateway6 : A::kServerGateway);
+        }
     }
     forwarding_.emplace(proc, [journal](const std::string& n, const std::string& key, const std::string* old,
                                         const std::string& value) {
         if (journal) journal->record(old ? sysctl_entry(n, key, *old, value) : sysctl_write_entry(n, key, value));
     });
-    forwarding_->set(ns("router"), "net.ipv4.ip_forward", "1");
+    if (spec.has_ipv4()) forwarding_->set(ns("router"), "net.ipv4.ip_forward", "1");
+    if (spec.has_ipv6()) forwarding_->set(ns("router"), "net.ipv6.conf.all.forwarding", "1");
     step("links");
 }
 
@@ -54,13 +67,23 @@ PairTopology::PairTopology(const std::string& prefix, Journal* journal)
     set_up(sb, "lo");
     add_address(sa, "wlp-a", std::string(kClientIp) + "/30");
     add_address(sb, "wlp-b", std::string(kServerIp) + "/30");
+    add_address(sa, "wlp-a", std::string(kClientIp6) + "/126");
+    add_address(sb, "wlp-b", std::string(kServerIp6) + "/126");
 }
 
-probes::Endpoints PairTopology::endpoints(std::uint16_t server_port) const {
+probes::Endpoints PairTopology::endpoints(std::uint16_t server_port, int family) const {
+    const bool v6 = family == AF_INET6;
     probes::Endpoints e;
-    e.server = {b_.name(), kServerIp, server_port};
-    e.client = {a_.name(), kClientIp, 0};
+    e.server = {b_.name(), v6 ? kServerIp6 : kServerIp, server_port};
+    e.client = {a_.name(), v6 ? kClientIp6 : kClientIp, 0};
     return e;
+}
+
+const char* Addressing::of(const std::string& host, int family) {
+    const bool v6 = family == AF_INET6;
+    if (host == "client") return v6 ? kClientIp6 : kClientIp;
+    if (host == "router") return v6 ? kClientGateway6 : kClientGateway;
+    return v6 ? kServerIp6 : kServerIp;
 }
 
 }  // namespace wanlab::lab

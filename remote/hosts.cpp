@@ -74,7 +74,7 @@ public:
     }
     void prepare(const lab::LabSpec&) override {}
     void apply_link(const lab::Trial&) override {}
-    probes::Endpoints endpoints() const override {
+    probes::Endpoints endpoints(int) const override {
         probes::Endpoints e;
         e.server = {"", address("server"), 0, true};
         e.client = {"", address("client"), 0};
@@ -347,7 +347,7 @@ void HostsSession::apply_trial(const lab::Trial& trial) {
                    {"needs", needs},
                    {"any_up", any_up_},
                    {"any_down", any_down_},
-                   {"target", testbed_->endpoints().server.address},
+                   {"target", testbed_->endpoints(AF_UNSPEC).server.address},
                    {"exempt", exempt},
                    {"line_rate", trial.lab.line_rate_bps},
                    {"mtu", trial.lab.mtu},
@@ -360,7 +360,7 @@ void HostsSession::apply_trial(const lab::Trial& trial) {
 
 void HostsSession::start_services(const lab::Trial& trial, const std::filesystem::path&, const probes::Tick& tick) {
     stop_services();
-    auto where = testbed_->endpoints();
+    auto where = testbed_->endpoints(AF_UNSPEC);
     std::map<std::string, std::string> values{
         {"server", where.server.address}, {"client", where.client.address}, {"trial", trial.id}, {"run", options_.run}};
     for (const auto& spec : trial.services) {

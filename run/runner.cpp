@@ -25,6 +25,7 @@
 #include "lab/session.h"
 #include "lab/testbed.h"
 #include "probes/group.h"
+#include "probes/http.h"
 #include "probes/sys.h"
 #include "remote/hosts.h"
 #include "run/check.h"
@@ -153,8 +154,12 @@ std::pair<probes::ProbeSpec, probes::Endpoints> in_lab(const probes::ProbeSpec& 
     probes::ProbeSpec out = spec;
     std::map<std::string, std::string> addresses{{"server", where.server.address}, {"client", where.client.address}};
     if (auto url = out.options.find("url"); url != out.options.end()) {
+        // In a URL an IPv6 address goes in brackets: http://{server}:8080/ -> http://[2001:2::6]:8080/
         auto& text = std::get<std::string>(url->second);
-        text = text::expand(text, addresses, "url");
+        text = text::expand(text,
+                            {{"server", probes::http::url_host(where.server.address)},
+                             {"client", probes::http::url_host(where.client.address)}},
+                            "url");
     }
     for (auto& word : out.command) word = text::expand(word, addresses, "command");
     if (auto port = out.options.find("server_port"); port != out.options.end()) {
@@ -182,7 +187,7 @@ public:
              const std::function<void()>& between, const std::filesystem::path& work,
              const std::filesystem::path& kept) {
         auto label = trial_label(t);
-        const auto lab_where = testbed.endpoints();
+        const auto lab_where = testbed.endpoints(AF_UNSPEC);
         if (checks_emulation(t)) progress_.status(label + ": checking the emulation", 1s * done_);
         if (auto why = lab::unverifiable(t.lab); !why.empty())
             rec.check.note = why;  // apply_trial() has read the qdiscs back
@@ -196,7 +201,7 @@ public:
         for (const auto& group : probes::probe_groups(t.probes)) {
             std::vector<Member> members;
             for (const auto* written : group.members) {
-                auto [spec, where] = in_lab(*written, lab_where);
+                auto [spec, where] = in_lab(*written, testbed.endpoints(probes::probe_family(*written)));
                 probes::make_probe(spec);  // refuses a kind and tool it cannot measure, before any repeat
                 members.push_back({std::move(spec), std::move(where), {}});
             }

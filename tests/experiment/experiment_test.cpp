@@ -672,3 +672,65 @@ TEST_CASE("a udp probe without `rate` sends at its default 1 Mbit/s, in bit/s li
     CHECK_THAT(bad.messages, Catch::Contains("`rate` must be above zero") &&
                                  Catch::Contains("`size` = 10 is outside 24-65507 bytes"));
 }
+
+TEST_CASE("[lab] ip chooses the lab's families, and a probe's family must be one the lab has", "[experiment][ipv6]") {
+    auto v4 = load("[[probe]]\nkind = \"rtt\"\n");
+    REQUIRE(v4.exp);
+    CHECK(v4.exp->trials[0].lab.ip == wanlab::lab::LabSpec::Ip::v4);
+    auto dual = load(
+        "[lab]\nip = \"dual\"\n[[probe]]\nkind = \"rtt\"\nfamily = \"ipv6\"\n"
+        "[[probe]]\nname = \"four\"\nkind = \"rtt\"\nfamily = \"ipv4\"\n");
+    INFO(dual.messages);
+    REQUIRE(dual.exp);
+    CHECK(dual.exp->trials[0].lab.has_ipv4());
+    CHECK(dual.exp->trials[0].lab.has_ipv6());
+    CHECK(wanlab::lab::plan_json(*dual.exp)["trials"][0]["lab"]["ip"] == "dual");
+
+    auto missing = load("[[probe]]\nkind = \"rtt\"\nfamily = \"ipv6\"\n");
+    CHECK_THAT(missing.messages, Catch::Contains("probe `rtt` has family = \"ipv6\", but [lab] ip = \"ipv4\" gives no "
+                                                 "IPv6 address") &&
+                                     Catch::Contains("set [lab] ip = \"dual\""));
+    auto only6 = load("[lab]\nip = \"ipv6\"\n[[probe]]\nkind = \"rtt\"\nfamily = \"ipv4\"\n");
+    CHECK_THAT(only6.messages, Catch::Contains("gives no IPv4 address"));
+    auto bad = load("[lab]\nip = \"ipv5\"\n");
+    CHECK_THAT(bad.messages, Catch::Contains("ipv5"));
+    auto host = load("[lab]\nmode = \"host\"\ndev = \"eth0\"\ntarget = \"203.0.113.7\"\nip = \"dual\"\n");
+    CHECK_THAT(host.messages, Catch::Contains("`ip` chooses the namespace lab's addresses"));
+}
+
+TEST_CASE("hping3 is refused where a probe measures over IPv6, by family or by the lab's", "[experiment][ipv6]") {
+    const std::string probe = "[[probe]]\nkind = \"rtt\"\ntool = \"hping3\"\nmethod = \"tcp\"\n";
+    auto by_family = load("[lab]\nip = \"dual\"\n" + probe + "family = \"ipv6\"\n");
+    CHECK_THAT(by_family.messages, Catch::Contains("hping3 speaks IPv4 only, and this probe measures over IPv6"));
+    auto by_lab = load("[lab]\nip = \"ipv6\"\n" + probe);
+    CHECK_THAT(by_lab.messages, Catch::Contains("hping3 speaks IPv4 only"));
+    auto dual_auto = load("[lab]\nip = \"dual\"\n" + probe);  // auto = IPv4 in a dual lab
+    INFO(dual_auto.messages);
+    CHECK(dual_auto.exp);
+}
+
+TEST_CASE("host mode measures an IPv6 target, and a family other than the target's is refused",
+          "[experiment][ipv6][host]") {
+    const std::string lab = "[lab]\nmode = \"host\"\ndev = \"eth0\"\n";
+    auto ok = load(lab + "target = \"2001:db8::7\"\n[[probe]]\nkind = \"rtt\"\nmethod = \"icmp\"\n");
+    INFO(ok.messages);
+    CHECK(ok.exp);
+    auto other =
+        load(lab + "target = \"2001:db8::7\"\n[[probe]]\nkind = \"rtt\"\nmethod = \"icmp\"\nfamily = \"ipv4\"\n");
+    CHECK_THAT(other.messages, Catch::Contains("but [lab] target = \"2001:db8::7\" gives no IPv4 address") &&
+                                   Catch::Contains("remove `family`"));
+}
+
+TEST_CASE("hosts mode takes an IPv6 server address, written or in the ssh destination", "[experiment][ipv6][hosts]") {
+    const std::string head = "[lab]\nmode = \"hosts\"\n[hosts.client]\nssh = \"local\"\n[hosts.server]\n";
+    auto written = load(head + "ssh = \"lab-server\"\naddress = \"2001:db8::9\"\n");
+    INFO(written.messages);
+    REQUIRE(written.exp);
+    CHECK(written.exp->trials[0].lab.machine("server")->address == "2001:db8::9");
+    auto from_ssh = load(head + "ssh = \"root@2001:db8::9\"\n");
+    INFO(from_ssh.messages);
+    REQUIRE(from_ssh.exp);
+    CHECK(from_ssh.exp->trials[0].lab.machine("server")->address == "2001:db8::9");
+    auto bad = load(head + "ssh = \"lab-server\"\naddress = \"2001:db8::/64\"\n");
+    CHECK_THAT(bad.messages, Catch::Contains("must be one IPv4 or IPv6 address"));
+}

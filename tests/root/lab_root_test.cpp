@@ -115,6 +115,63 @@ TEST_CASE("a lab routes pings from client to server across the router and gives 
     CHECK(capture() == before);
 }
 
+TEST_CASE("a dual-stack lab routes IPv4 and IPv6 across the router, forwarding both, and gives everything back",
+          "[root]") {
+    if (skip_unless_root()) return;
+    ExperimentFile file("ip = \"dual\"");
+    TempRunDir dir;
+    Cleanup cleanup("rt6");
+    auto before = capture();
+    auto trial = trial_of(file);
+    sysctl::RealProcSys proc;
+    auto forwarding6_before = read_sysctl("net.ipv6.conf.all.forwarding");
+    {
+        lab::SessionOptions options;
+        options.run = "rt6";
+        options.dir = dir.path;
+        lab::LabSession session(trial, options, proc);
+        auto v6 = ping("wanlab-rt6-client", lab::Addressing::kServerIp6);
+        CHECK(v6.loss_percent == 0);
+        CHECK(v6.avg_ms >= 0);
+        CHECK(ping("wanlab-rt6-server", lab::Addressing::kClientIp6).loss_percent == 0);
+        CHECK(ping("wanlab-rt6-client", lab::Addressing::kServerIp).loss_percent == 0);
+        CHECK(*proc.read("wanlab-rt6-router", "net.ipv6.conf.all.forwarding") == "1");
+        CHECK(*proc.read("wanlab-rt6-router", "net.ipv4.ip_forward") == "1");
+        auto routes = sh("ip -n wanlab-rt6-client -6 -j route show default");
+        CHECK(routes.find(lab::Addressing::kClientGateway6) != std::string::npos);
+        // No duplicate-address detection holds the addresses back: none is tentative.
+        CHECK(sh("ip -n wanlab-rt6-client -6 addr show tentative").empty());
+        auto tcp6 = session.testbed().endpoints(AF_INET6);
+        CHECK(tcp6.server.address == lab::Addressing::kServerIp6);
+        CHECK(tcp6.client.address == lab::Addressing::kClientIp6);
+        CHECK(session.testbed().endpoints(AF_INET).server.address == lab::Addressing::kServerIp);
+    }
+    CHECK(read_sysctl("net.ipv6.conf.all.forwarding") == forwarding6_before);
+    CHECK(capture() == before);
+}
+
+TEST_CASE("an IPv6-only lab has no IPv4 address, leaves ip_forward alone, and names the missing family", "[root]") {
+    if (skip_unless_root()) return;
+    ExperimentFile file("ip = \"ipv6\"");
+    TempRunDir dir;
+    Cleanup cleanup("rt7");
+    auto before = capture();
+    auto trial = trial_of(file);
+    sysctl::RealProcSys proc;
+    {
+        lab::SessionOptions options;
+        options.run = "rt7";
+        options.dir = dir.path;
+        lab::LabSession session(trial, options, proc);
+        CHECK(ping("wanlab-rt7-client", lab::Addressing::kServerIp6).loss_percent == 0);
+        CHECK(sh("ip -n wanlab-rt7-client -4 -j addr show dev wl-c").find("198.18.") == std::string::npos);
+        CHECK(*proc.read("wanlab-rt7-router", "net.ipv4.ip_forward") == "0");
+        CHECK(session.testbed().endpoints(AF_UNSPEC).server.address == lab::Addressing::kServerIp6);
+        CHECK_THROWS_WITH(session.testbed().endpoints(AF_INET), Catch::Contains("IPv4") && Catch::Contains("ipv6"));
+    }
+    CHECK(capture() == before);
+}
+
 TEST_CASE("offloads asked for are switched on at both ends of each veth pair", "[root]") {
     if (skip_unless_root()) return;
     ExperimentFile file("offloads = true");
