@@ -235,6 +235,42 @@ check "after the run through the router: this machine as before" [ $? = 0 ]
 ip netns pids wl-mid | xargs -r kill; ip netns pids wl-end | xargs -r kill
 ip link del wlmid0 2>/dev/null; ip netns del wl-mid; ip netns del wl-end
 
+# 9. Host mode toward an IPv6 target (issue 21): the target filter matches IPv6 addresses
+#    both ways, the probes connect over IPv6, and another IPv6 address is spared.
+ip addr add 2001:2::9:1/112 dev wlhost0 nodad
+ip -n wl-far addr add 2001:2::9:2/112 dev far0 nodad && ip -n wl-far addr add 2001:2::9:3/112 dev far0 nodad
+ip netns exec wl-far python3 -m http.server 8081 --bind 2001:2::9:2 --directory "$src/tests/vm/run" >/dev/null 2>&1 &
+http6=$!
+sleep 1
+state >"$out/state.before"  # the interface as it is now, for same_state
+bare6=$(min_ms 2001:2::9:2 10)
+printf '%s\n' 'name = "host-ipv6"' '[lab]' 'mode = "host"' 'dev = "wlhost0"' 'target = "2001:2::9:2"' '[link]' \
+    'rtt = "40ms"' '[[probe]]' 'name = "icmp"' 'kind = "rtt"' 'method = "icmp"' 'count = 40' 'interval = "25ms"' \
+    '[[probe]]' 'name = "web"' 'kind = "http"' 'url = "http://[2001:2::9:2]:8081/"' 'connections = 2' \
+    '[run]' 'repeats = 1' 'duration = "2s"' 'warmup = "0s"' 'cooldown = "0s"' >"$out/host6.toml"
+db=$out/host6/results.db
+"$wanlab" run "$out/host6.toml" --out "$out/host6" --run host6 >"$out/host6.stdout" 2>"$out/host6.stderr"
+rc=$?
+check "host mode toward an IPv6 target exits 0 [rc=$rc]" [ "$rc" = 0 ]
+p50=$(q "$db" "select avg(value) from metric_values where run_id='host6' and probe='icmp' and metric='rtt_p50'")
+check "its ICMPv6 RTT to the target is bare + 40 ms [p50=$p50 s, bare $bare6 ms]" \
+    between "$p50" 0.040 $(awk -v b="$bare6" 'BEGIN { print 0.045 + b / 1000 }')
+req=$(q "$db" "select value from metric_values where run_id='host6' and probe='web' and metric='requests'")
+err=$(q "$db" "select value from metric_values where run_id='host6' and probe='web' and metric='errors'")
+check "http load over IPv6 against the target's own server [requests=$req errors=$err]" \
+    awk -v r="$req" -v e="$err" 'BEGIN { exit !(r + 0 >= 1 && e == 0 && e != "") }'
+check "after the IPv6 host-mode run: the interface as before" same_state host6
+"$wanlab" lab up "$out/host6.toml" --run hup6 >"$out/labup6.stdout" 2>"$out/labup6.stderr" &
+pid=$!
+i=0; while [ $i -lt 100 ] && ! grep -q "is up" "$out/labup6.stdout"; do sleep 0.1; i=$((i + 1)); done
+target=$(min_ms 2001:2::9:2 10) other=$(min_ms 2001:2::9:3 10)
+check "lab up toward the IPv6 target: its pings take 40 ms more, another IPv6 address's do not [min $target ms, $other ms]" \
+    sh -c "awk -v t='$target' -v o='$other' -v b='$bare6' 'BEGIN { exit !(t >= 40 && t <= 45 + b && o + 0 < 5 && o != \"\") }'"
+"$wanlab" lab down hup6 >/dev/null 2>&1
+wait $pid 2>/dev/null
+check "after lab down: the interface as before" same_state hup6
+kill $http6 2>/dev/null
+
 kill $http 2>/dev/null
 pkill -f "iperf3 -s -D -B 198.18.9.2" 2>/dev/null
 ip link del wlhost0 2>/dev/null
