@@ -44,6 +44,7 @@ struct RunArgs {
     std::string junit;
     std::string html;  ///< --html FILE: the report as a page, refreshed after each trial
     std::string run_id;
+    std::string shard;  ///< --shard K/N
     std::string pivot;
     bool quiet = false;
     bool restore = false;
@@ -114,6 +115,7 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
                             ro.run_id, pid, a.auto_restore_s, w.log.string()));
         };
     ro.where = a.where.empty() ? "host" : a.where;
+    ro.shard = a.shard;
     if (!a.html.empty()) ro.on_trial = [&](const results::RunData& so_far) { write_page(a.html, a, exp, so_far); };
     auto outcome = run::run_experiment(exp, text, ro, store, progress, [&signals] { signals.check(); });
     const auto& run = outcome.data.run;
@@ -195,6 +197,7 @@ int run_in_vm(const RunArgs& a, const lab::Experiment& exp) {
         "--where",
         fmt::format("vm ({}, {} cpus)", vm::accel_name(machine.accel().accel), machine.cpus())};
     for (const auto& s : a.sets) argv.insert(argv.end(), {"--set", s});
+    if (!a.shard.empty()) argv.insert(argv.end(), {"--shard", a.shard});
     if (a.quiet) argv.push_back("--quiet");
     // The page: the run in the VM refreshes it in the results share (the only place it can
     // write), and a copy follows it to where it was asked for while the run goes on.
@@ -229,8 +232,9 @@ int run_in_vm(const RunArgs& a, const lab::Experiment& exp) {
 
 int run(const RunArgs& a) {
     if (a.vm && a.no_vm) throw InputError("--vm and --no-vm contradict each other; give one");
-    (void)report::parse_format(a.format);  // bad input fails before anything runs
-    if (!a.html.empty() && !a.inner) {     // a page that cannot be written fails now, not after the first trial
+    if (!a.shard.empty()) (void)lab::parse_shard(a.shard);  // bad input fails before the file is read
+    (void)report::parse_format(a.format);                   // bad input fails before anything runs
+    if (!a.html.empty() && !a.inner) {  // a page that cannot be written fails now, not after the first trial
         auto probe = a.html + ".tmp";
         if (!std::ofstream(probe, std::ios::app))
             throw InputError(fmt::format("--html {}: cannot write there", a.html));
@@ -239,6 +243,7 @@ int run(const RunArgs& a) {
     }
     std::string text;
     auto exp = load_or_throw(a.file, a.sets, &text);
+    if (!a.shard.empty()) keep_shard(exp, a.file, a.shard);
     if (a.inner) {  // inside the micro-VM
         lab::require_capabilities("wanlab run");
         return run_here(a, exp, text);
@@ -302,6 +307,10 @@ Runner setup_run(CLI::App& sub) {
     sub.add_option("--junit", a->junit, "Also write the [[assert]] outcomes as JUnit XML");
     sub.add_option("--pivot", a->pivot, "Metric of the sweep pivot (probe.metric)");
     sub.add_option("--run", a->run_id, "Run id (default: random); namespaces are wanlab-RUN-*");
+    sub.add_option("--shard", a->shard,
+                   "Measure only shard K of N: a deterministic part of the trials, balanced by planned time, "
+                   "for spreading one sweep over N machines")
+        ->type_name("K/N");
     sub.add_flag("--quiet", a->quiet, "No progress on stderr");
     sub.add_flag("--restore", a->restore, "Restore a stale journal left by a killed run first, instead of refusing");
     sub.add_flag("--force", a->force,
@@ -320,6 +329,7 @@ Runner setup_run(CLI::App& sub) {
         "  wanlab run examples/buffer-sweep.toml\n"
         "  wanlab run examples/buffer-sweep.toml --set run.duration=3s --set run.repeats=2 --junit report.xml\n"
         "  wanlab run examples/buffer-sweep.toml --html report.html\n"
+        "  wanlab run examples/buffer-sweep.toml --shard 2/3 --out shard-2\n"
         "  wanlab results show latest --out wanlab-results");
     return [a] { return run(*a); };
 }

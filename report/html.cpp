@@ -611,6 +611,7 @@ std::string run_page(const Model& m) {
         {"baseline", m.baseline}};
     if (!run.started.empty())
         meta.emplace_back("time", run.started + (run.finished.empty() ? "" : " to " + run.finished));
+    if (!run.shard.empty()) meta.emplace_back("shard", run.shard + " of the experiment's trials");
     for (const auto& s : run.sets) meta.emplace_back("--set", s);
     page.markup(dl(meta));
     if (auto warnings = detail::trial_warnings(data); !warnings.empty()) page.list(warnings, "warning");

@@ -41,6 +41,7 @@ std::string render_text(const Model& m, bool markdown) {
     line("status: " + status_text(run));
     line("where: " + environment_line(run.env));
     line(fmt::format("trials: {} of {} done", trials_done(data), trials_planned(data)));
+    if (!run.shard.empty()) line(fmt::format("shard {} of the experiment's trials (wanlab run --shard)", run.shard));
     if (!run.started.empty())
         line(fmt::format("started {}{}", run.started, run.finished.empty() ? "" : ", finished " + run.finished));
     for (const auto& s : run.sets) line("--set " + s);
@@ -142,6 +143,7 @@ std::string render_json(const Model& m) {
                 {"started", run.started},
                 {"finished", run.finished},
                 {"sets", run.sets},
+                {"shard", run.shard},
                 {"trials_done", trials_done(data)},
                 {"trials_planned", trials_planned(data)},
                 {"trials_flagged", trials_flagged}};

@@ -59,6 +59,7 @@ struct Run {
     std::string error;  ///< what went wrong, for interrupted or failed runs
     std::size_t planned_trials = 0;
     Environment env;
+    std::string shard;  ///< "K/N": the run measured shard K of N (experiment/shard.h); "" = every trial
 };
 
 /// Whether the emulated path behaved as configured before a trial's probes ran.

@@ -19,13 +19,14 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr std::size_t kCandidatesShown = 5;
 
-// Version 3. Version 1 had no measurements.counters, version 2 no trials.captures and no
-// series table: ensure_schema() adds them, and a read-only store of an older version reads
-// as if they were empty. A later wanlab that changes this bumps
+// Version 4. Version 1 had no measurements.counters, version 2 no trials.captures and no
+// series table, version 3 no runs.shard (no comma in a comment between env and shard:
+// SQLite's DROP COLUMN, which the tests use to make older stores, takes it for the column's): ensure_schema() adds
+// them, and a read-only store of an older version reads as if they were empty. A later wanlab that changes this bumps
 // user_version, migrates, and sets meta.written_by to its own version, so an older wanlab
 // can say which one to use.
 constexpr const char* kSchema = R"sql(
@@ -41,7 +42,8 @@ CREATE TABLE runs (
     status TEXT NOT NULL,          -- running, complete, interrupted, failed
     error TEXT NOT NULL,
     planned_trials INTEGER NOT NULL,
-    env TEXT NOT NULL              -- JSON: hostname, kernel, machine, wanlab_version, where, sysctls_before
+    env TEXT NOT NULL,             -- JSON: hostname kernel machine wanlab_version where sysctls_before
+    shard TEXT NOT NULL DEFAULT '' -- since version 4: K/N of a run of --shard K/N; empty: every trial
 );
 CREATE TABLE trials (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -105,11 +107,18 @@ CREATE VIEW metric_values AS
     FROM measurements m JOIN metrics x ON x.measurement_id = m.id
     LEFT JOIN trials t ON t.run_id = m.run_id AND t.idx = m.trial;
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;
 )sql";
 
 constexpr const char* kRunColumns =
-    "id, experiment, file, text, sets, baseline, started, finished, status, error, planned_trials, env";
+    "id, experiment, file, text, sets, baseline, started, finished, status, error, planned_trials, env, shard";
+
+// kRunColumns to select from a store of schema `version` (a read-only older one lacks some).
+std::string run_columns(int version) {
+    std::string c = kRunColumns;
+    if (version < 4) c.replace(c.rfind("shard"), 5, "''");
+    return c;
+}
 constexpr const char* kNewestFirst = " ORDER BY started DESC, rowid DESC";
 
 [[noreturn]] void fail(sqlite3* db, const fs::path& path, const std::string& action) {
@@ -283,6 +292,7 @@ constexpr Migration kMigrations[] = {
      "CREATE TABLE series (measurement_id INTEGER NOT NULL REFERENCES measurements(id) ON DELETE CASCADE, "
      "name TEXT NOT NULL, seq INTEGER NOT NULL, t REAL NOT NULL, value REAL, "
      "PRIMARY KEY (measurement_id, name, seq)) WITHOUT ROWID; PRAGMA user_version = 3"},
+    {4, "ALTER TABLE runs ADD COLUMN shard TEXT NOT NULL DEFAULT ''; PRAGMA user_version = 4"},
 };
 
 void ensure_schema(sqlite3* db, const fs::path& path) {
@@ -388,6 +398,7 @@ Run read_run(const Statement& s) {
     r.error = s.text(9);
     r.planned_trials = static_cast<std::size_t>(s.integer(10));
     r.env = s.parsed_as<Environment>(11);
+    r.shard = s.text(12);
     return r;
 }
 
@@ -601,10 +612,10 @@ void Store::begin_run(const Run& run, const std::vector<Trial>& trials) {
     // The run and its planned trials in one transaction: one commit (a few fsyncs) instead of
     // one per trial, which cost seconds before the first trial of a 1,000-trial run.
     Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
-    Statement(db_, path_, fmt::format("INSERT INTO runs ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", kRunColumns),
-              action)
+    Statement(db_, path_,
+              fmt::format("INSERT INTO runs ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", kRunColumns), action)
         .bind(run.id, run.experiment, run.file, run.text, json(run.sets), run.baseline, run.started, run.finished,
-              run.status, run.error, run.planned_trials, json(run.env))
+              run.status, run.error, run.planned_trials, json(run.env), run.shard)
         .run();
     if (!trials.empty()) {
         Statement s(db_, path_, kPutTrial, action);
@@ -656,7 +667,8 @@ void Store::finish_run(const std::string& run_id, const std::string& status, con
 std::vector<Run> Store::list_runs() {
     start_read();
     Transaction tx(db_, path_, "BEGIN", "listing runs");
-    Statement s(db_, path_, fmt::format("SELECT {} FROM runs{}", kRunColumns, kNewestFirst), "listing runs");
+    Statement s(db_, path_, fmt::format("SELECT {} FROM runs{}", run_columns(user_version(db_, path_)), kNewestFirst),
+                "listing runs");
     std::vector<Run> runs;
     while (s.step()) runs.push_back(read_run(s));
     tx.commit();
@@ -667,7 +679,8 @@ RunData Store::load_run(const std::string& id) {
     start_read();
     const std::string action = fmt::format("reading run `{}`", id);
     Transaction tx(db_, path_, "BEGIN", action);
-    Statement s(db_, path_, fmt::format("SELECT {} FROM runs WHERE id = ?", kRunColumns), action);
+    Statement s(db_, path_, fmt::format("SELECT {} FROM runs WHERE id = ?", run_columns(user_version(db_, path_))),
+                action);
     s.bind(resolve_run(db_, path_, id));
     if (!s.step()) fail(db_, path_, action);
     RunData data;

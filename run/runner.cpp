@@ -534,6 +534,7 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
     data.run.sets = exp.sets;
     data.run.baseline = exp.run.baseline.empty() ? exp.variants.front() : exp.run.baseline;
     data.run.planned_trials = exp.trials.size();
+    data.run.shard = options.shard;
     data.run.env = environment(exp, options.where);
     double planned = 0;
     for (const auto& t : exp.trials) {

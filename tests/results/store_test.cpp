@@ -84,7 +84,7 @@ TEST_CASE("the results database can be queried with plain sql, one row per metri
         Store store(db);
         store_whole(store, sample_run());
     }
-    CHECK(query(db, "PRAGMA user_version") == "3");
+    CHECK(query(db, "PRAGMA user_version") == "4");
     CHECK(query(db, "PRAGMA journal_mode") == "delete");
     CHECK(query(db, "SELECT count(*) FROM series WHERE name = 'stream1.cwnd'") == "9");
     CHECK(query(db, "SELECT count(*) FROM series WHERE name = 'stream1.cwnd' AND value IS NULL") == "3");
@@ -209,10 +209,10 @@ TEST_CASE("a database written by a newer wanlab is refused with the version to u
     TempDir dir;
     const auto db = dir.path / "results.db";
     { Store store(db); }
-    sql(db, "PRAGMA user_version = 4; UPDATE meta SET value = '0.4.0' WHERE key = 'written_by';");
+    sql(db, "PRAGMA user_version = 5; UPDATE meta SET value = '0.4.0' WHERE key = 'written_by';");
     CHECK_THROWS_WITH(Store(db), Catch::StartsWith("results database " + db.string() +
-                                                   " has schema version 4 (written by wanlab 0.4.0); wanlab ") &&
-                                     Catch::EndsWith(" reads up to version 3: open it with wanlab 0.4.0 or newer"));
+                                                   " has schema version 5 (written by wanlab 0.4.0); wanlab ") &&
+                                     Catch::EndsWith(" reads up to version 4: open it with wanlab 0.4.0 or newer"));
 
     const auto bare = dir.path / "bare.db";
     sql(bare, "PRAGMA user_version = 7;");
@@ -378,7 +378,8 @@ TEST_CASE("a version 1 database reads with empty counters, series and captures a
     // Make it what wanlab 0.1 wrote: no counters, captures, link_loss_down or series; version 1.
     sql(db,
         "ALTER TABLE measurements DROP COLUMN counters; ALTER TABLE trials DROP COLUMN captures; "
-        "ALTER TABLE trials DROP COLUMN link_loss_down; DROP TABLE series; PRAGMA user_version = 1;");
+        "ALTER TABLE trials DROP COLUMN link_loss_down; DROP TABLE series; ALTER TABLE runs DROP COLUMN shard; "
+        "PRAGMA user_version = 1;");
     {
         Store old(db, Store::Access::read_only);
         auto loaded = old.load_run(d.run.id);
@@ -387,6 +388,7 @@ TEST_CASE("a version 1 database reads with empty counters, series and captures a
         CHECK(loaded.trials.front().captures.empty());
         CHECK(std::isnan(loaded.trials.front().link_loss_down));
         CHECK(loaded.measurements.size() == d.measurements.size());
+        CHECK(loaded.run.shard.empty());
     }
     CHECK(query(db, "PRAGMA user_version") == "1");  // reading changed nothing
     {
@@ -397,7 +399,7 @@ TEST_CASE("a version 1 database reads with empty counters, series and captures a
         store.add_measurement(d.run.id, d.measurements.front());  // a migrated store takes series
         CHECK(store.load_run(d.run.id).measurements.back().series.size() == 2);
     }
-    CHECK(query(db, "PRAGMA user_version") == "3");
+    CHECK(query(db, "PRAGMA user_version") == "4");
     CHECK(query(db, "SELECT count(*) FROM measurements WHERE counters = '{}'") ==
           std::to_string(d.measurements.size()));
 }
@@ -412,12 +414,37 @@ TEST_CASE("a version 2 database gains series and captures when opened for writin
     }
     sql(db,
         "ALTER TABLE trials DROP COLUMN captures; ALTER TABLE trials DROP COLUMN link_loss_down; DROP TABLE series; "
-        "PRAGMA user_version = 2;");
+        "ALTER TABLE runs DROP COLUMN shard; PRAGMA user_version = 2;");
     CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).trials.front().captures.empty());
     {
         Store store(db);
         store.put_trial(d.run.id, d.trials.front());
         CHECK(store.load_run(d.run.id).trials.front().captures.size() == 1);
     }
-    CHECK(query(db, "PRAGMA user_version") == "3");
+    CHECK(query(db, "PRAGMA user_version") == "4");
+}
+
+TEST_CASE("a run records the shard it measured, and a version 3 database gains the column", "[results]") {
+    TempDir dir;
+    const auto db = dir.path / "results.db";
+    auto d = sample_run();
+    d.run.shard = "2/4";
+    {
+        Store store(db);
+        store_whole(store, d);
+        CHECK(store.load_run(d.run.id).run.shard == "2/4");
+        CHECK(store.list_runs().front().shard == "2/4");
+    }
+    sql(db, "ALTER TABLE runs DROP COLUMN shard; PRAGMA user_version = 3;");
+    CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).run.shard.empty());
+    auto e = sample_run();
+    e.run.id = "second";
+    e.run.shard = "1/2";
+    {
+        Store store(db);
+        store_whole(store, e);
+        CHECK(store.load_run("second").run.shard == "1/2");
+        CHECK(store.load_run(d.run.id).run.shard.empty());
+    }
+    CHECK(query(db, "PRAGMA user_version") == "4");
 }
