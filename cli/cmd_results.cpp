@@ -1,4 +1,4 @@
-// `wanlab results list|show` and `wanlab compare`: reading the results database a run wrote
+// `wanlab results list|show|merge` and `wanlab compare`: reading the results database a run wrote
 // (results/store.h) and reporting from it (report/report.h), without measuring.
 #include <unistd.h>
 #include <cstdio>
@@ -11,7 +11,9 @@
 #include "core/error.h"
 #include "core/text.h"
 #include "experiment/experiment.h"
+#include "lab/session.h"
 #include "report/report.h"
+#include "results/merge.h"
 #include "results/store.h"
 
 namespace wanlab::cli {
@@ -54,6 +56,13 @@ struct ShowArgs {
     std::string format = "table";
     std::string pivot;
     std::string export_as;
+};
+struct MergeArgs {
+    std::vector<std::string> inputs;
+    std::string out;
+    std::string run_id;
+    std::string format = "table";
+    bool force = false;
 };
 struct CompareArgs {
     std::string out = "wanlab-results";
@@ -106,6 +115,58 @@ int show(const ShowArgs& a) {
     return 0;
 }
 
+/// "FOLDER" (its latest run) or "FOLDER@RUN" as `results merge` takes them.
+results::MergeInput merge_input(const std::string& arg) {
+    std::string folder = arg, run = "latest";
+    std::error_code ec;
+    if (auto at = arg.rfind('@'); at != std::string::npos && !fs::exists(arg, ec)) {
+        folder = arg.substr(0, at);
+        run = arg.substr(at + 1);
+    }
+    if (fs::path(folder).filename() == "results.db") folder = fs::path(folder).parent_path().string();
+    if (folder.empty()) folder = ".";
+    return {folder, database(folder)->load_run(run)};
+}
+
+int merge(const MergeArgs& a) {
+    (void)report::parse_format(a.format);
+    std::vector<results::MergeInput> inputs;
+    for (const auto& arg : a.inputs) inputs.push_back(merge_input(arg));
+    results::MergeOptions mo;
+    mo.run_id = a.run_id.empty() ? lab::new_run_id() : a.run_id;
+    mo.force = a.force;
+    std::vector<std::string> notes;
+    auto merged = results::merge_runs(inputs, mo, &notes);
+    for (const auto& n : notes) std::fputs(text::terminal_safe("wanlab: " + n + "\n").c_str(), stderr);
+    // The whole experiment's trial count, so a missing shard shows as trials not done.
+    {
+        config::Documents docs;
+        Diagnostics diag;
+        const auto& r = merged.run;
+        if (auto exp = lab::load_experiment(r.file, r.text, r.sets, lab::ProfileLibrary::standard(), docs, diag))
+            merged.run.planned_trials = std::max(merged.run.planned_trials, exp->trials.size());
+    }
+    fs::create_directories(a.out);
+    results::Store store(fs::path(a.out) / "results.db");
+    store.begin_run(merged.run, merged.trials);
+    for (const auto& m : merged.measurements) store.add_measurement(merged.run.id, m);
+    std::size_t done = 0;
+    for (const auto& t : merged.trials) done += t.status == "done";
+    std::fputs(text::terminal_safe(fmt::format("wanlab: merged {} runs into run {} in {}: {} of {} trials done\n",
+                                               inputs.size(), merged.run.id, store.path().string(), done,
+                                               merged.run.planned_trials))
+                   .c_str(),
+               stderr);
+    report::ReportOptions ro;
+    ro.format = report::parse_format(a.format);
+    ro.files_root = a.out;
+    auto asserts = stored_asserts(merged.run);
+    print_report(report::render(merged, asserts, ro), ro.format);
+    for (const auto& o : report::evaluate(merged, asserts))
+        if (!o.passed) return 3;
+    return 0;
+}
+
 int compare(const CompareArgs& a) {
     auto store = database(a.out);
     auto first = store->load_run(a.a);
@@ -138,7 +199,23 @@ Runner setup_results(CLI::App& sub) {
     show_cmd->add_option("--pivot", s->pivot, "Metric of the sweep pivot (probe.metric)");
     show_cmd->add_option("--export", s->export_as, "Every measurement and sample instead of the report: json or csv")
         ->check(CLI::IsMember({"json", "csv"}));
-    return [l, s, list_cmd] { return list_cmd->parsed() ? list(*l) : show(*s); };
+    auto m = std::make_shared<MergeArgs>();
+    CLI::App* merge_cmd = sub.add_subcommand(
+        "merge", "Runs of one experiment (shards, an interrupted run and its rest) as one run with one report");
+    merge_cmd->add_option("RESULTS", m->inputs, "Results folders (their latest run) or FOLDER@RUN, two or more")
+        ->required();
+    merge_cmd->add_option("--out", m->out, "Folder of the results.db the merged run is added to")->required();
+    merge_cmd->add_option("--run", m->run_id, "The merged run's id (default: random)");
+    merge_cmd->add_option("--format", m->format, "table, csv, json, markdown, html (one page with charts)")
+        ->check(CLI::IsMember({"table", "csv", "json", "markdown", "html"}));
+    merge_cmd->add_flag("--force", m->force,
+                        "Merge runs of different experiment texts, keeping the first run's copy of a trial measured "
+                        "twice");
+    return [l, s, m, list_cmd, merge_cmd] {
+        if (list_cmd->parsed()) return list(*l);
+        if (merge_cmd->parsed()) return merge(*m);
+        return show(*s);
+    };
 }
 
 Runner setup_compare(CLI::App& sub) {

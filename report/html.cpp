@@ -612,6 +612,9 @@ std::string run_page(const Model& m) {
     if (!run.started.empty())
         meta.emplace_back("time", run.started + (run.finished.empty() ? "" : " to " + run.finished));
     if (!run.shard.empty()) meta.emplace_back("shard", run.shard + " of the experiment's trials");
+    for (const auto& [origin, trials] : detail::trial_origins(data))
+        meta.emplace_back(trials.size() == 1 ? "trial" : "trials",
+                          fmt::format("{} from {}", fmt::join(trials, ", "), origin));
     for (const auto& s : run.sets) meta.emplace_back("--set", s);
     page.markup(dl(meta));
     if (auto warnings = detail::trial_warnings(data); !warnings.empty()) page.list(warnings, "warning");

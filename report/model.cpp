@@ -232,6 +232,17 @@ std::size_t trials_planned(const results::RunData& data) {
     return data.run.planned_trials ? data.run.planned_trials : data.trials.size();
 }
 
+std::vector<std::pair<std::string, std::vector<std::size_t>>> trial_origins(const results::RunData& data) {
+    std::vector<std::pair<std::string, std::vector<std::size_t>>> out;
+    for (const auto& t : data.trials) {
+        if (t.origin.empty()) continue;
+        auto it = std::find_if(out.begin(), out.end(), [&](const auto& o) { return o.first == t.origin; });
+        if (it == out.end()) it = out.insert(out.end(), {t.origin, {}});
+        it->second.push_back(t.index);
+    }
+    return out;
+}
+
 std::vector<std::string> trial_warnings(const results::RunData& data) {
     std::vector<std::string> out;
     for (const auto& t : data.trials) {

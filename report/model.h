@@ -82,6 +82,9 @@ std::size_t trials_planned(const results::RunData& data);
 /// Header lines a reader must not miss: trials whose emulation did not hold, failed trials,
 /// measurements a tool refused.
 std::vector<std::string> trial_warnings(const results::RunData& data);
+/// A merged run's sources (wanlab results merge): each origin with its trials in plan order,
+/// {"run 3f2a (shard 1/2) of r1 on lab-1, kernel 6.1.0", {1, 3, 5}}; empty for other runs.
+std::vector<std::pair<std::string, std::vector<std::size_t>>> trial_origins(const results::RunData& data);
 probes::Unit unit(const Cell& c);
 /// "34.28 Mbit/s [33.94, 34.62]", with " !" from a trial whose emulation did not hold.
 std::string cell_text(const Cell& c);

@@ -42,6 +42,8 @@ std::string render_text(const Model& m, bool markdown) {
     line("where: " + environment_line(run.env));
     line(fmt::format("trials: {} of {} done", trials_done(data), trials_planned(data)));
     if (!run.shard.empty()) line(fmt::format("shard {} of the experiment's trials (wanlab run --shard)", run.shard));
+    for (const auto& [origin, trials] : trial_origins(data))  // a merged run: where each trial was measured
+        line(fmt::format("trial{} {} from {}", trials.size() == 1 ? "" : "s", fmt::join(trials, ", "), origin));
     if (!run.started.empty())
         line(fmt::format("started {}{}", run.started, run.finished.empty() ? "" : ", finished " + run.finished));
     for (const auto& s : run.sets) line("--set " + s);
@@ -144,9 +146,12 @@ std::string render_json(const Model& m) {
                 {"finished", run.finished},
                 {"sets", run.sets},
                 {"shard", run.shard},
+                {"merged_from", json::array()},
                 {"trials_done", trials_done(data)},
                 {"trials_planned", trials_planned(data)},
                 {"trials_flagged", trials_flagged}};
+    for (const auto& [origin, trials] : trial_origins(data))
+        j["run"]["merged_from"].push_back({{"origin", origin}, {"trials", trials}});
     j["environment"] = {{"hostname", run.env.hostname}, {"kernel", run.env.kernel},
                         {"machine", run.env.machine},   {"wanlab_version", run.env.wanlab_version},
                         {"where", run.env.where},       {"sysctls_before", run.env.sysctls_before}};

@@ -44,6 +44,7 @@ json run_json(const Run& run) {
             {"status", run.status},
             {"error", run.error},
             {"planned_trials", run.planned_trials},
+            {"shard", run.shard},
             {"env", run.env}};
 }
 
@@ -61,6 +62,7 @@ Run run_from(const json& j) {
     j.at("error").get_to(run.error);
     j.at("planned_trials").get_to(run.planned_trials);
     j.at("env").get_to(run.env);
+    if (auto it = j.find("shard"); it != j.end()) it->get_to(run.shard);  // older exports have none
     return run;
 }
 
@@ -77,7 +79,8 @@ json trial_json(const Trial& t) {
             {"check", t.check},
             {"status", t.status},
             {"error", t.error},
-            {"captures", t.captures}};
+            {"captures", t.captures},
+            {"origin", t.origin}};
 }
 
 Trial trial_from(const json& j) {
@@ -95,6 +98,7 @@ Trial trial_from(const json& j) {
     j.at("status").get_to(t.status);
     j.at("error").get_to(t.error);
     if (auto it = j.find("captures"); it != j.end()) it->get_to(t.captures);  // older exports have none
+    if (auto it = j.find("origin"); it != j.end()) it->get_to(t.origin);
     return t;
 }
 

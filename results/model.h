@@ -98,6 +98,9 @@ struct Trial {
     /// "pending", "done", "interrupted", "failed".
     std::string status = "pending";
     std::string error;
+    /// Where a merged run's trial was measured ("run 3f2a (shard 1/2) of wanlab-results-1 on
+    /// host, kernel 6.1.0"); "" = in this run (results/merge.h).
+    std::string origin;
 };
 
 /// The note that marks a measurement a tool refused: "error: " and the tool's message with

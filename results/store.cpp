@@ -61,6 +61,7 @@ CREATE TABLE trials (
     error TEXT NOT NULL,
     -- JSON array: probe, host, dev, path, packets, bytes, dropped, stopped; since version 3
     captures TEXT NOT NULL DEFAULT '[]',
+    origin TEXT NOT NULL DEFAULT '', -- since version 4: the run it was measured in (results merge); '' = this one
     PRIMARY KEY (run_id, idx)
 );
 CREATE TABLE measurements (
@@ -292,7 +293,9 @@ constexpr Migration kMigrations[] = {
      "CREATE TABLE series (measurement_id INTEGER NOT NULL REFERENCES measurements(id) ON DELETE CASCADE, "
      "name TEXT NOT NULL, seq INTEGER NOT NULL, t REAL NOT NULL, value REAL, "
      "PRIMARY KEY (measurement_id, name, seq)) WITHOUT ROWID; PRAGMA user_version = 3"},
-    {4, "ALTER TABLE runs ADD COLUMN shard TEXT NOT NULL DEFAULT ''; PRAGMA user_version = 4"},
+    {4,
+     "ALTER TABLE runs ADD COLUMN shard TEXT NOT NULL DEFAULT ''; "
+     "ALTER TABLE trials ADD COLUMN origin TEXT NOT NULL DEFAULT ''; PRAGMA user_version = 4"},
 };
 
 void ensure_schema(sqlite3* db, const fs::path& path) {
@@ -417,14 +420,16 @@ Trial read_trial(const Statement& s) {
     t.error = s.text(10);
     t.captures = s.parsed_as<std::vector<Capture>>(11);
     t.link_loss_down = s.real(12);
+    t.origin = s.text(13);
     return t;
 }
 
 std::vector<Trial> read_trials(sqlite3* db, const fs::path& path, const std::string& run_id) {
     Statement s(db, path,
                 fmt::format("SELECT idx, id, variant, sweep, link_rtt, link_rate, link_loss, sysctls, emulation_check, "
-                            "status, error, {} FROM trials WHERE run_id = ? ORDER BY idx",
-                            user_version(db, path) >= 3 ? "captures, link_loss_down" : "'[]', NULL"),
+                            "status, error, {}, {} FROM trials WHERE run_id = ? ORDER BY idx",
+                            user_version(db, path) >= 3 ? "captures, link_loss_down" : "'[]', NULL",
+                            user_version(db, path) >= 4 ? "origin" : "''"),
                 fmt::format("reading the trials of run `{}`", run_id));
     s.bind(run_id);
     std::vector<Trial> trials;
@@ -565,12 +570,12 @@ std::string resolve_run(sqlite3* db, const fs::path& path, const std::string& id
 
 constexpr const char* kPutTrial =
     "INSERT OR REPLACE INTO trials (run_id, idx, id, variant, sweep, link_rtt, link_rate, link_loss, "
-    "sysctls, emulation_check, status, error, captures, link_loss_down) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "sysctls, emulation_check, status, error, captures, link_loss_down, origin) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 Statement& bind_trial(Statement& s, const std::string& run_id, const Trial& t) {
     return s.bind(run_id, t.index, t.id, t.variant, json(t.sweep), t.link_rtt, t.link_rate, t.link_loss,
-                  json(t.sysctls), json(t.check), t.status, t.error, json(t.captures), t.link_loss_down);
+                  json(t.sysctls), json(t.check), t.status, t.error, json(t.captures), t.link_loss_down, t.origin);
 }
 
 }  // namespace

@@ -27,6 +27,8 @@ std::vector<std::string> lines_of(const std::string& text) {
 TEST_CASE("a run round-trips exactly through its json text", "[results]") {
     RunData d = sample_run();
     d.run.error = "line one\nline \"two\"";
+    d.run.shard = "3/5";
+    d.trials[1].origin = "run a1 (shard 1/2) of r, \"x\" on lab-1, kernel 6.1.0";
     RunData back = from_json(json::parse(to_json(d).dump()));
     require_same(back, d);
     CHECK(to_json(back) == to_json(d));

@@ -124,6 +124,7 @@ inline void require_same(const Run& a, const Run& b) {
     CHECK(a.status == b.status);
     CHECK(a.error == b.error);
     CHECK(a.planned_trials == b.planned_trials);
+    CHECK(a.shard == b.shard);
     CHECK(a.env.hostname == b.env.hostname);
     CHECK(a.env.kernel == b.env.kernel);
     CHECK(a.env.machine == b.env.machine);
@@ -162,6 +163,7 @@ inline void require_same(const Trial& a, const Trial& b) {
     CHECK(a.check.note == b.check.note);
     CHECK(a.status == b.status);
     CHECK(a.error == b.error);
+    CHECK(a.origin == b.origin);
 }
 
 inline void require_same(const Measurement& a, const Measurement& b) {

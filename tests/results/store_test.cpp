@@ -379,7 +379,7 @@ TEST_CASE("a version 1 database reads with empty counters, series and captures a
     sql(db,
         "ALTER TABLE measurements DROP COLUMN counters; ALTER TABLE trials DROP COLUMN captures; "
         "ALTER TABLE trials DROP COLUMN link_loss_down; DROP TABLE series; ALTER TABLE runs DROP COLUMN shard; "
-        "PRAGMA user_version = 1;");
+        "ALTER TABLE trials DROP COLUMN origin; PRAGMA user_version = 1;");
     {
         Store old(db, Store::Access::read_only);
         auto loaded = old.load_run(d.run.id);
@@ -414,7 +414,7 @@ TEST_CASE("a version 2 database gains series and captures when opened for writin
     }
     sql(db,
         "ALTER TABLE trials DROP COLUMN captures; ALTER TABLE trials DROP COLUMN link_loss_down; DROP TABLE series; "
-        "ALTER TABLE runs DROP COLUMN shard; PRAGMA user_version = 2;");
+        "ALTER TABLE runs DROP COLUMN shard; ALTER TABLE trials DROP COLUMN origin; PRAGMA user_version = 2;");
     CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).trials.front().captures.empty());
     {
         Store store(db);
@@ -424,26 +424,33 @@ TEST_CASE("a version 2 database gains series and captures when opened for writin
     CHECK(query(db, "PRAGMA user_version") == "4");
 }
 
-TEST_CASE("a run records the shard it measured, and a version 3 database gains the column", "[results]") {
+TEST_CASE("a run records the shard it measured and a merged trial its origin, and a version 3 database gains both",
+          "[results]") {
     TempDir dir;
     const auto db = dir.path / "results.db";
     auto d = sample_run();
     d.run.shard = "2/4";
+    d.trials[1].origin = "run r1 (shard 1/2) of /tmp/a, \"b\" on lab-1, kernel 6.1.0";
     {
         Store store(db);
         store_whole(store, d);
         CHECK(store.load_run(d.run.id).run.shard == "2/4");
         CHECK(store.list_runs().front().shard == "2/4");
+        CHECK(store.load_run(d.run.id).trials[1].origin == d.trials[1].origin);
+        CHECK(store.load_run(d.run.id).trials[0].origin.empty());
     }
-    sql(db, "ALTER TABLE runs DROP COLUMN shard; PRAGMA user_version = 3;");
+    sql(db, "ALTER TABLE runs DROP COLUMN shard; ALTER TABLE trials DROP COLUMN origin; PRAGMA user_version = 3;");
     CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).run.shard.empty());
+    CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).trials[1].origin.empty());
     auto e = sample_run();
     e.run.id = "second";
     e.run.shard = "1/2";
+    e.trials[0].origin = "run r2 of /tmp/c on lab-2, kernel 6.1.0";
     {
         Store store(db);
         store_whole(store, e);
         CHECK(store.load_run("second").run.shard == "1/2");
+        CHECK(store.load_run("second").trials[0].origin == e.trials[0].origin);
         CHECK(store.load_run(d.run.id).run.shard.empty());
     }
     CHECK(query(db, "PRAGMA user_version") == "4");

@@ -1,9 +1,12 @@
 // wanlab run --shard K/N on the host kernel (a sweep without link conditions needs no netem):
 // the shards of one file measure every trial of the unsharded run exactly once, each a normal
-// run in its own results database that records which shard it was.
+// run in its own results database that records which shard it was; `wanlab results merge` makes
+// them one run that reports as the whole run does, and refuses runs that overlap.
 #include "tests/root/root_helper.h"
 
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 using namespace wanlab;
 using namespace wanlab::root_testing;
@@ -57,7 +60,8 @@ std::set<std::string> lines(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("two shards measure every trial of the whole run once, keep each point together, and say so", "[root]") {
+TEST_CASE("two shards measure every trial of the whole run once, keep each point together, and merge into it",
+          "[root]") {
     if (skip_unless_root()) return;
     TempDir dir;
     auto file = dir.path / "sweep.toml";
@@ -97,6 +101,52 @@ TEST_CASE("two shards measure every trial of the whole run once, keep each point
           fmt::format("1/2 {} complete", one.size()));
     CHECK(query(dir.path / "whole", "select '[' || shard || ']' from runs") == "[]");
     CHECK(query(dir.path / "two", "select count(*) from measurements") == std::to_string(two.size()));
+
+    // Merged: the whole run's trials, each from the shard that measured it, and the same report cells.
+    auto merge = [&](const std::string& inputs, const std::string& out, const std::string& extra) {
+        return sh(fmt::format("cd {} && {} results merge {} --out {} {} 2>&1", dir.path.string(), WANLAB_BINARY, inputs,
+                              out, extra),
+                  &status);
+    };
+    auto merged_text = merge("one two", "merged", "--run m1 --format json");
+    INFO(merged_text);
+    REQUIRE(status == 0);
+    CHECK(lines(query(dir.path / "merged", trials)) == whole);
+    CHECK(query(dir.path / "merged", "select count(*) from measurements") == "6");
+    CHECK(query(dir.path / "merged",
+                "select id || ' ' || planned_trials || ' ' || status || ' [' || shard || ']' from "
+                "runs") == "m1 6 complete []");
+    CHECK(query(dir.path / "merged", "select count(*) from trials where origin like 'run % (shard 1/2) of one on %'") ==
+          std::to_string(one.size()));
+    CHECK(query(dir.path / "merged", "select count(*) from trials where origin like 'run % (shard 2/2) of two on %'") ==
+          std::to_string(two.size()));
+    auto cells = [&](const std::string& folder) {
+        auto j = nlohmann::json::parse(
+            sh(fmt::format("{} results show --out {} --format json", WANLAB_BINARY, (dir.path / folder).string())));
+        std::set<std::string> out;
+        for (const auto& c : j["cells"])
+            out.insert(c["point"].dump() + " " + c["variant"].get<std::string>() + " " +
+                       c["metric"].get<std::string>() + " n=" + std::to_string(c["values"].size()));
+        return std::pair{out, j["run"]};
+    };
+    auto [merged_cells, merged_run] = cells("merged");
+    CHECK(merged_cells == cells("whole").first);
+    CHECK(merged_run["trials_done"] == 6);
+    REQUIRE(merged_run["merged_from"].size() == 2);
+    CHECK(merged_run["merged_from"][0]["trials"].size() + merged_run["merged_from"][1]["trials"].size() == 6);
+    auto text = sh(fmt::format("{} results show --out {}", WANLAB_BINARY, (dir.path / "merged").string()));
+    CHECK_THAT(text, Catch::Contains("trials: 6 of 6 done"));
+    CHECK_THAT(text, Catch::Contains(" from run ") && Catch::Contains("(shard 2/2) of two on "));
+
+    // A shard and the whole run overlap; a run of other --set arguments is another experiment.
+    auto overlap = merge("one whole", "bad", "");
+    CHECK(status == 2);
+    CHECK_THAT(overlap, Catch::Contains("was measured by run") && Catch::Contains("give --force"));
+    run("other", "--shard 2/2 --set run.warmup=1ms");
+    auto other = merge("one other", "bad", "");
+    CHECK(status == 2);
+    CHECK_THAT(other, Catch::Contains("its --set arguments differ"));
+    CHECK(!std::filesystem::exists(dir.path / "bad" / "results.db"));
 
     auto refused = sh(fmt::format("{} run {} --out {} --quiet --shard 7/6 2>&1", WANLAB_BINARY, file.string(),
                                   (dir.path / "bad").string()),
