@@ -1,6 +1,7 @@
 #include "lab/restore.h"
 
 #include <unistd.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -82,9 +83,14 @@ std::vector<JournalFile> stale_journals(const std::filesystem::path& dir) {
     return out;
 }
 
-void settle_stale_journals(const std::filesystem::path& dir, bool restore, sysctl::ProcSys& proc, const Log& log) {
+void settle_stale_journals(const std::filesystem::path& dir, bool restore, sysctl::ProcSys& proc, const Log& log,
+                           const std::string& own) {
     auto stale = stale_journals(dir);
     if (stale.empty()) return;
+    // Only this run's own journal: the others are still the user's to decide about.
+    const bool only_own = std::all_of(stale.begin(), stale.end(), [&](const auto& j) { return j.run == own; });
+    if (only_own && !restore && log) log(fmt::format("run {}: giving back what its killed session left", own));
+    restore = restore || only_own;
     for (const auto& j : stale)
         if (!j.problem.empty())
             throw Error(

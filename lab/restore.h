@@ -31,6 +31,8 @@ std::vector<JournalFile> stale_journals(const std::filesystem::path& dir);
 
 /// Before a run changes anything: with stale journals present, throws wanlab::Error naming
 /// them unless `restore`, in which case they are restored first (throws if that fails).
-void settle_stale_journals(const std::filesystem::path& dir, bool restore, sysctl::ProcSys& proc, const Log& log = {});
+/// The journal of run `own` (a killed run being resumed) is restored regardless.
+void settle_stale_journals(const std::filesystem::path& dir, bool restore, sysctl::ProcSys& proc, const Log& log = {},
+                           const std::string& own = "");
 
 }  // namespace wanlab::lab

@@ -94,7 +94,8 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
     check_programs(trials);
     {
         FileLock start(options.dir / "lock", true, "the journal directory");
-        settle_stale_journals(options.dir, options.restore_stale, proc, options.log);
+        settle_stale_journals(options.dir, options.restore_stale, proc, options.log,
+                              options.resume ? options.run : std::string());
         // Keys of wanlab's own namespace are the machine's: one run at a time changes each.
         for (const auto& c : layers.empty() ? std::vector<sysctl::Change>{} : layers.front())
             if (c.ns.empty()) locks_.emplace_back(options.dir / fmt::format("sysctl-{}.lock", c.key), false, c.key);

@@ -31,8 +31,11 @@
 namespace wanlab::lab {
 
 struct SessionOptions {
-    std::string run;                      ///< run id: [a-z0-9-], at most 24 characters
-    bool restore_stale = false;           ///< --restore: undo stale journals instead of refusing
+    std::string run;             ///< run id: [a-z0-9-], at most 24 characters
+    bool restore_stale = false;  ///< --restore: undo stale journals instead of refusing
+    /// `wanlab run --resume`: the stale journal of this very run (killed) is undone first, as
+    /// part of continuing it; others are still refused unless restore_stale.
+    bool resume = false;
     std::filesystem::path dir = kRunDir;  ///< journals and locks
     Progress progress;                    ///< after "journal", "namespaces", "links", "sysctls"
     Log log;                              ///< restore messages

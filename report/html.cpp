@@ -612,6 +612,8 @@ std::string run_page(const Model& m) {
     if (!run.started.empty())
         meta.emplace_back("time", run.started + (run.finished.empty() ? "" : " to " + run.finished));
     if (!run.shard.empty()) meta.emplace_back("shard", run.shard + " of the experiment's trials");
+    for (const auto& l : detail::session_lines(data))
+        meta.emplace_back(l.substr(0, l.find(':')), l.substr(l.find(':') + 2));
     for (const auto& [origin, trials] : detail::trial_origins(data))
         meta.emplace_back(trials.size() == 1 ? "trial" : "trials",
                           fmt::format("{} from {}", fmt::join(trials, ", "), origin));

@@ -243,6 +243,25 @@ std::vector<std::pair<std::string, std::vector<std::size_t>>> trial_origins(cons
     return out;
 }
 
+std::vector<std::string> session_lines(const results::RunData& data) {
+    std::vector<std::string> out;
+    const auto& sessions = data.run.sessions;
+    if (sessions.size() < 2) return out;
+    for (std::size_t i = 0; i < sessions.size(); ++i) {
+        const auto& s = sessions[i];
+        std::vector<std::size_t> trials;
+        for (const auto& t : data.trials)
+            if (t.session == i + 1) trials.push_back(t.index);
+        out.push_back(fmt::format(
+            "session {}: {}{} on {}, kernel {} ({}): {}{}{}; {}", i + 1, s.started,
+            s.finished.empty() ? "" : " to " + s.finished, s.hostname, s.kernel, s.where, s.status,
+            s.error.empty() ? "" : ": " + s.error, s.note.empty() ? "" : "; " + s.note,
+            trials.empty() ? "no trial finished"
+                           : fmt::format("trial{} {}", trials.size() == 1 ? "" : "s", fmt::join(trials, ", "))));
+    }
+    return out;
+}
+
 std::vector<std::string> trial_warnings(const results::RunData& data) {
     std::vector<std::string> out;
     for (const auto& t : data.trials) {

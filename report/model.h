@@ -85,6 +85,10 @@ std::vector<std::string> trial_warnings(const results::RunData& data);
 /// A merged run's sources (wanlab results merge): each origin with its trials in plan order,
 /// {"run 3f2a (shard 1/2) of r1 on lab-1, kernel 6.1.0", {1, 3, 5}}; empty for other runs.
 std::vector<std::pair<std::string, std::vector<std::size_t>>> trial_origins(const results::RunData& data);
+/// A resumed run's sessions (wanlab run --resume), one line each with the trials it measured:
+/// "session 2: 2026-12-05T12:00:09Z to 12:03:10Z on lab-1, kernel 6.1.0-28-amd64 (host):
+/// complete; trials 4, 5, 6"; empty for a run of one session.
+std::vector<std::string> session_lines(const results::RunData& data);
 probes::Unit unit(const Cell& c);
 /// "34.28 Mbit/s [33.94, 34.62]", with " !" from a trial whose emulation did not hold.
 std::string cell_text(const Cell& c);

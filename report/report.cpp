@@ -42,6 +42,7 @@ std::string render_text(const Model& m, bool markdown) {
     line("where: " + environment_line(run.env));
     line(fmt::format("trials: {} of {} done", trials_done(data), trials_planned(data)));
     if (!run.shard.empty()) line(fmt::format("shard {} of the experiment's trials (wanlab run --shard)", run.shard));
+    for (const auto& l : session_lines(data)) line(l);        // a resumed run: which session measured what
     for (const auto& [origin, trials] : trial_origins(data))  // a merged run: where each trial was measured
         line(fmt::format("trial{} {} from {}", trials.size() == 1 ? "" : "s", fmt::join(trials, ", "), origin));
     if (!run.started.empty())
@@ -147,11 +148,27 @@ std::string render_json(const Model& m) {
                 {"sets", run.sets},
                 {"shard", run.shard},
                 {"merged_from", json::array()},
+                {"sessions", json::array()},
                 {"trials_done", trials_done(data)},
                 {"trials_planned", trials_planned(data)},
                 {"trials_flagged", trials_flagged}};
     for (const auto& [origin, trials] : trial_origins(data))
         j["run"]["merged_from"].push_back({{"origin", origin}, {"trials", trials}});
+    for (std::size_t i = 0; i < run.sessions.size(); ++i) {
+        const auto& s = run.sessions[i];
+        json trials = json::array();
+        for (const auto& t : data.trials)
+            if (t.session == i + 1) trials.push_back(t.index);
+        j["run"]["sessions"].push_back({{"started", s.started},
+                                        {"finished", s.finished},
+                                        {"status", s.status},
+                                        {"error", s.error},
+                                        {"hostname", s.hostname},
+                                        {"kernel", s.kernel},
+                                        {"where", s.where},
+                                        {"note", s.note},
+                                        {"trials", trials}});
+    }
     j["environment"] = {{"hostname", run.env.hostname}, {"kernel", run.env.kernel},
                         {"machine", run.env.machine},   {"wanlab_version", run.env.wanlab_version},
                         {"where", run.env.where},       {"sysctls_before", run.env.sysctls_before}};

@@ -45,6 +45,7 @@ json run_json(const Run& run) {
             {"error", run.error},
             {"planned_trials", run.planned_trials},
             {"shard", run.shard},
+            {"sessions", run.sessions},
             {"env", run.env}};
 }
 
@@ -63,6 +64,7 @@ Run run_from(const json& j) {
     j.at("planned_trials").get_to(run.planned_trials);
     j.at("env").get_to(run.env);
     if (auto it = j.find("shard"); it != j.end()) it->get_to(run.shard);  // older exports have none
+    if (auto it = j.find("sessions"); it != j.end()) it->get_to(run.sessions);
     return run;
 }
 
@@ -80,7 +82,8 @@ json trial_json(const Trial& t) {
             {"status", t.status},
             {"error", t.error},
             {"captures", t.captures},
-            {"origin", t.origin}};
+            {"origin", t.origin},
+            {"session", t.session}};
 }
 
 Trial trial_from(const json& j) {
@@ -99,6 +102,7 @@ Trial trial_from(const json& j) {
     j.at("error").get_to(t.error);
     if (auto it = j.find("captures"); it != j.end()) it->get_to(t.captures);  // older exports have none
     if (auto it = j.find("origin"); it != j.end()) it->get_to(t.origin);
+    if (auto it = j.find("session"); it != j.end()) it->get_to(t.session);
     return t;
 }
 
@@ -253,6 +257,22 @@ void from_json(const json& j, Environment& env) {
     j.at("where").get_to(env.where);
     j.at("sysctls_before").get_to(env.sysctls_before);
     if (auto it = j.find("machines"); it != j.end()) it->get_to(env.machines);  // since hosts mode recorded them
+}
+
+void to_json(json& j, const Session& s) {
+    j = {{"started", s.started},   {"finished", s.finished}, {"status", s.status}, {"error", s.error},
+         {"hostname", s.hostname}, {"kernel", s.kernel},     {"where", s.where},   {"note", s.note}};
+}
+
+void from_json(const json& j, Session& s) {
+    j.at("started").get_to(s.started);
+    j.at("finished").get_to(s.finished);
+    j.at("status").get_to(s.status);
+    j.at("error").get_to(s.error);
+    j.at("hostname").get_to(s.hostname);
+    j.at("kernel").get_to(s.kernel);
+    j.at("where").get_to(s.where);
+    j.at("note").get_to(s.note);
 }
 
 void to_json(json& j, const EmulationCheck& c) {

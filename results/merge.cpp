@@ -99,6 +99,7 @@ RunData merge_runs(const std::vector<MergeInput>& inputs, const MergeOptions& op
     out.run.error.clear();
     out.run.status = "complete";
     out.run.finished.clear();
+    out.run.sessions.clear();  // each trial's origin says where it was measured
     for (const auto& in : inputs) {
         const auto& r = in.data.run;
         if (!r.started.empty() && (out.run.started.empty() || r.started < out.run.started)) out.run.started = r.started;
@@ -121,7 +122,11 @@ RunData merge_runs(const std::vector<MergeInput>& inputs, const MergeOptions& op
         const auto& k = chosen[n];
         Trial t = *k.trial;
         t.index = renumber ? n + 1 : k.trial->index;
-        if (rank_of(t.status) > 0) t.origin = origin_of(inputs[k.input]);
+        const auto& from = inputs[k.input].data.run;
+        if (rank_of(t.status) > 0)
+            t.origin = origin_of(inputs[k.input]) +
+                       (from.sessions.size() > 1 && t.session ? fmt::format(", session {}", t.session) : "");
+        t.session = 0;
         for (const auto& m : inputs[k.input].data.measurements) {
             if (m.trial != k.trial->index) continue;
             out.measurements.push_back(m);

@@ -46,6 +46,15 @@ struct Environment {
     std::map<std::string, MachineEnvironment> machines = {};
 };
 
+/// One stretch of a run's measuring: the first `wanlab run`, then each `wanlab run --resume`.
+struct Session {
+    std::string started, finished;   ///< ISO 8601 UTC; finished empty while it runs
+    std::string status = "running";  ///< as Run::status, for this session
+    std::string error;
+    std::string hostname, kernel, where;  ///< as Environment's, when this session ran
+    std::string note;                     ///< what --force let through ("kernel 6.1.0-27 -> 6.1.0-28")
+};
+
 struct Run {
     std::string id;                 ///< run id, as in the journal and the namespace names
     std::string experiment;         ///< the experiment's name
@@ -60,6 +69,9 @@ struct Run {
     std::size_t planned_trials = 0;
     Environment env;
     std::string shard;  ///< "K/N": the run measured shard K of N (experiment/shard.h); "" = every trial
+    /// Its sessions, oldest first: one, or more when it was resumed (`wanlab run --resume`).
+    /// Empty for a run recorded before wanlab kept them.
+    std::vector<Session> sessions = {};
 };
 
 /// Whether the emulated path behaved as configured before a trial's probes ran.
@@ -101,6 +113,9 @@ struct Trial {
     /// Where a merged run's trial was measured ("run 3f2a (shard 1/2) of wanlab-results-1 on
     /// host, kernel 6.1.0"); "" = in this run (results/merge.h).
     std::string origin;
+    /// The session (1-based, Run::sessions) that measured it; 0 = not measured, or recorded
+    /// before wanlab kept sessions.
+    std::size_t session = 0;
 };
 
 /// The note that marks a measurement a tool refused: "error: " and the tool's message with

@@ -19,12 +19,13 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr std::size_t kCandidatesShown = 5;
 
-// Version 4. Version 1 had no measurements.counters, version 2 no trials.captures and no
-// series table, version 3 no runs.shard (no comma in a comment between env and shard:
+// Version 5. Version 1 had no measurements.counters, version 2 no trials.captures and no
+// series table, version 3 no runs.shard, version 4 no runs.sessions, trials.origin nor
+// trials.session (no comma in a comment between two columns where one is added later:
 // SQLite's DROP COLUMN, which the tests use to make older stores, takes it for the column's): ensure_schema() adds
 // them, and a read-only store of an older version reads as if they were empty. A later wanlab that changes this bumps
 // user_version, migrates, and sets meta.written_by to its own version, so an older wanlab
@@ -43,7 +44,9 @@ CREATE TABLE runs (
     error TEXT NOT NULL,
     planned_trials INTEGER NOT NULL,
     env TEXT NOT NULL,             -- JSON: hostname kernel machine wanlab_version where sysctls_before
-    shard TEXT NOT NULL DEFAULT '' -- since version 4: K/N of a run of --shard K/N; empty: every trial
+    shard TEXT NOT NULL DEFAULT '', -- since version 4: K/N of a run of --shard K/N; empty: every trial
+    -- JSON array: started finished status error hostname kernel where note; since version 5
+    sessions TEXT NOT NULL DEFAULT '[]'
 );
 CREATE TABLE trials (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -61,7 +64,8 @@ CREATE TABLE trials (
     error TEXT NOT NULL,
     -- JSON array: probe, host, dev, path, packets, bytes, dropped, stopped; since version 3
     captures TEXT NOT NULL DEFAULT '[]',
-    origin TEXT NOT NULL DEFAULT '', -- since version 4: the run it was measured in (results merge); '' = this one
+    origin TEXT NOT NULL DEFAULT '', -- since version 5: the run it was measured in (results merge); '' = this one
+    session INTEGER NOT NULL DEFAULT 0, -- since version 5: runs.sessions' 1-based index; 0 = not recorded
     PRIMARY KEY (run_id, idx)
 );
 CREATE TABLE measurements (
@@ -108,15 +112,17 @@ CREATE VIEW metric_values AS
     FROM measurements m JOIN metrics x ON x.measurement_id = m.id
     LEFT JOIN trials t ON t.run_id = m.run_id AND t.idx = m.trial;
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-PRAGMA user_version = 4;
+PRAGMA user_version = 5;
 )sql";
 
 constexpr const char* kRunColumns =
-    "id, experiment, file, text, sets, baseline, started, finished, status, error, planned_trials, env, shard";
+    "id, experiment, file, text, sets, baseline, started, finished, status, error, planned_trials, env, shard, "
+    "sessions";
 
 // kRunColumns to select from a store of schema `version` (a read-only older one lacks some).
 std::string run_columns(int version) {
     std::string c = kRunColumns;
+    if (version < 5) c.replace(c.rfind("sessions"), 8, "'[]'");
     if (version < 4) c.replace(c.rfind("shard"), 5, "''");
     return c;
 }
@@ -293,9 +299,11 @@ constexpr Migration kMigrations[] = {
      "CREATE TABLE series (measurement_id INTEGER NOT NULL REFERENCES measurements(id) ON DELETE CASCADE, "
      "name TEXT NOT NULL, seq INTEGER NOT NULL, t REAL NOT NULL, value REAL, "
      "PRIMARY KEY (measurement_id, name, seq)) WITHOUT ROWID; PRAGMA user_version = 3"},
-    {4,
-     "ALTER TABLE runs ADD COLUMN shard TEXT NOT NULL DEFAULT ''; "
-     "ALTER TABLE trials ADD COLUMN origin TEXT NOT NULL DEFAULT ''; PRAGMA user_version = 4"},
+    {4, "ALTER TABLE runs ADD COLUMN shard TEXT NOT NULL DEFAULT ''; PRAGMA user_version = 4"},
+    {5,
+     "ALTER TABLE runs ADD COLUMN sessions TEXT NOT NULL DEFAULT '[]'; "
+     "ALTER TABLE trials ADD COLUMN origin TEXT NOT NULL DEFAULT ''; "
+     "ALTER TABLE trials ADD COLUMN session INTEGER NOT NULL DEFAULT 0; PRAGMA user_version = 5"},
 };
 
 void ensure_schema(sqlite3* db, const fs::path& path) {
@@ -402,6 +410,7 @@ Run read_run(const Statement& s) {
     r.planned_trials = static_cast<std::size_t>(s.integer(10));
     r.env = s.parsed_as<Environment>(11);
     r.shard = s.text(12);
+    r.sessions = s.parsed_as<std::vector<Session>>(13);
     return r;
 }
 
@@ -421,6 +430,7 @@ Trial read_trial(const Statement& s) {
     t.captures = s.parsed_as<std::vector<Capture>>(11);
     t.link_loss_down = s.real(12);
     t.origin = s.text(13);
+    t.session = static_cast<std::size_t>(s.integer(14));
     return t;
 }
 
@@ -429,7 +439,7 @@ std::vector<Trial> read_trials(sqlite3* db, const fs::path& path, const std::str
                 fmt::format("SELECT idx, id, variant, sweep, link_rtt, link_rate, link_loss, sysctls, emulation_check, "
                             "status, error, {}, {} FROM trials WHERE run_id = ? ORDER BY idx",
                             user_version(db, path) >= 3 ? "captures, link_loss_down" : "'[]', NULL",
-                            user_version(db, path) >= 4 ? "origin" : "''"),
+                            user_version(db, path) >= 5 ? "origin, session" : "'', 0"),
                 fmt::format("reading the trials of run `{}`", run_id));
     s.bind(run_id);
     std::vector<Trial> trials;
@@ -570,12 +580,13 @@ std::string resolve_run(sqlite3* db, const fs::path& path, const std::string& id
 
 constexpr const char* kPutTrial =
     "INSERT OR REPLACE INTO trials (run_id, idx, id, variant, sweep, link_rtt, link_rate, link_loss, "
-    "sysctls, emulation_check, status, error, captures, link_loss_down, origin) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "sysctls, emulation_check, status, error, captures, link_loss_down, origin, session) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 Statement& bind_trial(Statement& s, const std::string& run_id, const Trial& t) {
     return s.bind(run_id, t.index, t.id, t.variant, json(t.sweep), t.link_rtt, t.link_rate, t.link_loss,
-                  json(t.sysctls), json(t.check), t.status, t.error, json(t.captures), t.link_loss_down, t.origin);
+                  json(t.sysctls), json(t.check), t.status, t.error, json(t.captures), t.link_loss_down, t.origin,
+                  t.session);
 }
 
 }  // namespace
@@ -618,9 +629,10 @@ void Store::begin_run(const Run& run, const std::vector<Trial>& trials) {
     // one per trial, which cost seconds before the first trial of a 1,000-trial run.
     Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
     Statement(db_, path_,
-              fmt::format("INSERT INTO runs ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", kRunColumns), action)
+              fmt::format("INSERT INTO runs ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", kRunColumns),
+              action)
         .bind(run.id, run.experiment, run.file, run.text, json(run.sets), run.baseline, run.started, run.finished,
-              run.status, run.error, run.planned_trials, json(run.env), run.shard)
+              run.status, run.error, run.planned_trials, json(run.env), run.shard, json(run.sessions))
         .run();
     if (!trials.empty()) {
         Statement s(db_, path_, kPutTrial, action);
@@ -666,6 +678,41 @@ void Store::finish_run(const std::string& run_id, const std::string& status, con
         .run();
     if (sqlite3_changes(db_) == 0)
         throw Error(fmt::format("results database {}: {}: no such run", path_.string(), action));
+    tx.commit();
+}
+
+void Store::finish_run(const Run& run) {
+    const std::string action = fmt::format("finishing run `{}`", run.id);
+    Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
+    Statement(db_, path_, "UPDATE runs SET status = ?, finished = ?, error = ?, sessions = ? WHERE id = ?", action)
+        .bind(run.status, run.finished, run.error, json(run.sessions), run.id)
+        .run();
+    if (sqlite3_changes(db_) == 0)
+        throw Error(fmt::format("results database {}: {}: no such run", path_.string(), action));
+    tx.commit();
+}
+
+void Store::resume_run(const Run& run, const std::vector<Trial>& trials) {
+    const std::string action = fmt::format("resuming run `{}`", run.id);
+    Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
+    Statement(db_, path_,
+              "UPDATE runs SET status = ?, finished = ?, error = ?, sessions = ?, planned_trials = ? WHERE id = ?",
+              action)
+        .bind(run.status, run.finished, run.error, json(run.sessions), run.planned_trials, run.id)
+        .run();
+    if (sqlite3_changes(db_) == 0)
+        throw Error(fmt::format("results database {}: {}: no such run", path_.string(), action));
+    // A trial measured again starts from nothing: what a cut-off session kept of it goes (its
+    // metrics, samples and series with it, ON DELETE CASCADE).
+    Statement drop(db_, path_, "DELETE FROM measurements WHERE run_id = ? AND trial = ?", action);
+    Statement put(db_, path_, kPutTrial, action);
+    for (const auto& t : trials) {
+        if (t.status == "done") continue;
+        drop.reset();
+        drop.bind(run.id, t.index).run();
+        put.reset();
+        bind_trial(put, run.id, t).run();
+    }
     tx.commit();
 }
 

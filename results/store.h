@@ -54,6 +54,12 @@ public:
     /// Sets status, finished time and error of a run.
     void finish_run(const std::string& run_id, const std::string& status, const std::string& finished,
                     const std::string& error = "");
+    /// Sets status, finished time, error and sessions of `run`.
+    void finish_run(const Run& run);
+    /// Continues a recorded run (`wanlab run --resume`), in one transaction: its status,
+    /// finished time, error, sessions and planned trials become `run`'s, and each of `trials`
+    /// not "done" is written anew without the measurements a cut-off session kept of it.
+    void resume_run(const Run& run, const std::vector<Trial>& trials);
 
     /// Every run, newest first (trials and measurements left empty).
     std::vector<Run> list_runs();
@@ -85,6 +91,8 @@ void to_json(nlohmann::json& j, const MachineEnvironment& m);
 void from_json(const nlohmann::json& j, MachineEnvironment& m);
 void to_json(nlohmann::json& j, const Environment& env);
 void from_json(const nlohmann::json& j, Environment& env);
+void to_json(nlohmann::json& j, const Session& s);
+void from_json(const nlohmann::json& j, Session& s);
 void to_json(nlohmann::json& j, const EmulationCheck& check);
 void from_json(const nlohmann::json& j, EmulationCheck& check);
 void to_json(nlohmann::json& j, const Capture& c);

@@ -29,6 +29,7 @@
 #include "probes/sys.h"
 #include "remote/hosts.h"
 #include "run/check.h"
+#include "run/resume.h"
 #include "services/service.h"
 #include "sysctl/proc_sys.h"
 
@@ -498,8 +499,12 @@ results::Environment environment(const lab::Experiment& exp, const std::string& 
 }
 
 int recorded_run(results::Store& store, results::RunData& data,
-                 const std::function<void(results::Trial*& current)>& measure, const std::function<void()>& restore) {
-    store.begin_run(data.run, data.trials);  // one transaction: one commit per trial cost seconds at 1,000 trials
+                 const std::function<void(results::Trial*& current)>& measure, const std::function<void()>& restore,
+                 bool resume) {
+    if (resume)
+        store.resume_run(data.run, data.trials);
+    else
+        store.begin_run(data.run, data.trials);  // one transaction: one commit per trial cost seconds at 1,000 trials
     int exit_code = 0;
     results::Trial* current = nullptr;
     try {
@@ -519,7 +524,8 @@ int recorded_run(results::Store& store, results::RunData& data,
         store.put_trial(data.run.id, *current);
     }
     data.run.finished = utc_now();
-    store.finish_run(data.run.id, data.run.status, data.run.finished, data.run.error);
+    end_session(data.run);
+    store.finish_run(data.run);
     return exit_code;
 }
 
@@ -527,20 +533,57 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
                        results::Store& store, Progress& progress, const probes::Tick& tick) {
     Outcome out;
     auto& data = out.data;
-    data.run.id = options.run_id.empty() ? lab::new_run_id() : options.run_id;
-    data.run.experiment = exp.name;
-    data.run.file = exp.file;
-    data.run.text = text;
-    data.run.sets = exp.sets;
-    data.run.baseline = exp.run.baseline.empty() ? exp.variants.front() : exp.run.baseline;
-    data.run.planned_trials = exp.trials.size();
-    data.run.shard = options.shard;
-    data.run.env = environment(exp, options.where);
+    const auto now = environment(exp, options.where);
     double planned = 0;
-    for (const auto& t : exp.trials) {
-        planned += planned_seconds(t, exp.run);
-        data.trials.push_back(trial_record(t));
+    if (options.resume) {  // the same run, its finished trials kept (run/resume.h checked the plan)
+        const auto& before = *options.resume;
+        data.run = before.run;
+        data.run.status = "running";
+        data.run.error.clear();
+        data.run.finished.clear();
+        data.run.sessions = sessions_of(before.run);
+        if (auto& last = data.run.sessions.back(); last.status == "running") {  // nobody recorded its end
+            last.status = "killed";
+            last.error = "it ended without recording how (kill -9, a reboot, a crash)";
+        }
+        for (const auto& t : exp.trials) {
+            const auto* was = before.trial(t.index);
+            if (was && was->id == t.id && was->status == "done") {
+                data.trials.push_back(*was);
+                if (!data.trials.back().session) data.trials.back().session = 1;  // recorded before sessions
+                continue;
+            }
+            planned += planned_seconds(t, exp.run);
+            data.trials.push_back(trial_record(t));
+        }
+        for (const auto& m : before.measurements) {
+            const auto* t = data.trial(m.trial);
+            if (t && t->status == "done") data.measurements.push_back(m);
+        }
+    } else {
+        data.run.id = options.run_id.empty() ? lab::new_run_id() : options.run_id;
+        data.run.experiment = exp.name;
+        data.run.file = exp.file;
+        data.run.text = text;
+        data.run.sets = exp.sets;
+        data.run.baseline = exp.run.baseline.empty() ? exp.variants.front() : exp.run.baseline;
+        data.run.planned_trials = exp.trials.size();
+        data.run.shard = options.shard;
+        data.run.env = now;
+        for (const auto& t : exp.trials) {
+            planned += planned_seconds(t, exp.run);
+            data.trials.push_back(trial_record(t));
+        }
     }
+    results::Session this_session;
+    this_session.hostname = now.hostname;
+    this_session.kernel = now.kernel;
+    this_session.where = now.where;
+    this_session.note = options.resume_note;
+    data.run.sessions.push_back(this_session);
+    const std::size_t session_number = data.run.sessions.size();
+    const std::size_t left = static_cast<std::size_t>(
+        std::count_if(data.trials.begin(), data.trials.end(), [](const auto& t) { return t.status != "done"; }));
     progress.plan(1s * planned);
 
     sysctl::RealProcSys proc;
@@ -548,6 +591,7 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
     so.run = data.run.id;
     so.force = options.force;
     so.restore_stale = options.restore_stale;
+    so.resume = options.resume != nullptr;
     so.dir = options.journal_dir;
     so.log = [&progress](const std::string& s) { progress.line(s); };
     so.progress = [&tick, &options](const std::string& stage) {
@@ -570,13 +614,21 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
         session = std::make_unique<lab::LabSession>(exp.trials, so, proc);
     }
 
-    data.run.started = utc_now();
+    data.run.sessions.back().started = utc_now();
+    if (!options.resume) data.run.started = data.run.sessions.back().started;
     double done = 0;
     out.exit_code = recorded_run(
         store, data,
         [&](results::Trial*& current) {
-            progress.line(fmt::format("run {}: {} trials, about {} of measuring; results in {}", data.run.id,
-                                      exp.trials.size(), Progress::clock(planned), store.path().string()));
+            if (options.resume)
+                progress.line(
+                    fmt::format("run {} resumed (session {}): {} of {} trials left, about {} of measuring; "
+                                "results in {}",
+                                data.run.id, session_number, left, exp.trials.size(), Progress::clock(planned),
+                                store.path().string()));
+            else
+                progress.line(fmt::format("run {}: {} trials, about {} of measuring; results in {}", data.run.id,
+                                          exp.trials.size(), Progress::clock(planned), store.path().string()));
             TrialRunner runner(exp, store, progress, tick, data, done);
             auto files = options.files_dir.empty() ? store.path().parent_path() : options.files_dir;
             std::optional<StageDir> stage;
@@ -591,7 +643,9 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
             std::vector<std::string> failed;
             for (std::size_t i = 0; i < exp.trials.size(); ++i) {
                 const auto& t = exp.trials[i];
+                if (data.trials[i].status == "done") continue;  // measured by an earlier session
                 current = &data.trials[i];
+                current->session = session_number;
                 session->apply_trial(t);
                 auto keep = trial_dir(files, data.run.id, t);
                 auto work = stage ? trial_dir(stage->path, data.run.id, t) : keep;
@@ -622,7 +676,7 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
                 throw Error(fmt::format("{} of {} trials failed; the first: {}", failed.size(), exp.trials.size(),
                                         failed.front()));
         },
-        [&session] { session.reset(); });
+        [&session] { session.reset(); }, options.resume != nullptr);
     return out;
 }
 

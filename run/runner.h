@@ -45,6 +45,11 @@ struct RunnerOptions {
     /// to files_dir after the trial: a service reading its files over 9p is measured slower
     /// than it is (nginx's sendfile of a small page: ~18 ms per request in the micro-VM).
     std::filesystem::path files_dir;
+    /// `wanlab run --resume`: the run to continue, as recorded (run/resume.h has checked that
+    /// `exp` gives its trials). Its "done" trials and their measurements are kept; every other
+    /// trial is measured anew, in a new session that records `resume_note`.
+    const results::RunData* resume = nullptr;
+    std::string resume_note;
 };
 
 /// One repeat's record as the results store keeps it (no counters: the caller adds them).
@@ -81,8 +86,11 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
 /// exception "interrupted" (sys::Interrupted, exit 130) or "failed" (exit the wanlab::Error's
 /// code, 1 for any other exception) with the exception's message, the current trial likewise.
 /// Returns the exit code; the exception does not propagate. Store errors of the final writes do.
+/// The last of `data.run.sessions` (if any) ends with the run. `resume`: the record exists
+/// (Store::resume_run instead of begin_run).
 int recorded_run(results::Store& store, results::RunData& data,
-                 const std::function<void(results::Trial*& current)>& measure, const std::function<void()>& restore);
+                 const std::function<void(results::Trial*& current)>& measure, const std::function<void()>& restore,
+                 bool resume = false);
 
 /// The trial as the results model records it (configuration that explanations need).
 results::Trial trial_record(const lab::Trial& t);

@@ -125,6 +125,17 @@ inline void require_same(const Run& a, const Run& b) {
     CHECK(a.error == b.error);
     CHECK(a.planned_trials == b.planned_trials);
     CHECK(a.shard == b.shard);
+    REQUIRE(a.sessions.size() == b.sessions.size());
+    for (std::size_t i = 0; i < a.sessions.size(); ++i) {
+        CHECK(a.sessions[i].started == b.sessions[i].started);
+        CHECK(a.sessions[i].finished == b.sessions[i].finished);
+        CHECK(a.sessions[i].status == b.sessions[i].status);
+        CHECK(a.sessions[i].error == b.sessions[i].error);
+        CHECK(a.sessions[i].hostname == b.sessions[i].hostname);
+        CHECK(a.sessions[i].kernel == b.sessions[i].kernel);
+        CHECK(a.sessions[i].where == b.sessions[i].where);
+        CHECK(a.sessions[i].note == b.sessions[i].note);
+    }
     CHECK(a.env.hostname == b.env.hostname);
     CHECK(a.env.kernel == b.env.kernel);
     CHECK(a.env.machine == b.env.machine);
@@ -164,6 +175,7 @@ inline void require_same(const Trial& a, const Trial& b) {
     CHECK(a.status == b.status);
     CHECK(a.error == b.error);
     CHECK(a.origin == b.origin);
+    CHECK(a.session == b.session);
 }
 
 inline void require_same(const Measurement& a, const Measurement& b) {

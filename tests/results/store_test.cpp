@@ -84,7 +84,7 @@ TEST_CASE("the results database can be queried with plain sql, one row per metri
         Store store(db);
         store_whole(store, sample_run());
     }
-    CHECK(query(db, "PRAGMA user_version") == "4");
+    CHECK(query(db, "PRAGMA user_version") == "5");
     CHECK(query(db, "PRAGMA journal_mode") == "delete");
     CHECK(query(db, "SELECT count(*) FROM series WHERE name = 'stream1.cwnd'") == "9");
     CHECK(query(db, "SELECT count(*) FROM series WHERE name = 'stream1.cwnd' AND value IS NULL") == "3");
@@ -209,10 +209,10 @@ TEST_CASE("a database written by a newer wanlab is refused with the version to u
     TempDir dir;
     const auto db = dir.path / "results.db";
     { Store store(db); }
-    sql(db, "PRAGMA user_version = 5; UPDATE meta SET value = '0.4.0' WHERE key = 'written_by';");
+    sql(db, "PRAGMA user_version = 6; UPDATE meta SET value = '0.4.0' WHERE key = 'written_by';");
     CHECK_THROWS_WITH(Store(db), Catch::StartsWith("results database " + db.string() +
-                                                   " has schema version 5 (written by wanlab 0.4.0); wanlab ") &&
-                                     Catch::EndsWith(" reads up to version 4: open it with wanlab 0.4.0 or newer"));
+                                                   " has schema version 6 (written by wanlab 0.4.0); wanlab ") &&
+                                     Catch::EndsWith(" reads up to version 5: open it with wanlab 0.4.0 or newer"));
 
     const auto bare = dir.path / "bare.db";
     sql(bare, "PRAGMA user_version = 7;");
@@ -379,7 +379,8 @@ TEST_CASE("a version 1 database reads with empty counters, series and captures a
     sql(db,
         "ALTER TABLE measurements DROP COLUMN counters; ALTER TABLE trials DROP COLUMN captures; "
         "ALTER TABLE trials DROP COLUMN link_loss_down; DROP TABLE series; ALTER TABLE runs DROP COLUMN shard; "
-        "ALTER TABLE trials DROP COLUMN origin; PRAGMA user_version = 1;");
+        "ALTER TABLE trials DROP COLUMN origin; ALTER TABLE trials DROP COLUMN session; "
+        "ALTER TABLE runs DROP COLUMN sessions; PRAGMA user_version = 1;");
     {
         Store old(db, Store::Access::read_only);
         auto loaded = old.load_run(d.run.id);
@@ -399,7 +400,7 @@ TEST_CASE("a version 1 database reads with empty counters, series and captures a
         store.add_measurement(d.run.id, d.measurements.front());  // a migrated store takes series
         CHECK(store.load_run(d.run.id).measurements.back().series.size() == 2);
     }
-    CHECK(query(db, "PRAGMA user_version") == "4");
+    CHECK(query(db, "PRAGMA user_version") == "5");
     CHECK(query(db, "SELECT count(*) FROM measurements WHERE counters = '{}'") ==
           std::to_string(d.measurements.size()));
 }
@@ -414,23 +415,31 @@ TEST_CASE("a version 2 database gains series and captures when opened for writin
     }
     sql(db,
         "ALTER TABLE trials DROP COLUMN captures; ALTER TABLE trials DROP COLUMN link_loss_down; DROP TABLE series; "
-        "ALTER TABLE runs DROP COLUMN shard; ALTER TABLE trials DROP COLUMN origin; PRAGMA user_version = 2;");
+        "ALTER TABLE runs DROP COLUMN shard; ALTER TABLE trials DROP COLUMN origin; ALTER TABLE trials DROP COLUMN "
+        "session; "
+        "ALTER TABLE runs DROP COLUMN sessions; PRAGMA user_version = 2;");
     CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).trials.front().captures.empty());
     {
         Store store(db);
         store.put_trial(d.run.id, d.trials.front());
         CHECK(store.load_run(d.run.id).trials.front().captures.size() == 1);
     }
-    CHECK(query(db, "PRAGMA user_version") == "4");
+    CHECK(query(db, "PRAGMA user_version") == "5");
 }
 
-TEST_CASE("a run records the shard it measured and a merged trial its origin, and a version 3 database gains both",
+TEST_CASE("a run records its shard, sessions and each trial's origin and session, and a version 3 database gains them",
           "[results]") {
     TempDir dir;
     const auto db = dir.path / "results.db";
     auto d = sample_run();
     d.run.shard = "2/4";
     d.trials[1].origin = "run r1 (shard 1/2) of /tmp/a, \"b\" on lab-1, kernel 6.1.0";
+    d.run.sessions = {
+        {"2026-11-30T04:12:09Z", "2026-11-30T04:12:30Z", "interrupted", "killed", "lab-1", "6.1.0", "host", ""},
+        {"2026-11-30T05:00:00Z", "2026-11-30T05:01:00Z", "complete", "", "lab-1", "6.1.0", "host",
+         "kernel 6.1.0-27 -> 6.1.0, forced"}};
+    d.trials[0].session = 1;
+    d.trials[1].session = 2;
     {
         Store store(db);
         store_whole(store, d);
@@ -438,10 +447,21 @@ TEST_CASE("a run records the shard it measured and a merged trial its origin, an
         CHECK(store.list_runs().front().shard == "2/4");
         CHECK(store.load_run(d.run.id).trials[1].origin == d.trials[1].origin);
         CHECK(store.load_run(d.run.id).trials[0].origin.empty());
+        auto back = store.load_run(d.run.id);
+        REQUIRE(back.run.sessions.size() == 2);
+        CHECK(back.run.sessions[1].note == "kernel 6.1.0-27 -> 6.1.0, forced");
+        CHECK(back.run.sessions[0].error == "killed");
+        CHECK(back.trials[0].session == 1);
+        CHECK(back.trials[1].session == 2);
     }
-    sql(db, "ALTER TABLE runs DROP COLUMN shard; ALTER TABLE trials DROP COLUMN origin; PRAGMA user_version = 3;");
+    sql(db,
+        "ALTER TABLE runs DROP COLUMN shard; ALTER TABLE trials DROP COLUMN origin; ALTER TABLE trials DROP COLUMN "
+        "session; "
+        "ALTER TABLE runs DROP COLUMN sessions; PRAGMA user_version = 3;");
     CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).run.shard.empty());
     CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).trials[1].origin.empty());
+    CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).trials[1].session == 0);
+    CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).run.sessions.empty());
     auto e = sample_run();
     e.run.id = "second";
     e.run.shard = "1/2";
@@ -453,5 +473,5 @@ TEST_CASE("a run records the shard it measured and a merged trial its origin, an
         CHECK(store.load_run("second").trials[0].origin == e.trials[0].origin);
         CHECK(store.load_run(d.run.id).run.shard.empty());
     }
-    CHECK(query(db, "PRAGMA user_version") == "4");
+    CHECK(query(db, "PRAGMA user_version") == "5");
 }
