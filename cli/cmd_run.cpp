@@ -263,14 +263,13 @@ int run_in_vm(const RunArgs& a, const lab::Experiment& exp, const results::RunDa
         "--no-vm",
         "--out",
         out.string(),
-        "--run",
+        before ? "--resume" : "--run",
         id,
         "--inner",
         "--where",
         fmt::format("vm ({}, {} cpus)", vm::accel_name(machine.accel().accel), machine.cpus())};
     for (const auto& s : a.sets) argv.insert(argv.end(), {"--set", s});
     if (!a.shard.empty()) argv.insert(argv.end(), {"--shard", a.shard});
-    if (before) argv.insert(argv.end(), {"--resume", id});
     if (a.force) argv.push_back("--force");
     if (a.quiet) argv.push_back("--quiet");
     // The page: the run in the VM refreshes it in the results share (the only place it can
