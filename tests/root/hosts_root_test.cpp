@@ -192,7 +192,8 @@ TEST_CASE("a sysctl experiment across machines sets the server's own sysctl over
     std::filesystem::remove("/tmp/wlh-seen");
 }
 
-TEST_CASE("a controller killed with SIGKILL mid-run leaves the server machine given back within 10 s", "[root]") {
+TEST_CASE("a controller killed with SIGKILL mid-run leaves the server machine given back within 10 s, and resumes",
+          "[root]") {
     if (skip_unless_root()) return;
     SshMachine m;
     auto before = m.sysctl("net.ipv4.tcp_rmem");
@@ -226,6 +227,20 @@ TEST_CASE("a controller killed with SIGKILL mid-run leaves the server machine gi
                              << " s; strays: " << m.strays());
     CHECK(eventually([] { return !std::filesystem::exists("/run/wanlab/hosts-kill-server.journal"); },
                      std::chrono::seconds(10)));
+    // Resumed across the machines (shorter, which is another --set: --force, and noted).
+    int status = -1;
+    auto resumed = sh(fmt::format("{} run {} --out {} --resume --quiet --force --set probe.bulk.duration=2s 2>&1",
+                                  WANLAB_BINARY, exp.path.string(), (exp.dir / "out").string()),
+                      &status);
+    INFO(resumed);
+    CHECK(status == 0);
+    CHECK_THAT(resumed, Catch::Contains("session 1: ") && Catch::Contains("killed") &&
+                            Catch::Contains("the run had --set none, this one probe.bulk.duration=2s (--force)"));
+    CHECK(sh(fmt::format("sqlite3 {}/out/results.db \"select status || ' ' || (select count(*) from measurements) "
+                         "from runs\"",
+                         exp.dir.string())) == "complete 1\n");
+    CHECK(m.sysctl("net.ipv4.tcp_rmem") == before);
+    CHECK(m.strays().empty());
 }
 
 TEST_CASE("a killed ssh client leaves the server machine given back within 10 s, and the run fails saying so",
