@@ -1,7 +1,15 @@
-// `wanlab vm run|info`: the front end of lab/vm (see vm/vm.h for what a run does).
+// `wanlab vm run|info|fetch`: the front end of vm/ (see vm/vm.h for what a run does, vm/fetch.h
+// for where its kernel comes from).
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -9,6 +17,10 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/signals.h"
+#include "probes/tool_process.h"
+#include "vm/fetch.h"
+#include "vm/kernel.h"
 #include "vm/vm.h"
 
 namespace wanlab::cli {
@@ -28,7 +40,7 @@ struct VmArgs {
 
 void add_machine_options(CLI::App& app, VmArgs& a) {
     app.add_option("--kernel", a.kernel,
-                   "Kernel image (bzImage) to boot; default: the newest one scripts/fetch-kernel "
+                   "Kernel image (bzImage) to boot; default: the newest one `wanlab vm fetch` "
                    "put in ~/.cache/wanlab/kernel");
     app.add_option("--modules", a.modules, "That kernel's modules folder (/lib/modules/VERSION, with modules.dep)");
     app.add_option("--accel", a.accel, "kvm or tcg (default: $WANLAB_VM_ACCEL, else probe)")
@@ -70,7 +82,84 @@ int run_vm(const VmArgs& a) {
     return r.exit_status;
 }
 
+/// vm/fetch.h's programs, run here: found on PATH (or named with the package to install), their
+/// output in files (apt-get download writes into its working folder), Ctrl-C honoured.
+vm::RunCommand host_commands(sys::SignalEvents& signals) {
+    return [&signals](const vm::Command& c) {
+        static const std::map<std::string, std::string> kPackage{
+            {"apt-cache", "apt"}, {"apt-get", "apt"}, {"dpkg-deb", "dpkg"}, {"depmod", "kmod"}};
+        auto argv = c.argv;
+        auto it = kPackage.find(argv[0]);
+        argv[0] = probes::find_tool(argv[0], it == kPackage.end() ? argv[0] : it->second);
+        char t[] = "/tmp/wanlab-fetch-XXXXXX";
+        if (!::mkdtemp(t)) throw Error("creating a temporary folder in /tmp");
+        const std::filesystem::path logs = t;
+        struct Gone {
+            std::filesystem::path p;
+            ~Gone() {
+                std::error_code ec;
+                std::filesystem::remove_all(p, ec);
+            }
+        } gone{logs};
+        vm::CommandResult r;
+        {
+            probes::ToolProcess p(
+                "", argv, {logs / "out", logs / "err", c.cwd.empty() ? std::filesystem::current_path() : c.cwd});
+            auto o = p.wait(std::chrono::minutes(30), [&signals] { signals.check(); });
+            r.exit_code = probes::exited_ok(o) ? 0 : (WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1);
+        }
+        auto slurp = [](const std::filesystem::path& f) {
+            std::ostringstream s;
+            s << std::ifstream(f).rdbuf();
+            return s.str();
+        };
+        r.out = slurp(logs / "out");
+        r.err = slurp(logs / "err");
+        return r;
+    };
+}
+
+int fetch_vm(bool print) {
+    sys::SignalEvents signals;
+    vm::FetchOptions o;
+    o.cache_dir = vm::kernel_cache_dir();
+    o.root = ::geteuid() == 0;
+    o.log = [](const std::string& line) { std::fprintf(stderr, "wanlab: vm fetch: %s\n", line.c_str()); };
+    auto run = host_commands(signals);
+    if (print) {  // where the kernel is, for scripts; 1 when it is not there yet
+        auto f = vm::cached_kernel(o, run);
+        if (!f.already) return 1;
+        fmt::print("{}\n", f.dir.string());
+        return 0;
+    }
+    vm::fetch_kernel(o, run);
+    return 0;
+}
+
+/// What the micro-VM lacks on this machine, each with the command that fixes it ("" = ready).
+std::vector<std::string> vm_missing(const VmArgs& a) {
+    std::vector<std::string> out;
+    if (!vm::find_qemu())
+        out.push_back(
+            "QEMU: qemu-system-x86_64 is not installed: apt-get install qemu-system-x86 (or set WANLAB_QEMU)");
+    try {
+        (void)vm::find_kernel(a.kernel.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.kernel),
+                              a.modules.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.modules),
+                              vm::kernel_cache_dir());
+    } catch (const Error& e) {
+        out.push_back(fmt::format("kernel: {}", e.what()));
+    }
+    if (!std::filesystem::exists("/bin/busybox"))
+        out.push_back("busybox: /bin/busybox is not installed: apt-get install busybox-static");
+    return out;
+}
+
 int info_vm(const VmArgs& a) {
+    if (auto missing = vm_missing(a); !missing.empty()) {
+        fmt::print("the micro-VM cannot boot here yet; missing:\n");
+        for (const auto& m : missing) fmt::print("  {}\n", m);
+        return 1;
+    }
     vm::Vm machine(to_options(a));
     const auto& k = machine.kernel();
     fmt::print("kernel:     {} ({}, from {})\n", k.image.string(), k.version, k.origin);
@@ -116,7 +205,14 @@ Runner setup_vm(CLI::App& sub) {
     run->add_option("command", a->command, "The command and its arguments (after --)")->required();
     CLI::App* info = sub.add_subcommand("info", "Show the kernel, initramfs, QEMU and accelerator `vm run` would use");
     add_machine_options(*info, *a);
-    return [a, run, info]() -> int {
+    auto print = std::make_shared<bool>(false);
+    CLI::App* fetch = sub.add_subcommand(
+        "fetch",
+        "Download Debian's stock kernel for the micro-VM into the kernel cache (apt-get download, never "
+        "installed); again only when linux-image-amd64 moved to a newer one");
+    fetch->add_flag("--print", *print, "Print the cached kernel's folder (exit 1 when it is not there yet)");
+    return [a, run, info, fetch, print]() -> int {
+        if (fetch->parsed()) return fetch_vm(*print);
         if (run->parsed()) {
             if (const auto& raw = command_after_dashdash(); !raw.empty()) a->command = raw;
             return run_vm(*a);

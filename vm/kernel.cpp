@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::string_view kFetchHint =
-    "run scripts/fetch-kernel (downloads Debian's stock kernel into {}), or pass "
+    "run `wanlab vm fetch` (downloads Debian's stock kernel into {}), or pass "
     "--kernel /boot/vmlinuz-VERSION --modules /lib/modules/VERSION";
 
 std::string read_prefix(const fs::path& path, std::size_t bytes) {

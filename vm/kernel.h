@@ -1,5 +1,5 @@
 // Which kernel the micro-VM boots: the user's choice (--kernel/--modules) or the newest one
-// scripts/fetch-kernel unpacked into the cache.
+// `wanlab vm fetch` (vm/fetch.h) unpacked into the cache.
 //
 // Contract: find_kernel() returns an image that exists and a modules directory holding
 // modules.dep, whose version (the directory's name) agrees with the version string inside the
@@ -25,7 +25,7 @@ struct Kernel {
 /// bytes are not a bzImage with a version (header "HdrS" at 0x202, pointer at 0x20E).
 std::string bzimage_version(std::string_view image_prefix);
 
-/// Where scripts/fetch-kernel unpacks kernels: $WANLAB_KERNEL_CACHE, else
+/// Where `wanlab vm fetch` unpacks kernels: $WANLAB_KERNEL_CACHE, else
 /// ${XDG_CACHE_HOME:-$HOME/.cache}/wanlab/kernel.
 std::filesystem::path kernel_cache_dir();
 

@@ -54,7 +54,7 @@ TEST_CASE("the newest complete cached kernel is chosen", "[kernel]") {
 TEST_CASE("no cached kernel says how to get one", "[kernel]") {
     TempDir tmp(fs::temp_directory_path(), "wanlab-kernel-test-");
     CHECK_THROWS_WITH(find_kernel(std::nullopt, std::nullopt, tmp.path()),
-                      Catch::Contains("no kernel for the micro-VM") && Catch::Contains("scripts/fetch-kernel") &&
+                      Catch::Contains("no kernel for the micro-VM") && Catch::Contains("run `wanlab vm fetch`") &&
                           Catch::Contains("--kernel /boot/vmlinuz-VERSION --modules /lib/modules/VERSION"));
 }
 

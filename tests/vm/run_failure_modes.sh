@@ -24,5 +24,5 @@ WANLAB_KERNEL_CACHE=/nonexistent/kernels "$wanlab" vm run -- true >"$log" 2>&1
 rc=$?
 cat "$log"
 [[ $rc -eq 1 ]] || fail "missing kernel exited $rc, expected 1"
-grep -q 'run scripts/fetch-kernel' "$log" || fail "no fetch-kernel hint"
+grep -q 'run `wanlab vm fetch`' "$log" || fail "no fetch-kernel hint"
 echo "PASS"
