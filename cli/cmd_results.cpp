@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -31,20 +32,24 @@ std::unique_ptr<results::Store> database(const std::string& out) {
     return std::make_unique<results::Store>(db, results::Store::Access::read_only);
 }
 
-/// The asserts of the run's experiment, re-read from the text stored with it; none (and a
-/// warning) when it no longer loads, e.g. a profile it named is gone.
-std::vector<lab::AssertSpec> stored_asserts(const results::Run& run) {
+/// The run's experiment, re-read from the text stored with it; none (and a warning) when it
+/// no longer loads, e.g. a profile it named is gone.
+std::optional<lab::Experiment> stored_experiment(const results::Run& run) {
     config::Documents docs;
     Diagnostics diag;
     auto exp = lab::load_experiment(run.file, run.text, run.sets, lab::ProfileLibrary::standard(), docs, diag);
-    if (!exp) {
+    if (!exp)
         std::fputs(
             fmt::format("wanlab: warning: the stored experiment of run {} no longer loads; asserts not shown\n", run.id)
                 .c_str(),
             stderr);
-        return {};
-    }
-    return exp->asserts;
+    return exp;
+}
+
+/// The asserts of the run's experiment (stored_experiment()).
+std::vector<lab::AssertSpec> stored_asserts(const results::Run& run) {
+    auto exp = stored_experiment(run);
+    return exp ? exp->asserts : std::vector<lab::AssertSpec>{};
 }
 
 struct ListArgs {
@@ -139,13 +144,8 @@ int merge(const MergeArgs& a) {
     auto merged = results::merge_runs(inputs, mo, &notes);
     for (const auto& n : notes) std::fputs(text::terminal_safe("wanlab: " + n + "\n").c_str(), stderr);
     // The whole experiment's trial count, so a missing shard shows as trials not done.
-    {
-        config::Documents docs;
-        Diagnostics diag;
-        const auto& r = merged.run;
-        if (auto exp = lab::load_experiment(r.file, r.text, r.sets, lab::ProfileLibrary::standard(), docs, diag))
-            merged.run.planned_trials = std::max(merged.run.planned_trials, exp->trials.size());
-    }
+    auto exp = stored_experiment(merged.run);
+    if (exp) merged.run.planned_trials = std::max(merged.run.planned_trials, exp->trials.size());
     fs::create_directories(a.out);
     results::Store store(fs::path(a.out) / "results.db");
     store.begin_run(merged.run, merged.trials);
@@ -160,7 +160,7 @@ int merge(const MergeArgs& a) {
     report::ReportOptions ro;
     ro.format = report::parse_format(a.format);
     ro.files_root = a.out;
-    auto asserts = stored_asserts(merged.run);
+    auto asserts = exp ? exp->asserts : std::vector<lab::AssertSpec>{};
     print_report(report::render(merged, asserts, ro), ro.format);
     for (const auto& o : report::evaluate(merged, asserts))
         if (!o.passed) return 3;

@@ -21,6 +21,7 @@
 #include "probes/tool_process.h"
 #include "vm/fetch.h"
 #include "vm/kernel.h"
+#include "vm/sys.h"
 #include "vm/vm.h"
 
 namespace wanlab::cli {
@@ -91,16 +92,8 @@ vm::RunCommand host_commands(sys::SignalEvents& signals) {
         auto argv = c.argv;
         auto it = kPackage.find(argv[0]);
         argv[0] = probes::find_tool(argv[0], it == kPackage.end() ? argv[0] : it->second);
-        char t[] = "/tmp/wanlab-fetch-XXXXXX";
-        if (!::mkdtemp(t)) throw Error("creating a temporary folder in /tmp");
-        const std::filesystem::path logs = t;
-        struct Gone {
-            std::filesystem::path p;
-            ~Gone() {
-                std::error_code ec;
-                std::filesystem::remove_all(p, ec);
-            }
-        } gone{logs};
+        vm::TempDir dir("/tmp", "wanlab-fetch-");
+        const auto& logs = dir.path();
         vm::CommandResult r;
         {
             probes::ToolProcess p(

@@ -100,4 +100,19 @@ std::vector<std::string> words(std::string_view s) {
     return out;
 }
 
+std::string tail_lines(const std::string& text, std::size_t lines) {
+    std::vector<std::string> kept;
+    std::size_t end = text.size();
+    while (end > 0 && kept.size() < lines) {
+        std::size_t start = text.rfind('\n', end - 1);
+        std::size_t from = start == std::string::npos ? 0 : start + 1;
+        std::string line = text.substr(from, end - from);
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+        if (!line.empty()) kept.insert(kept.begin(), line);
+        if (start == std::string::npos) break;
+        end = start;
+    }
+    return fmt::format("{}", fmt::join(kept, "; "));
+}
+
 }  // namespace wanlab::text

@@ -25,6 +25,9 @@ std::string shell_quote(std::string_view word);
 /// The words shell-quoted and joined by spaces: a command line that runs exactly `argv`.
 std::string shell_join(const std::vector<std::string>& argv);
 
+/// The last `lines` non-empty lines of `text`, joined by "; " (a program's error, for a message).
+std::string tail_lines(const std::string& text, std::size_t lines = 5);
+
 /// The whitespace-separated words of `s`, in order.
 std::vector<std::string> words(std::string_view s);
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/text.h"
 #include "probes/probe.h"
 
 namespace wanlab::probes {
@@ -44,8 +45,7 @@ struct ToolOutput {
 bool exited_ok(const ToolOutput& o);
 /// "exited with status 1" / "killed by signal 9 (Killed)".
 std::string describe_status(int status);
-/// The last `lines` non-empty lines of `text`, joined by "; " (a tool's error, for a message).
-std::string tail_lines(const std::string& text, std::size_t lines = 5);
+using text::tail_lines;  // core/text.h: a tool's last lines, for a message
 
 /// ToolProcess: a spawned probe process, one external tool running in a network namespace
 /// with its stdout and stderr captured.

@@ -243,15 +243,20 @@ std::vector<std::pair<std::string, std::vector<std::size_t>>> trial_origins(cons
     return out;
 }
 
+std::vector<std::size_t> session_trials(const results::RunData& data, std::size_t session) {
+    std::vector<std::size_t> out;
+    for (const auto& t : data.trials)
+        if (t.session == session) out.push_back(t.index);
+    return out;
+}
+
 std::vector<std::string> session_lines(const results::RunData& data) {
     std::vector<std::string> out;
     const auto& sessions = data.run.sessions;
     if (sessions.size() < 2) return out;
     for (std::size_t i = 0; i < sessions.size(); ++i) {
         const auto& s = sessions[i];
-        std::vector<std::size_t> trials;
-        for (const auto& t : data.trials)
-            if (t.session == i + 1) trials.push_back(t.index);
+        auto trials = session_trials(data, i + 1);
         out.push_back(fmt::format(
             "session {}: {}{} on {}, kernel {} ({}): {}{}{}; {}", i + 1, s.started,
             s.finished.empty() ? "" : " to " + s.finished, s.hostname, s.kernel, s.where, s.status,

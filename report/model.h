@@ -89,6 +89,8 @@ std::vector<std::pair<std::string, std::vector<std::size_t>>> trial_origins(cons
 /// "session 2: 2026-12-05T12:00:09Z to 12:03:10Z on lab-1, kernel 6.1.0-28-amd64 (host):
 /// complete; trials 4, 5, 6"; empty for a run of one session.
 std::vector<std::string> session_lines(const results::RunData& data);
+/// The trials session `session` (1-based) of a resumed run measured, in plan order.
+std::vector<std::size_t> session_trials(const results::RunData& data, std::size_t session);
 probes::Unit unit(const Cell& c);
 /// "34.28 Mbit/s [33.94, 34.62]", with " !" from a trial whose emulation did not hold.
 std::string cell_text(const Cell& c);

@@ -156,9 +156,6 @@ std::string render_json(const Model& m) {
         j["run"]["merged_from"].push_back({{"origin", origin}, {"trials", trials}});
     for (std::size_t i = 0; i < run.sessions.size(); ++i) {
         const auto& s = run.sessions[i];
-        json trials = json::array();
-        for (const auto& t : data.trials)
-            if (t.session == i + 1) trials.push_back(t.index);
         j["run"]["sessions"].push_back({{"started", s.started},
                                         {"finished", s.finished},
                                         {"status", s.status},
@@ -167,7 +164,7 @@ std::string render_json(const Model& m) {
                                         {"kernel", s.kernel},
                                         {"where", s.where},
                                         {"note", s.note},
-                                        {"trials", trials}});
+                                        {"trials", session_trials(data, i + 1)}});
     }
     j["environment"] = {{"hostname", run.env.hostname}, {"kernel", run.env.kernel},
                         {"machine", run.env.machine},   {"wanlab_version", run.env.wanlab_version},

@@ -138,8 +138,9 @@ RunData merge_runs(const std::vector<MergeInput>& inputs, const MergeOptions& op
         notes->push_back("the forced runs' plans differ: trials renumbered 1 to " + std::to_string(chosen.size()) +
                          " in their plans' order");
     out.run.planned_trials = out.trials.size();
-    for (const auto& in : inputs)
-        if (same_text) out.run.planned_trials = std::max(out.run.planned_trials, in.data.run.planned_trials);
+    if (same_text)  // each input's own count: a shard's is its part, an unsharded run's the whole
+        for (const auto& in : inputs)
+            out.run.planned_trials = std::max(out.run.planned_trials, in.data.run.planned_trials);
     return out;
 }
 

@@ -669,18 +669,6 @@ void Store::add_measurement(const std::string& run_id, const Measurement& m) {
     tx.commit();
 }
 
-void Store::finish_run(const std::string& run_id, const std::string& status, const std::string& finished,
-                       const std::string& error) {
-    const std::string action = fmt::format("finishing run `{}`", run_id);
-    Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
-    Statement(db_, path_, "UPDATE runs SET status = ?, finished = ?, error = ? WHERE id = ?", action)
-        .bind(status, finished, error, run_id)
-        .run();
-    if (sqlite3_changes(db_) == 0)
-        throw Error(fmt::format("results database {}: {}: no such run", path_.string(), action));
-    tx.commit();
-}
-
 void Store::finish_run(const Run& run) {
     const std::string action = fmt::format("finishing run `{}`", run.id);
     Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);

@@ -51,9 +51,6 @@ public:
     /// when its emulation check and status are known).
     void put_trial(const std::string& run_id, const Trial& trial);
     void add_measurement(const std::string& run_id, const Measurement& m);
-    /// Sets status, finished time and error of a run.
-    void finish_run(const std::string& run_id, const std::string& status, const std::string& finished,
-                    const std::string& error = "");
     /// Sets status, finished time, error and sessions of `run`.
     void finish_run(const Run& run);
     /// Continues a recorded run (`wanlab run --resume`), in one transaction: its status,

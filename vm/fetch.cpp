@@ -1,7 +1,5 @@
 #include "vm/fetch.h"
 
-#include <unistd.h>
-
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -9,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/text.h"
+#include "vm/sys.h"
 
 namespace wanlab::vm {
 
@@ -21,16 +21,8 @@ constexpr const char* kMarker = ".wanlab-complete";
 
 /// The last lines of what a program printed, for an error message.
 std::string last_lines(const CommandResult& r) {
-    std::string text = r.err.empty() ? r.out : r.err;
-    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-    std::vector<std::string> lines;
-    std::istringstream in(text);
-    for (std::string l; std::getline(in, l);)
-        if (!l.empty()) lines.push_back(l);
-    std::string out;
-    for (std::size_t i = lines.size() > 3 ? lines.size() - 3 : 0; i < lines.size(); ++i)
-        out += (out.empty() ? "" : "; ") + lines[i];
-    return out.empty() ? "no output" : out;
+    auto tail = text::tail_lines(r.err.empty() ? r.out : r.err, 3);
+    return tail.empty() ? "no output" : tail;
 }
 
 CommandResult must(const RunCommand& run, const Command& c, const std::string& step) {
@@ -55,27 +47,15 @@ std::string resolve(const FetchOptions& o, const RunCommand& run) {
     return pkg;
 }
 
-/// Removes a folder left by an interrupted fetch, whatever happens.
-struct Scratch {
-    fs::path path;
-    ~Scratch() {
-        std::error_code ec;
-        if (!path.empty()) fs::remove_all(path, ec);
-    }
-};
-
 }  // namespace
 
 std::string kernel_package(const std::string& apt_cache_depends) {
     std::istringstream in(apt_cache_depends);
     for (std::string line; std::getline(in, line);) {
-        std::istringstream words(line);
-        std::string key, pkg;
-        words >> key >> pkg;
-        // "  Depends: linux-image-6.1.0-57-amd64" (not "|Depends:", an alternative)
-        if (key == "Depends:" && pkg.starts_with("linux-image-") && pkg.size() > 12 &&
-            std::isdigit(static_cast<unsigned char>(pkg[12])))
-            return pkg;
+        auto w = text::words(line);  // "  Depends: linux-image-6.1.0-57-amd64" (not "|Depends:", an alternative)
+        if (w.size() >= 2 && w[0] == "Depends:" && w[1].starts_with("linux-image-") && w[1].size() > 12 &&
+            std::isdigit(static_cast<unsigned char>(w[1][12])))
+            return w[1];
     }
     return "";
 }
@@ -100,19 +80,14 @@ Fetched fetch(const FetchOptions& o, const RunCommand& run, bool retried) {
     }
     const std::string pkg = "linux-image-" + f.version;
     fs::create_directories(o.cache_dir);
-    Scratch work;
-    {
-        std::string t = (o.cache_dir / fmt::format(".fetch-{}.XXXXXX", f.version)).string();
-        if (!::mkdtemp(t.data())) throw Error(fmt::format("creating a folder in {}", o.cache_dir.string()));
-        work.path = t;
-    }
+    TempDir work(o.cache_dir, fmt::format(".fetch-{}.", f.version));  // gone whatever happens
     if (o.log) o.log(fmt::format("downloading {} (about 70 MB)", pkg));
     // apt-get download writes into its working folder and needs no root. As root, apt drops
     // privileges to _apt, which cannot enter a 0700 home folder: it downloads as root there.
     std::vector<std::string> download{"apt-get", "download", "-qq"};
     if (o.root) download.insert(download.end(), {"-o", "APT::Sandbox::User=root"});
     download.push_back(pkg);
-    if (auto r = run({download, work.path}); r.exit_code != 0) {
+    if (auto r = run({download, work.path()}); r.exit_code != 0) {
         // Stale lists name a version the archive no longer has: refreshed once (as root).
         if (!o.root || retried)
             throw Error(
@@ -124,12 +99,12 @@ Fetched fetch(const FetchOptions& o, const RunCommand& run, bool retried) {
         return fetch(o, run, true);
     }
     fs::path deb;
-    for (const auto& e : fs::directory_iterator(work.path))
+    for (const auto& e : fs::directory_iterator(work.path()))
         if (e.path().filename().string().starts_with(pkg + "_") && e.path().extension() == ".deb") deb = e.path();
-    if (deb.empty()) throw Error(fmt::format("apt-get download left no {}_*.deb in {}", pkg, work.path.string()));
+    if (deb.empty()) throw Error(fmt::format("apt-get download left no {}_*.deb in {}", pkg, work.path().string()));
 
     if (o.log) o.log(fmt::format("unpacking into {}", f.dir.string()));
-    const auto root = work.path / "root";
+    const auto root = work.path() / "root";
     fs::create_directory(root);
     must(run, {{"dpkg-deb", "-x", deb.string(), root.string()}, {}}, "unpacking " + deb.filename().string());
     if (!fs::is_regular_file(root / "boot" / ("vmlinuz-" + f.version)))

@@ -28,7 +28,7 @@ void store_whole(Store& store, const RunData& d) {
     store.begin_run(started);
     for (const auto& t : d.trials) store.put_trial(d.run.id, t);
     for (const auto& m : d.measurements) store.add_measurement(d.run.id, m);
-    store.finish_run(d.run.id, d.run.status, d.run.finished, d.run.error);
+    store.finish_run(d.run);
 }
 
 /// Runs raw SQL on the file, as a user's `sqlite3` would.
@@ -113,7 +113,11 @@ TEST_CASE("an interrupted run keeps the measurements committed before it stopped
     CHECK(partial.run.finished.empty());
     CHECK(partial.measurements.size() == 1);
 
-    store.finish_run(d.run.id, "interrupted", "2026-11-30T04:12:30Z", "interrupted by SIGINT");
+    Run stopped = d.run;
+    stopped.status = "interrupted";
+    stopped.finished = "2026-11-30T04:12:30Z";
+    stopped.error = "interrupted by SIGINT";
+    store.finish_run(stopped);
     RunData after = store.load_run(d.run.id);
     CHECK(after.run.status == "interrupted");
     CHECK(after.run.finished == "2026-11-30T04:12:30Z");
@@ -148,8 +152,7 @@ TEST_CASE("writes for a run that was never begun or a duplicate run id are refus
     CHECK_THROWS_WITH(store.add_measurement("r2", testing::sample_measurement(1, 1)),
                       Catch::Contains("results database " + (dir.path / "results.db").string()) &&
                           Catch::Contains("FOREIGN KEY constraint failed"));
-    CHECK_THROWS_WITH(store.finish_run("r2", "complete", "2026-11-30T05:00:00Z"),
-                      Catch::EndsWith("finishing run `r2`: no such run"));
+    CHECK_THROWS_WITH(store.finish_run(sample_run_header("r2")), Catch::EndsWith("finishing run `r2`: no such run"));
 }
 
 TEST_CASE("runs are listed newest first without their trials or measurements", "[results]") {
