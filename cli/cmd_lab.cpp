@@ -62,10 +62,11 @@ int lab_up(const UpOptions& o) {
     options.restore_stale = o.restore;
     options.force = o.force;
     options.log = [](const std::string& s) { say("  " + s); };
+    lab::RunWatchdog watchdog;  // declared before the session: retired once it has come down
     options.progress = [&](const std::string& stage) {
         say(fmt::format("wanlab lab up: stage {} done", stage));
         if (stage == "journal" && o.auto_restore_s > 0) {  // armed once the journal it watches exists
-            pid_t pid = lab::arm_watchdog(lab::run_watchdog(options.run, o.auto_restore_s, lab::kRunDir));
+            pid_t pid = watchdog.arm(lab::run_watchdog(options.run, o.auto_restore_s, lab::kRunDir));
             say(
                 fmt::format("wanlab lab up: auto-restore by watchdog pid {}: the lab comes down after {} s, or at once "
                             "if wanlab is killed",

@@ -163,15 +163,15 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
     ro.run_id = a.run_id.empty() ? lab::new_run_id() : a.run_id;
     ro.restore_stale = a.restore;
     ro.force = a.force;
+    lab::RunWatchdog watchdog;  // retired as the run returns, the machine given back
     if (a.auto_restore_s > 0)
         ro.on_stage = [&](const std::string& stage) {
             if (stage != "journal") return;  // armed once the journal it watches exists
-            auto w = lab::run_watchdog(ro.run_id, a.auto_restore_s, ro.journal_dir);
-            pid_t pid = lab::arm_watchdog(w);
+            pid_t pid = watchdog.arm(lab::run_watchdog(ro.run_id, a.auto_restore_s, ro.journal_dir));
             progress.line(
                 fmt::format("run {}: auto-restore by watchdog pid {}: the run ends and the machine is given "
                             "back after {} s, or at once if wanlab is killed (log: {})",
-                            ro.run_id, pid, a.auto_restore_s, w.log.string()));
+                            ro.run_id, pid, a.auto_restore_s, watchdog.options().log.string()));
         };
     ro.where = a.where.empty() ? "host" : a.where;
     ro.shard = a.shard;
@@ -182,6 +182,7 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
     }
     if (!a.html.empty()) ro.on_trial = [&](const results::RunData& so_far) { write_page(a.html, a, exp, so_far); };
     auto outcome = run::run_experiment(exp, text, ro, store, progress, [&signals] { signals.check(); });
+    watchdog.retire();
     auto& run = outcome.data.run;
     if (run.status != "complete") {
         auto again = run::resume_command(a.file, run.id, a.out);

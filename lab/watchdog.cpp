@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -141,6 +142,26 @@ pid_t arm_watchdog(const WatchdogOptions& o) {
         for (int fd = 3; fd < 65536; ++fd)
             if (fd != image) ::close(fd);
     watch(o, Prepared{parent, image, journal_exists, journal.c_str(), log.c_str(), note.c_str(), argv.data()});
+}
+
+bool retire_watchdog(pid_t pid, const WatchdogOptions& o) {
+    std::error_code ec;
+    if (pid <= 0 || std::filesystem::exists(o.journal, ec)) return false;
+    ::kill(pid, SIGKILL);
+    // It is this process's child: reaped here, so it is gone on return.
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {}
+    if (!o.log.empty() && std::filesystem::file_size(o.log, ec) == 0 && !ec) std::filesystem::remove(o.log, ec);
+    return true;
+}
+
+pid_t RunWatchdog::arm(WatchdogOptions options) {
+    retire();
+    options_ = std::move(options);
+    return pid_ = arm_watchdog(options_);
+}
+
+void RunWatchdog::retire() noexcept {
+    if (pid_ > 0 && retire_watchdog(pid_, options_)) pid_ = 0;
 }
 
 }  // namespace wanlab::lab

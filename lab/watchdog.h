@@ -39,6 +39,32 @@ WatchdogOptions run_watchdog(const std::string& run, unsigned seconds, const std
 /// Starts the watchdog; returns its pid. Throws wanlab::Error if it cannot be started.
 pid_t arm_watchdog(const WatchdogOptions& options);
 
+/// Ends watchdog `pid`, armed by this process with `options` (watch_parent), once its run has
+/// given the machine back: at once, instead of at its next look at the journal (every 100 ms),
+/// so that nothing of the run outlives it. Its log goes too unless something was written to it
+/// (the deadline's note). Returns false and leaves it be while the journal is there (an undo
+/// failed and kept it): it then restores when this process ends.
+bool retire_watchdog(pid_t pid, const WatchdogOptions& options);
+
+/// The watchdog of this process's run (run_watchdog()), retired when the run has given the
+/// machine back: by retire(), or at the latest when this goes out of scope.
+class RunWatchdog {
+public:
+    RunWatchdog() = default;
+    RunWatchdog(const RunWatchdog&) = delete;
+    RunWatchdog& operator=(const RunWatchdog&) = delete;
+    ~RunWatchdog() { retire(); }
+    /// Arms it (arm_watchdog()); returns its pid.
+    pid_t arm(WatchdogOptions options);
+    /// retire_watchdog() if armed and not yet retired.
+    void retire() noexcept;
+    const WatchdogOptions& options() const { return options_; }
+
+private:
+    pid_t pid_ = 0;
+    WatchdogOptions options_;
+};
+
 /// The path the running wanlab binary was started from (/proc/self/exe), for argv[0].
 std::string self_exe();
 

@@ -65,7 +65,7 @@ public:
             for (const auto& k : keys) locks_.emplace_back(o.dir / fmt::format("sysctl-{}.lock", k), false, k);
             journal_.emplace(o.dir, run_);
         }
-        if (deadline_s > 0) lab::arm_watchdog(lab::run_watchdog(run_, deadline_s, o.dir));
+        if (deadline_s > 0) watchdog_.arm(lab::run_watchdog(run_, deadline_s, o.dir));
         lab::Journal* journal = &*journal_;
         sysctls_.emplace(
             proc,
@@ -209,6 +209,7 @@ public:
             dir_.clear();
         }
         journal_.reset();
+        watchdog_.retire();  // at once: nothing of the run stays once `end` is answered
         locks_.clear();
         return notes;
     }
@@ -219,6 +220,7 @@ private:
     // Creation order; give_back() undoes in reverse.
     std::vector<lab::FileLock> locks_;
     std::optional<lab::Journal> journal_;
+    lab::RunWatchdog watchdog_;
     std::optional<sysctl::SysctlSnapshot> sysctls_;
     std::optional<lab::FileLock> dev_lock_;
     std::optional<netem::NetlinkKernel> kernel_;
