@@ -60,7 +60,8 @@ public:
         run_dir_ = o.dir;
         {
             lab::FileLock start(o.dir / "lock", true, "the journal directory");
-            lab::settle_stale_journals(o.dir, restore, proc, say);
+            // A resumed run's machine first undoes what the killed session of this run left.
+            lab::settle_stale_journals(o.dir, restore, proc, say, begin.value("resume", false) ? run_ : "");
             // Keys of this machine's namespace: one run at a time changes each (as a local run).
             for (const auto& k : keys) locks_.emplace_back(o.dir / fmt::format("sysctl-{}.lock", k), false, k);
             journal_.emplace(o.dir, run_);

@@ -237,6 +237,7 @@ HostsSession::HostsSession(const std::vector<lab::Trial>& trials, const HostsOpt
                        {"lease_s", kLeaseS},
                        {"deadline_s", options.deadline_s},
                        {"restore", options.restore_stale},
+                       {"resume", options.resume},
                        {"global_keys", keys}},
                       kCall);
         if (options.progress) options.progress("connected " + m.name);

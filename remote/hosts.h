@@ -42,7 +42,10 @@ namespace wanlab::remote {
 struct HostsOptions {
     std::string run;             ///< the run id; each machine journals RUN-ROLE
     bool restore_stale = false;  ///< each machine restores stale journals instead of refusing
-    unsigned deadline_s = 0;     ///< each machine's watchdog: gives it back after this (0: none)
+    /// `wanlab run --resume`: each machine first undoes what a killed session of this very run
+    /// left there (its stale RUN-ROLE journal), as a local resumed run does; others are refused.
+    bool resume = false;
+    unsigned deadline_s = 0;  ///< each machine's watchdog: gives it back after this (0: none)
     std::chrono::milliseconds connect_timeout{30000};
     lab::Progress progress;  ///< "connected ROLE", "sysctls", "services"
     lab::Log log;

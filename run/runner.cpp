@@ -603,6 +603,7 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
         remote::HostsOptions ho;
         ho.run = data.run.id;
         ho.restore_stale = options.restore_stale;
+        ho.resume = options.resume != nullptr;
         // Each machine's watchdog gives it back well after the run should have ended.
         ho.deadline_s = static_cast<unsigned>(std::max(3600.0, 3 * planned + 600));
         ho.progress = so.progress;
