@@ -48,7 +48,8 @@ int wait_for_signal(sys::SignalEvents& signals) {
         if (auto s = signals.wait(std::chrono::milliseconds(1000))) return *s;
 }
 
-int lab_up(const UpOptions& o) {
+int lab_up(UpOptions o) {
+    o.file = experiment_path(o.file);
     auto exp = load_or_throw(o.file, o.sets);
     if (o.trial < 1 || o.trial > exp.trials.size())
         throw InputError(fmt::format("--trial {}: the experiment has trials 1 to {}", o.trial, exp.trials.size()));

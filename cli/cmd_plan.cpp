@@ -24,6 +24,7 @@ Runner setup_plan(CLI::App& sub) {
     sub.add_option("--shard", o->shard, "Only the trials `wanlab run --shard K/N` would measure")->type_name("K/N");
     return [o] {
         if (!o->shard.empty()) (void)lab::parse_shard(o->shard);
+        o->file = experiment_path(o->file);
         auto exp = load_or_throw(o->file, o->sets);
         std::size_t all = o->shard.empty() ? exp.trials.size() : keep_shard(exp, o->file, o->shard);
         if (o->json) {

@@ -347,6 +347,7 @@ int run(RunArgs a) {
         std::error_code ec;
         fs::remove(probe, ec);
     }
+    a.file = experiment_path(a.file);
     std::optional<results::RunData> before;
     if (a.resuming) {
         if (!a.run_id.empty()) throw InputError("--resume continues a run under its own id: drop --run");

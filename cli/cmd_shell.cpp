@@ -168,7 +168,8 @@ int run_child(Launch& l, sys::SignalEvents& signals) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-int shell(const ShellOptions& o) {
+int shell(ShellOptions o) {
+    o.file = experiment_path(o.file);
     auto exp = load_or_throw(o.file, o.sets);
     const auto& trial = pick_trial(exp, o.trial);
     lab::require_capabilities("wanlab shell");

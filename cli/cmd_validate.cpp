@@ -24,6 +24,7 @@ Runner setup_validate(CLI::App& sub) {
     sub.add_option("--set", o->sets, "Override a key, e.g. --set link.delay=20ms (repeatable)")->type_name("KEY=VALUE");
     sub.add_flag("-q,--quiet", o->quiet, "Print nothing on success");
     return [o] {
+        o->file = experiment_path(o->file);
         auto exp = load_or_throw(o->file, o->sets);
         if (!o->quiet)
             std::fputs(fmt::format("{}: ok: {} trial{}, {} probe{}\n", o->file, exp.trials.size(),

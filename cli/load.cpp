@@ -3,7 +3,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -31,6 +33,46 @@ std::size_t keep_shard(lab::Experiment& exp, const std::string& file, const std:
     for (auto i : keep) mine.push_back(std::move(exp.trials[i]));
     exp.trials = std::move(mine);
     return all;
+}
+
+std::vector<std::string> example_dirs() {
+    std::vector<std::string> dirs;
+    if (const char* extra = std::getenv("WANLAB_EXAMPLES"); extra && *extra) dirs.emplace_back(extra);
+    if (*WANLAB_SOURCE_EXAMPLES) dirs.emplace_back(WANLAB_SOURCE_EXAMPLES);
+    dirs.emplace_back(WANLAB_INSTALLED_EXAMPLES);
+    return dirs;
+}
+
+std::vector<std::string> example_names() {
+    std::set<std::string> names;
+    for (const auto& d : example_dirs()) {
+        std::error_code ec;
+        for (std::filesystem::directory_iterator it(d, ec), end; !ec && it != end; it.increment(ec))
+            if (auto stem = it->path().stem().string();
+                it->path().extension() == ".toml" && !stem.starts_with('.') && it->is_regular_file(ec))
+                names.insert(stem);
+    }
+    return {names.begin(), names.end()};
+}
+
+std::string experiment_path(const std::string& arg) {
+    std::error_code ec;
+    if (arg.empty() || arg.find('/') != std::string::npos || std::filesystem::exists(arg, ec)) return arg;
+    std::string name = arg.ends_with(".toml") ? arg.substr(0, arg.size() - 5) : arg;
+    if (!name.empty() && !name.starts_with('.'))
+        for (const auto& d : example_dirs()) {
+            auto p = std::filesystem::path(d) / (name + ".toml");
+            if (std::filesystem::is_regular_file(p, ec)) {
+                std::fputs(fmt::format("wanlab: no file `{}` here: using the example {}\n", arg, p.string()).c_str(),
+                           stderr);
+                return p.string();
+            }
+        }
+    auto names = example_names();
+    throw InputError(
+        fmt::format("{}: no such file here, and no example of that name{}", arg,
+                    names.empty() ? fmt::format(" (none is installed: looked in {})", fmt::join(example_dirs(), ", "))
+                                  : fmt::format("; the examples are: {}", fmt::join(names, ", "))));
 }
 
 lab::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets, std::string* text_out) {

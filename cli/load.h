@@ -12,6 +12,20 @@
 
 namespace wanlab::cli {
 
+/// Where examples are found by name, in this order: $WANLAB_EXAMPLES, the examples/ of the
+/// source tree this binary was built from (absent on an installed machine), and the installed
+/// share/wanlab/examples (the package's share/doc/wanlab/examples points there).
+std::vector<std::string> example_dirs();
+
+/// The names of the examples in example_dirs() (NAME of NAME.toml), sorted, each once.
+std::vector<std::string> example_names();
+
+/// The experiment file `arg` stands for: `arg` itself when a file of that name exists or it
+/// is a path (it holds a '/'); otherwise the example of that name (`buffer-sweep` or
+/// `buffer-sweep.toml`), with a note on stderr saying which file it took. Throws InputError,
+/// naming the examples there are, when it is neither.
+std::string experiment_path(const std::string& arg);
+
 /// `text`, when given, receives the file's text as read.
 lab::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets,
                               std::string* text = nullptr);

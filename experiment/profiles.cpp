@@ -53,7 +53,7 @@ ProfileLibrary ProfileLibrary::standard() {
     else if (const char* home = std::getenv("HOME"); home && *home)
         dirs.push_back(std::string(home) + "/.config/wanlab/profiles");
     if (const char* extra = std::getenv("WANLAB_PROFILES"); extra && *extra) dirs.emplace_back(extra);
-    dirs.emplace_back(WANLAB_SOURCE_PROFILES);
+    if (*WANLAB_SOURCE_PROFILES) dirs.emplace_back(WANLAB_SOURCE_PROFILES);
     dirs.emplace_back(WANLAB_INSTALLED_PROFILES);
     return ProfileLibrary(std::move(dirs));
 }
