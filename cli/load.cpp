@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "core/shipped.h"
 #include "core/sys.h"
 #include "core/text.h"
 #include "lab/capabilities.h"
@@ -38,8 +39,7 @@ std::size_t keep_shard(lab::Experiment& exp, const std::string& file, const std:
 std::vector<std::string> example_dirs() {
     std::vector<std::string> dirs;
     if (const char* extra = std::getenv("WANLAB_EXAMPLES"); extra && *extra) dirs.emplace_back(extra);
-    if (*WANLAB_SOURCE_EXAMPLES) dirs.emplace_back(WANLAB_SOURCE_EXAMPLES);
-    dirs.emplace_back(WANLAB_INSTALLED_EXAMPLES);
+    for (auto& d : shipped::dirs("examples")) dirs.push_back(std::move(d));
     return dirs;
 }
 
@@ -70,7 +70,7 @@ std::string experiment_path(const std::string& arg) {
         }
     auto names = example_names();
     throw InputError(
-        fmt::format("{}: no such file here, and no example of that name{}", arg,
+        fmt::format("experiment file {}: No such file or directory, and no example has that name{}", arg,
                     names.empty() ? fmt::format(" (none is installed: looked in {})", fmt::join(example_dirs(), ", "))
                                   : fmt::format("; the examples are: {}", fmt::join(names, ", "))));
 }

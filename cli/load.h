@@ -12,9 +12,9 @@
 
 namespace wanlab::cli {
 
-/// Where examples are found by name, in this order: $WANLAB_EXAMPLES, the examples/ of the
-/// source tree this binary was built from (absent on an installed machine), and the installed
-/// share/wanlab/examples (the package's share/doc/wanlab/examples points there).
+/// Where examples are found by name, in this order: $WANLAB_EXAMPLES, then the shipped ones
+/// (core/shipped.h: the source tree's examples/ for a build, share/wanlab/examples once
+/// installed; share/doc/wanlab/examples points there).
 std::vector<std::string> example_dirs();
 
 /// The names of the examples in example_dirs() (NAME of NAME.toml), sorted, each once.

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "core/shipped.h"
+
 namespace wanlab::lab {
 
 namespace fs = std::filesystem;
@@ -53,8 +55,7 @@ ProfileLibrary ProfileLibrary::standard() {
     else if (const char* home = std::getenv("HOME"); home && *home)
         dirs.push_back(std::string(home) + "/.config/wanlab/profiles");
     if (const char* extra = std::getenv("WANLAB_PROFILES"); extra && *extra) dirs.emplace_back(extra);
-    if (*WANLAB_SOURCE_PROFILES) dirs.emplace_back(WANLAB_SOURCE_PROFILES);
-    dirs.emplace_back(WANLAB_INSTALLED_PROFILES);
+    for (auto& d : shipped::dirs("profiles")) dirs.push_back(std::move(d));
     return ProfileLibrary(std::move(dirs));
 }
 

@@ -70,7 +70,9 @@ TEST_CASE("an unknown name is refused with the names of the examples there are")
         FAIL("no error");
     } catch (const InputError& e) {
         std::string what = e.what();
-        CHECK_THAT(what, Catch::StartsWith("buffer-swep: no such file here, and no example of that name"));
+        CHECK_THAT(what, Catch::StartsWith(
+                             "experiment file buffer-swep: No such file or directory, and no example has that name; "
+                             "the examples are: "));
         CHECK_THAT(what, Catch::Contains("mine") && Catch::Contains("buffer-sweep") && Catch::Contains("udp-loss"));
         CHECK_THAT(what, !Catch::Contains("notes"));
     }
