@@ -1,125 +1,458 @@
-// `wanlab doctor [--json]`: everything wanlab needs from this machine, checked without
-// changing it: kernel, qdiscs and devices (tried in a scratch namespace), congestion
-// controls, capabilities, and the external tools probes and tests can use.
+// `wanlab doctor [FILE] [--json]`: everything wanlab needs from this machine, checked without
+// changing it: kernel, capabilities, congestion controls (and which a namespace may choose),
+// qdiscs and devices (tried in a scratch namespace), the micro-VM, the external tools with
+// their versions, and /run/wanlab's journals. With an experiment file, one verdict per thing
+// that file needs, and whether `wanlab run FILE` can run here (exit 1 when it cannot).
 #include <sys/utsname.h>
-#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/load.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "lab/capabilities.h"
+#include "lab/journal.h"
+#include "lab/session.h"
 #include "netem/preflight.h"
+#include "probes/probe.h"
+#include "probes/tool_process.h"
+#include "vm/vm.h"
 
 namespace wanlab::cli {
 namespace {
 
-std::string read_line(const char* path) {
+using nlohmann::json;
+
+std::string read_line(const std::string& path) {
     std::ifstream in(path);
     std::string line;
     std::getline(in, line);
     return line;
 }
 
-std::string which(const std::string& tool) {
-    const char* path = std::getenv("PATH");
-    std::stringstream dirs(path ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
-    std::string dir;
-    while (std::getline(dirs, dir, ':')) {
-        std::string candidate = dir + "/" + tool;
-        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
-    return {};
-}
-
 struct Tool {
     const char* name;
     const char* package;
+    const char* version_flag;  ///< what makes it print its version ("" = no argument)
     const char* use;
 };
 
 const Tool kTools[] = {
-    {"iperf3", "iperf3", "external throughput probe (tool = \"iperf3\")"},
-    {"ping", "iputils-ping", "external rtt probe (tool = \"ping\")"},
-    {"hping3", "hping3", "external rtt probe (tool = \"hping3\")"},
-    {"wrk", "wrk", "external http probe (tool = \"wrk\")"},
-    {"nginx", "nginx", "a real server for the http probe and benchmarks"},
-    {"tc", "iproute2", "cross-checks in tests (wanlab itself uses netlink)"},
-    {"qemu-system-x86_64", "qemu-system-x86", "wanlab vm: a stock kernel with netem"},
-    {"busybox", "busybox-static", "wanlab vm: the micro-VM's init"},
+    {"iperf3", "iperf3", "--version", "external throughput probe (tool = \"iperf3\")"},
+    {"ping", "iputils-ping", "-V", "external rtt probe (tool = \"ping\")"},
+    {"hping3", "hping3", "--version", "external rtt probe (tool = \"hping3\")"},
+    {"wrk", "wrk", "-v", "external http probe (tool = \"wrk\")"},
+    {"nginx", "nginx", "-v", "a real server for the examples' [[service]]s and the benchmarks"},
+    {"ssh", "openssh-client", "-V", "experiments across machines ([lab] mode = \"hosts\")"},
+    {"tc", "iproute2", "-V", "cross-checks in tests (wanlab itself uses netlink)"},
+    {"qemu-system-x86_64", "qemu-system-x86", "--version", "wanlab vm: a stock kernel with netem"},
+    {"busybox", "busybox-static", "", "wanlab vm: the micro-VM's init"},
 };
+
+const Tool* tool_named(const std::string& name) {
+    for (const auto& t : kTools)
+        if (name == t.name) return &t;
+    return nullptr;
+}
+
+/// The tool's path ("" when missing) and the first line it prints about its version.
+std::pair<std::string, std::string> tool_version(const Tool& t) {
+    auto path = probes::find_program(t.name);
+    if (path.empty()) return {"", ""};
+    std::vector<std::string> argv{path};
+    if (*t.version_flag) argv.emplace_back(t.version_flag);
+    std::string said;
+    try {
+        probes::ToolProcess p("", argv);
+        auto o = p.wait(std::chrono::seconds(3), {});
+        said = o.out.empty() ? o.err : o.out;
+    } catch (const std::exception&) {
+        return {path, ""};
+    }
+    std::istringstream in(said);
+    for (std::string l; std::getline(in, l);) {
+        auto b = l.find_first_not_of(" \t\r"), e = l.find_last_not_of(" \t\r");
+        if (b != std::string::npos) return {path, l.substr(b, std::min<std::size_t>(e - b + 1, 100))};
+    }
+    return {path, ""};
+}
+
+std::vector<std::string> words_of(const std::string& line) {
+    std::vector<std::string> out;
+    std::istringstream in(line);
+    for (std::string w; in >> w;) out.push_back(w);
+    return out;
+}
+
+/// What doctor found out about the machine, shared by the text, the JSON and the FILE checks.
+struct Here {
+    bool net_admin = false, sys_admin = false;
+    std::vector<std::string> cc_available, cc_allowed;
+    std::string cc_default;
+    std::vector<netem::Feature> features;
+    std::string features_error;
+    std::vector<std::string> vm_missing;
+    std::string vm_kernel, vm_accel;
+
+    bool can_change() const { return net_admin && sys_admin; }
+    bool has_feature(const std::string& name) const {
+        return std::any_of(features.begin(), features.end(),
+                           [&](const netem::Feature& f) { return f.name == name && f.available; });
+    }
+    bool vm_ready() const { return vm_missing.empty(); }
+};
+
+Here look_at_machine() {
+    Here m;
+    auto missing = lab::missing_capabilities(lab::effective_capabilities());
+    auto has = [&](const char* cap) { return std::find(missing.begin(), missing.end(), cap) == missing.end(); };
+    m.net_admin = has("CAP_NET_ADMIN");
+    m.sys_admin = has("CAP_SYS_ADMIN");
+    m.cc_available = words_of(read_line("/proc/sys/net/ipv4/tcp_available_congestion_control"));
+    m.cc_allowed = words_of(read_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control"));
+    m.cc_default = read_line("/proc/sys/net/ipv4/tcp_congestion_control");
+    if (m.can_change()) {
+        try {
+            m.features = netem::probe_kernel_features();
+        } catch (const Error& e) {
+            m.features_error = e.what();
+        }
+    } else {
+        m.features_error = "not checked: trying qdiscs needs CAP_NET_ADMIN and CAP_SYS_ADMIN (run as root)";
+    }
+    m.vm_missing = vm::missing_parts();
+    if (m.vm_ready()) {
+        try {
+            auto k = vm::find_kernel(std::nullopt, std::nullopt, vm::kernel_cache_dir());
+            m.vm_kernel = fmt::format("{} ({})", k.version, k.image.string());
+            m.vm_accel = vm::expected_accel(*vm::find_qemu(), k.version).reason;
+        } catch (const std::exception& e) {
+            m.vm_missing.push_back(e.what());
+        }
+    }
+    return m;
+}
+
+/// The congestion controls a namespace may not choose, and the command that allows them.
+std::string cc_fix(const Here& m, const std::vector<std::string>& wanted) {
+    std::vector<std::string> refused;
+    for (const auto& c : wanted)
+        if (std::find(m.cc_allowed.begin(), m.cc_allowed.end(), c) == m.cc_allowed.end()) refused.push_back(c);
+    if (refused.empty()) return "";
+    auto allowed = m.cc_allowed;
+    for (const auto& c : refused) allowed.push_back(c);
+    return fmt::format(
+        "a namespace may choose only what net.ipv4.tcp_allowed_congestion_control lists; to allow {} too: "
+        "sysctl -w net.ipv4.tcp_allowed_congestion_control=\"{}\"",
+        fmt::join(refused, ", "), fmt::join(allowed, " "));
+}
+
+/// One verdict about a thing the experiment needs.
+struct Verdict {
+    std::string what;    ///< "qdisc netem", "sysctl net.core.rmem_max", "probe bulk (iperf3)"
+    std::string status;  ///< "yes", "micro-VM", "NO"
+    std::string detail;  ///< why, or what to do
+};
+
+/// Every thing `exp` needs from this machine, each with its verdict.
+std::vector<Verdict> check_experiment(const lab::Experiment& exp, const Here& m) {
+    std::vector<Verdict> out;
+    const auto& lab = exp.trials.front().lab;
+    using Mode = lab::LabSpec::Mode;
+    const bool netns = lab.mode == Mode::netns;
+    if (lab.mode == Mode::hosts) {
+        auto ssh = probes::find_program("ssh");
+        std::vector<std::string> names;
+        for (const auto& machine : lab.machines) names.push_back(machine.name);
+        out.push_back({"lab across machines", ssh.empty() ? "NO" : "yes",
+                       ssh.empty() ? "no ssh here: apt-get install openssh-client"
+                                   : fmt::format("{}; the machines ({}) are not contacted: `wanlab run` checks "
+                                                 "each one's agent before it changes anything",
+                                                 ssh, fmt::join(names, ", "))});
+    } else {
+        out.push_back({netns ? "namespace lab" : fmt::format("host mode on {}", lab.dev), m.can_change() ? "yes" : "NO",
+                       m.can_change() ? "CAP_NET_ADMIN and CAP_SYS_ADMIN"
+                                      : "needs CAP_NET_ADMIN and CAP_SYS_ADMIN: run as root"});
+    }
+    // Link conditions: in a namespace lab, what this kernel lacks moves the run into the
+    // micro-VM (`wanlab run` does so by itself); elsewhere it must be here.
+    bool moves = false;
+    const lab::Machine* linker = lab.mode == Mode::hosts ? lab.machine(lab.link_machine()) : nullptr;
+    for (const auto& q : lab::needed_qdiscs(exp)) {
+        if (linker && linker->ssh != "local") {
+            out.push_back({"qdisc " + q, "there",
+                           fmt::format("needed on {} ({}): `wanlab doctor` there, or `wanlab run` asks its agent first",
+                                       linker->name, linker->ssh)});
+        } else if (!m.can_change()) {
+            out.push_back({"qdisc " + q, "NO", "not checked: run doctor as root"});
+        } else if (m.has_feature(q)) {
+            out.push_back({"qdisc " + q, "yes", ""});
+        } else if (netns && m.vm_ready()) {
+            moves = true;
+            out.push_back(
+                {"qdisc " + q, "micro-VM",
+                 "this kernel lacks it: `wanlab run` runs the experiment in the micro-VM (" + m.vm_accel + ")"});
+        } else {
+            std::string why = netem::advice_for(q);
+            if (netns) why += fmt::format(" The micro-VM cannot boot here yet: {}", fmt::join(m.vm_missing, "; "));
+            out.push_back({"qdisc " + q, "NO", why});
+        }
+    }
+    // Sysctls: the keys, and the congestion controls the file names.
+    // Across machines, a key set on another machine is that machine's business.
+    auto remote = [&lab](const std::string& role) {
+        const lab::Machine* mm = lab.mode == Mode::hosts ? lab.machine(role) : nullptr;
+        return mm && mm->ssh != "local";
+    };
+    std::map<std::string, std::string> elsewhere;  // key -> the machine that sets it
+    std::set<std::string> keys, ccs, socket_ccs;
+    for (const auto& t : exp.trials) {
+        for (const auto& p : t.probes)
+            if (auto it = p.options.find("congestion_control"); it != p.options.end())
+                if (auto cc = std::get_if<std::string>(&it->second); cc && !cc->empty()) socket_ccs.insert(*cc);
+        auto note = [&](const sysctl::Setting& s) {
+            keys.insert(s.key);
+            if (s.key == "net.ipv4.tcp_congestion_control") ccs.insert(s.value);
+        };
+        for (const auto& s : t.sysctl.global) note(s);
+        for (const auto& [host, settings] : t.sysctl.per_host)
+            for (const auto& s : settings) {
+                if (!remote(host))
+                    note(s);
+                else if (!keys.count(s.key))
+                    elsewhere.emplace(s.key, host);
+            }
+    }
+    for (const auto& [k, role] : elsewhere)
+        if (!keys.count(k))
+            out.push_back(
+                {"sysctl " + k, "there",
+                 fmt::format("set on {} ({}) by its agent, which checks it first", role, lab.machine(role)->ssh)});
+    for (const auto& k : keys) {
+        std::string path = "/proc/sys/" + k;
+        std::replace(path.begin() + 10, path.end(), '.', '/');
+        std::error_code ec;
+        if (moves)
+            out.push_back({"sysctl " + k, "micro-VM", "set in the micro-VM's stock kernel"});
+        else if (std::filesystem::exists(path, ec))
+            out.push_back({"sysctl " + k, "yes", ""});
+        else
+            out.push_back({"sysctl " + k, "NO", fmt::format("this kernel has no {}", path)});
+    }
+    for (const auto& cc : ccs) {
+        bool available = std::find(m.cc_available.begin(), m.cc_available.end(), cc) != m.cc_available.end();
+        if (moves) {
+            out.push_back({"congestion control " + cc, "micro-VM", "chosen in the micro-VM's stock kernel"});
+        } else if (!available) {
+            out.push_back({"congestion control " + cc, "NO",
+                           fmt::format("not available here (available: {}): modprobe tcp_{}",
+                                       fmt::join(m.cc_available, " "), cc)});
+        } else if (auto fix = cc_fix(m, {cc}); netns && !fix.empty()) {
+            out.push_back({"congestion control " + cc, "NO", fix});
+        } else {
+            out.push_back({"congestion control " + cc, "yes", ""});
+        }
+    }
+    // A probe's own congestion control is set per socket (TCP_CONGESTION): root may choose any
+    // the kernel has, in any namespace.
+    for (const auto& cc : socket_ccs) {
+        bool available = std::find(m.cc_available.begin(), m.cc_available.end(), cc) != m.cc_available.end();
+        if (moves)
+            out.push_back(
+                {"congestion control " + cc + " (per socket)", "micro-VM", "chosen in the micro-VM's stock kernel"});
+        else
+            out.push_back({"congestion control " + cc + " (per socket)", available ? "yes" : "NO",
+                           available ? ""
+                                     : fmt::format("not available here (available: {}): modprobe tcp_{}",
+                                                   fmt::join(m.cc_available, " "), cc)});
+    }
+    // Probes and services: the programs they run.
+    std::set<std::string> seen;
+    for (const auto& t : exp.trials)
+        for (const auto& p : t.probes) {
+            if (!seen.insert("probe " + p.name).second) continue;
+            std::string program = p.kind == "command" && !p.command.empty() ? p.command.front() : "";
+            if (p.kind != "command") {
+                auto it = p.options.find("tool");
+                if (it != p.options.end()) program = std::get<std::string>(it->second);
+                if (program == "builtin") program.clear();
+            }
+            if (program.empty()) {
+                out.push_back({fmt::format("probe {} ({})", p.name, p.kind), "yes", "built in"});
+                continue;
+            }
+            auto path = probes::find_program(program);
+            const Tool* known = tool_named(program);
+            out.push_back({fmt::format("probe {} ({}, {})", p.name, p.kind, program), path.empty() ? "NO" : "yes",
+                           path.empty() ? fmt::format("{} is not installed{}", program,
+                                                      known ? fmt::format(": apt-get install {}", known->package) : "")
+                                        : path});
+        }
+    for (const auto& t : exp.trials)
+        for (const auto& s : t.services) {
+            if (!seen.insert("service " + s.name).second || s.command.empty()) continue;
+            auto path = probes::find_program(s.command.front());
+            const Tool* known = tool_named(s.command.front());
+            out.push_back({fmt::format("service {} ({})", s.name, s.command.front()), path.empty() ? "NO" : "yes",
+                           path.empty() ? fmt::format("{} is not installed{}", s.command.front(),
+                                                      known ? fmt::format(": apt-get install {}", known->package) : "")
+                                        : path});
+        }
+    return out;
+}
+
+json machine_json(const Here& m, const std::vector<std::pair<const Tool*, std::pair<std::string, std::string>>>& tools,
+                  const std::vector<lab::JournalFile>& journals) {
+    utsname u{};
+    uname(&u);
+    json feats = json::object();
+    for (const auto& f : m.features)
+        feats[f.name] = {
+            {"available", f.available}, {"detail", f.detail}, {"advice", f.available ? "" : netem::advice_for(f.name)}};
+    json report{{"kernel", fmt::format("{} {}", u.sysname, u.release)},
+                {"capabilities", {{"CAP_NET_ADMIN", m.net_admin}, {"CAP_SYS_ADMIN", m.sys_admin}}},
+                {"congestion_control",
+                 {{"available", fmt::format("{}", fmt::join(m.cc_available, " "))},
+                  {"allowed", fmt::format("{}", fmt::join(m.cc_allowed, " "))},
+                  {"default", m.cc_default},
+                  {"fix", cc_fix(m, m.cc_available)}}},
+                {"kernel_features", feats},
+                {"micro_vm",
+                 {{"ready", m.vm_ready()}, {"missing", m.vm_missing}, {"kernel", m.vm_kernel}, {"accel", m.vm_accel}}}};
+    if (!m.features_error.empty()) report["kernel_features_error"] = m.features_error;
+    json tj = json::object();
+    for (const auto& [t, found] : tools)
+        tj[t->name] = {{"path", found.first}, {"version", found.second}, {"package", t->package}, {"use", t->use}};
+    report["tools"] = tj;
+    json jj = json::array();
+    for (const auto& j : journals)
+        jj.push_back({{"run", j.run},
+                      {"path", j.path.string()},
+                      {"pid", j.pid},
+                      {"state", !j.problem.empty() ? "unreadable"
+                                : j.live()         ? "live"
+                                                   : "stale"},
+                      {"problem", j.problem}});
+    report["journals"] = jj;
+    return report;
+}
+
+void print_machine(const json& r, const Here& m) {
+    fmt::print("kernel        {}\n", r["kernel"].get<std::string>());
+    fmt::print("capabilities  CAP_NET_ADMIN {}, CAP_SYS_ADMIN {}\n", m.net_admin ? "yes" : "NO",
+               m.sys_admin ? "yes" : "NO");
+    fmt::print("congestion    available: {}; allowed in namespaces: {}; default: {}\n", fmt::join(m.cc_available, " "),
+               fmt::join(m.cc_allowed, " "), m.cc_default);
+    if (auto fix = cc_fix(m, m.cc_available); !fix.empty()) fmt::print("              {}\n", fix);
+    fmt::print("qdiscs and devices (tried in a scratch namespace):\n");
+    if (!m.features_error.empty()) fmt::print("  {}\n", m.features_error);
+    for (const auto& f : m.features) {
+        fmt::print("  {:<10} {}{}\n", f.name, f.available ? "yes" : "NO",
+                   f.detail.empty() ? "" : fmt::format("  ({})", f.detail));
+        if (!f.available && !netem::advice_for(f.name).empty())
+            fmt::print("             {}\n", netem::advice_for(f.name));
+    }
+    fmt::print("micro-VM (real netem on a kernel without it):\n");
+    if (m.vm_ready()) {
+        fmt::print("  ready      kernel {}\n", m.vm_kernel);
+        fmt::print("  accel      {}\n", m.vm_accel);
+    } else {
+        for (const auto& miss : m.vm_missing) fmt::print("  NO         {}\n", miss);
+    }
+    fmt::print("tools:\n");
+    for (const auto& [name, t] : r["tools"].items()) {
+        auto path = t["path"].get<std::string>();
+        if (path.empty())
+            fmt::print("  {:<19} missing (apt-get install {}) - {}\n", name, t["package"].get<std::string>(),
+                       t["use"].get<std::string>());
+        else
+            fmt::print("  {:<19} {}{}\n", name, path,
+                       t["version"].get<std::string>().empty() ? "" : "  " + t["version"].get<std::string>());
+    }
+    fmt::print("journals ({}):", lab::kRunDir);
+    if (r["journals"].empty())
+        fmt::print(" none: no run is under way and none left anything to restore\n");
+    else
+        fmt::print("\n");
+    for (const auto& j : r["journals"]) {
+        auto state = j["state"].get<std::string>();
+        auto run = j["run"].get<std::string>();
+        if (state == "live")
+            fmt::print("  {:<20} live (pid {}): a run or lab under way\n", run, j["pid"].get<int>());
+        else if (state == "stale")
+            fmt::print("  {:<20} STALE (pid {} is gone): `wanlab restore {}` gives back what it changed\n", run,
+                       j["pid"].get<int>(), text::shell_quote(run));
+        else
+            fmt::print("  {:<20} UNREADABLE: {}; check by hand, then `wanlab restore --forget {}`\n", run,
+                       j["problem"].get<std::string>(), text::shell_quote(run));
+    }
+}
 
 }  // namespace
 
 Runner setup_doctor(CLI::App& sub) {
-    auto json = std::make_shared<bool>(false);
-    sub.add_flag("--json", *json, "JSON instead of text");
-    return [json] {
-        utsname u{};
-        uname(&u);
-        auto missing = lab::missing_capabilities(lab::effective_capabilities());
-        auto has = [&](const char* cap) { return std::find(missing.begin(), missing.end(), cap) == missing.end(); };
-        bool net_admin = has("CAP_NET_ADMIN"), sys_admin = has("CAP_SYS_ADMIN");
-        nlohmann::json report{{"kernel", fmt::format("{} {}", u.sysname, u.release)},
-                              {"capabilities", {{"CAP_NET_ADMIN", net_admin}, {"CAP_SYS_ADMIN", sys_admin}}},
-                              {"congestion_control",
-                               {{"available", read_line("/proc/sys/net/ipv4/tcp_available_congestion_control")},
-                                {"allowed", read_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control")},
-                                {"default", read_line("/proc/sys/net/ipv4/tcp_congestion_control")}}}};
-        std::vector<netem::Feature> features;
-        std::string probe_error;
-        if (net_admin && sys_admin) {
-            try {
-                features = netem::probe_kernel_features();
-            } catch (const Error& e) {
-                probe_error = e.what();
-            }
-        } else {
-            probe_error = "not checked: trying qdiscs needs CAP_NET_ADMIN and CAP_SYS_ADMIN (run as root)";
+    struct Options {
+        std::string file;
+        std::vector<std::string> sets;
+        bool json = false;
+    };
+    auto o = std::make_shared<Options>();
+    sub.add_option("FILE", o->file,
+                   "An experiment file (or an example's name): also say, for each thing it needs, whether this "
+                   "machine has it");
+    sub.add_option("--set", o->sets, "Override a key of FILE (repeatable)")->type_name("KEY=VALUE");
+    sub.add_flag("--json", o->json, "JSON instead of text");
+    return [o] {
+        std::optional<lab::Experiment> exp;
+        if (!o->file.empty()) {  // a bad file fails before anything is looked at
+            o->file = experiment_path(o->file);
+            exp = load_or_throw(o->file, o->sets);
         }
-        nlohmann::json feats = nlohmann::json::object();
-        for (const auto& f : features)
-            feats[f.name] = {{"available", f.available},
-                             {"detail", f.detail},
-                             {"advice", f.available ? "" : netem::advice_for(f.name)}};
-        report["kernel_features"] = feats;
-        if (!probe_error.empty()) report["kernel_features_error"] = probe_error;
-        nlohmann::json tools = nlohmann::json::object();
-        for (const auto& t : kTools) tools[t.name] = {{"path", which(t.name)}, {"package", t.package}, {"use", t.use}};
-        report["tools"] = tools;
-        if (*json) {
-            std::puts(report.dump(2).c_str());
-            return 0;
+        auto m = look_at_machine();
+        std::vector<std::pair<const Tool*, std::pair<std::string, std::string>>> tools;
+        for (const auto& t : kTools) tools.emplace_back(&t, tool_version(t));
+        std::vector<lab::JournalFile> journals;
+        std::error_code ec;
+        if (std::filesystem::is_directory(lab::kRunDir, ec)) journals = lab::find_journals(lab::kRunDir);
+        auto report = machine_json(m, tools, journals);
+        std::vector<Verdict> verdicts;
+        if (exp) verdicts = check_experiment(*exp, m);
+        const bool ready =
+            std::none_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return v.status == "NO"; });
+        const bool in_vm =
+            std::any_of(verdicts.begin(), verdicts.end(), [](const Verdict& v) { return v.status == "micro-VM"; });
+        if (exp) {
+            json vj = json::array();
+            for (const auto& v : verdicts) vj.push_back({{"what", v.what}, {"status", v.status}, {"detail", v.detail}});
+            report["experiment"] = {{"file", o->file}, {"verdicts", vj}, {"ready", ready}, {"micro_vm", in_vm}};
         }
-        std::printf("kernel        %s\n", report["kernel"].get<std::string>().c_str());
-        std::printf("capabilities  CAP_NET_ADMIN %s, CAP_SYS_ADMIN %s\n", net_admin ? "yes" : "NO",
-                    sys_admin ? "yes" : "NO");
-        std::printf("congestion    available: %s; allowed in namespaces: %s; default: %s\n",
-                    report["congestion_control"]["available"].get<std::string>().c_str(),
-                    report["congestion_control"]["allowed"].get<std::string>().c_str(),
-                    report["congestion_control"]["default"].get<std::string>().c_str());
-        std::printf("qdiscs and devices (tried in a scratch namespace):\n");
-        if (!probe_error.empty()) std::printf("  %s\n", probe_error.c_str());
-        for (const auto& f : features) {
-            std::printf("  %-10s %s%s\n", f.name.c_str(), f.available ? "yes" : "NO",
-                        f.detail.empty() ? "" : fmt::format("  ({})", f.detail).c_str());
-            if (!f.available && !netem::advice_for(f.name).empty())
-                std::printf("             %s\n", netem::advice_for(f.name).c_str());
+        if (o->json) {
+            fmt::print("{}\n", report.dump(2));
+            return exp && !ready ? 1 : 0;
         }
-        std::printf("tools:\n");
-        for (const auto& t : kTools) {
-            std::string path = which(t.name);
-            std::printf("  %-19s %s\n", t.name,
-                        path.empty() ? fmt::format("missing (apt-get install {}) - {}", t.package, t.use).c_str()
-                                     : path.c_str());
-        }
-        return 0;
+        print_machine(report, m);
+        if (!exp) return 0;
+        fmt::print("{}:\n", o->file);
+        for (const auto& v : verdicts)
+            fmt::print("  {:<40} {}\n", v.what,
+                       v.detail.empty() ? v.status : fmt::format("{:<8} {}", v.status, v.detail));
+        if (ready)
+            fmt::print("verdict: `wanlab run {}` can run here{}\n", text::shell_quote(o->file),
+                       in_vm ? ", in the micro-VM" : "");
+        else
+            fmt::print("verdict: `wanlab run {}` cannot run here yet: fix what says NO above\n",
+                       text::shell_quote(o->file));
+        return ready ? 0 : 1;
     };
 }
 

@@ -129,22 +129,9 @@ int fetch_vm(bool print) {
     return 0;
 }
 
-/// What the micro-VM lacks on this machine, each with the command that fixes it ("" = ready).
 std::vector<std::string> vm_missing(const VmArgs& a) {
-    std::vector<std::string> out;
-    if (!vm::find_qemu())
-        out.push_back(
-            "QEMU: qemu-system-x86_64 is not installed: apt-get install qemu-system-x86 (or set WANLAB_QEMU)");
-    try {
-        (void)vm::find_kernel(a.kernel.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.kernel),
-                              a.modules.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.modules),
-                              vm::kernel_cache_dir());
-    } catch (const Error& e) {
-        out.push_back(fmt::format("kernel: {}", e.what()));
-    }
-    if (!std::filesystem::exists("/bin/busybox"))
-        out.push_back("busybox: /bin/busybox is not installed: apt-get install busybox-static");
-    return out;
+    return vm::missing_parts(a.kernel.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.kernel),
+                             a.modules.empty() ? std::nullopt : std::optional<std::filesystem::path>(a.modules));
 }
 
 int info_vm(const VmArgs& a) {

@@ -198,6 +198,35 @@ unsigned Vm::cpus() const noexcept {
     return std::clamp(host, 1u, 4u);
 }
 
+std::vector<std::string> missing_parts(const std::optional<fs::path>& kernel, const std::optional<fs::path>& modules) {
+    std::vector<std::string> out;
+    if (!find_qemu())
+        out.push_back(
+            "QEMU: qemu-system-x86_64 is not installed: apt-get install qemu-system-x86 (or set WANLAB_QEMU)");
+    try {
+        (void)find_kernel(kernel, modules, kernel_cache_dir());
+    } catch (const Error& e) {
+        out.push_back(fmt::format("kernel: {}", e.what()));
+    }
+    if (!fs::exists("/bin/busybox"))
+        out.push_back("busybox: /bin/busybox is not installed: apt-get install busybox-static");
+    return out;
+}
+
+AccelChoice expected_accel(const fs::path& qemu, const std::string& kernel_version) {
+    std::optional<Accel> forced;
+    if (const char* env = std::getenv("WANLAB_VM_ACCEL"); env != nullptr && *env != '\0')
+        forced = parse_accel(env, "WANLAB_VM_ACCEL");
+    AccelInputs in{forced, forced ? false : kvm_device_usable(),
+                   read_kvm_verdict(kvm_verdict_file(vm_cache_dir(), qemu, kernel_version))};
+    bool unknown = false;
+    auto choice = choose_accel(
+        in, [&unknown] { return unknown = true; }, [](bool) {});
+    if (unknown)
+        choice.reason = "kvm: /dev/kvm answers; the first `wanlab vm run` probes it with one short boot (cached)";
+    return choice;
+}
+
 bool Vm::probe_kvm() {
     std::fputs("wanlab: probing KVM with a short boot (once; the verdict is cached)\n", stderr);
     VmOptions saved = options_;

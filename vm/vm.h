@@ -83,4 +83,14 @@ std::string shell_quote(std::string_view text);
 /// Folder for the initramfs and verdict caches: <cache_root()>/vm.
 std::filesystem::path vm_cache_dir();
 
+/// What the micro-VM lacks on this machine to boot (QEMU, a kernel in the cache or the one
+/// given, busybox), each with the command that fixes it; empty when it can boot. Reads only.
+std::vector<std::string> missing_parts(const std::optional<std::filesystem::path>& kernel = std::nullopt,
+                                       const std::optional<std::filesystem::path>& modules = std::nullopt);
+
+/// The accelerator `vm run` would use with this QEMU and guest kernel, from what is known
+/// now (WANLAB_VM_ACCEL, /dev/kvm, a cached verdict); never boots: without a verdict, it
+/// says the first `vm run` probes.
+AccelChoice expected_accel(const std::filesystem::path& qemu, const std::string& kernel_version);
+
 }  // namespace wanlab::vm
