@@ -70,7 +70,16 @@ struct LabSpec {
 
 /// [run]: how trials are measured.
 struct RunSpec {
-    std::uint32_t repeats = 3;
+    std::uint32_t repeats = 3;  ///< each probe's measurements per trial, when not `adaptive`
+    /// repeats = "auto": Stein's two-stage rule (probes/stats.h stein_repeats()): min_repeats,
+    /// then as many as bring the 95% interval of the mean within +-precision of the median,
+    /// at most max_repeats.
+    bool adaptive = false;
+    std::uint32_t min_repeats = 3, max_repeats = 10;
+    double precision = 0.05;  ///< fraction
+    /// The repeats a trial's probe is planned with before it has measured: the fixed count, or
+    /// the adaptive rule's first stage.
+    std::uint32_t first_repeats() const { return adaptive ? min_repeats : repeats; }
     std::chrono::nanoseconds warmup{std::chrono::seconds(1)};
     std::chrono::nanoseconds cooldown{std::chrono::seconds(1)};
     std::chrono::nanoseconds duration{std::chrono::seconds(10)};  ///< default probe duration

@@ -307,11 +307,20 @@ std::string render_plan_text(const Experiment& exp) {
     }
     if (first.probes.empty()) out += "  no probes: trials only apply and check the link conditions\n";
     for (const auto& s : first.services) out += fmt::format("  service {}\n", service_summary(s));
-    auto total =
-        (per_repeat + exp.run.cooldown) * exp.run.repeats * exp.trials.size() + exp.run.warmup * exp.trials.size();
-    out += fmt::format("  {} repeat{} per probe, warmup {}, cooldown {}: about {} of measurement\n", exp.run.repeats,
-                       exp.run.repeats == 1 ? "" : "s", units::format_duration(exp.run.warmup),
-                       units::format_duration(exp.run.cooldown), human_duration(total));
+    auto total_at = [&](std::uint32_t repeats) {
+        return (per_repeat + exp.run.cooldown) * repeats * exp.trials.size() + exp.run.warmup * exp.trials.size();
+    };
+    if (exp.run.adaptive)
+        out += fmt::format(
+            "  repeats auto: {} per probe, then until the mean's 95% interval is within +-{:g}% (Stein's two-stage "
+            "rule), at most {}; warmup {}, cooldown {}: {} to {} of measurement\n",
+            exp.run.min_repeats, exp.run.precision * 100, exp.run.max_repeats, units::format_duration(exp.run.warmup),
+            units::format_duration(exp.run.cooldown), human_duration(total_at(exp.run.min_repeats)),
+            human_duration(total_at(exp.run.max_repeats)));
+    else
+        out += fmt::format("  {} repeat{} per probe, warmup {}, cooldown {}: about {} of measurement\n",
+                           exp.run.repeats, exp.run.repeats == 1 ? "" : "s", units::format_duration(exp.run.warmup),
+                           units::format_duration(exp.run.cooldown), human_duration(total_at(exp.run.repeats)));
     if (first.lab.mode == LabSpec::Mode::netns)
         out += fmt::format(
             "  lab: namespaces wanlab-RUN-{{client,router,server}}, {}, mtu {}, offloads {}; link conditions "
@@ -451,7 +460,10 @@ json plan_json(const Experiment& exp) {
             {"baseline", exp.run.baseline},
             {"sweep", {{"mode", exp.sweep_mode}, {"keys", exp.sweep_keys}}},
             {"run",
-             {{"repeats", exp.run.repeats},
+             {{"repeats", exp.run.adaptive ? nlohmann::json("auto") : nlohmann::json(exp.run.repeats)},
+              {"min_repeats", exp.run.adaptive ? nlohmann::json(exp.run.min_repeats) : nlohmann::json()},
+              {"max_repeats", exp.run.adaptive ? nlohmann::json(exp.run.max_repeats) : nlohmann::json()},
+              {"precision", exp.run.adaptive ? nlohmann::json(exp.run.precision) : nlohmann::json()},
               {"warmup", seconds(exp.run.warmup)},
               {"cooldown", seconds(exp.run.cooldown)},
               {"duration", seconds(exp.run.duration)},

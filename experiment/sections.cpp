@@ -442,7 +442,49 @@ RunSpec parse_run(const Node* table, Diagnostics& diag) {
     RunSpec run;
     if (!table) return run;
     Reader r(*table, "[run]", diag);
-    if (auto v = r.integer("repeats", 1, 1000)) run.repeats = static_cast<std::uint32_t>(*v);
+    if (const Node* n = r.has("repeats") ? r.raw("repeats") : nullptr;
+        n && n->kind == Node::Kind::value && n->value->is_string()) {
+        if (auto v = r.string("repeats"); v && *v == "auto")
+            run.adaptive = true;
+        else if (v && !v->empty() && v->find_first_not_of("0123456789") == std::string::npos)
+            diag.error(r.value_at("repeats"),
+                       fmt::format("`repeats` must be a count or \"auto\", not the string \"{}\"", *v),
+                       fmt::format("write repeats = {}, without quotes", *v));
+        else if (v)
+            diag.error(r.value_at("repeats"), fmt::format("`repeats` must be a count or \"auto\", not \"{}\"", *v),
+                       "repeats = 3 measures each probe 3 times; repeats = \"auto\" until the result is settled "
+                       "(max_repeats, precision)");
+    } else if (auto v = r.integer("repeats", 1, 1000)) {
+        run.repeats = static_cast<std::uint32_t>(*v);
+    }
+    // The adaptive rule's own keys: an error without repeats = "auto", where nothing reads them.
+    for (const char* key : {"min_repeats", "max_repeats", "precision"})
+        if (r.has(key) && !run.adaptive && !r.has("repeats"))
+            diag.error(r.key_at(key), fmt::format("`{}` sets the adaptive repeats: it needs `repeats = \"auto\"`", key),
+                       "add repeats = \"auto\" to [run], or remove it");
+        else if (r.has(key) && !run.adaptive)
+            diag.error(r.key_at(key),
+                       fmt::format("`{}` sets the adaptive repeats, and `repeats` is a fixed count here", key),
+                       "write repeats = \"auto\", or remove it");
+    // At least 2 first repeats: one has no spread to plan from.
+    if (auto v = r.integer("min_repeats", 2, 1000)) run.min_repeats = static_cast<std::uint32_t>(*v);
+    if (auto v = r.integer("max_repeats", 2, 1000)) run.max_repeats = static_cast<std::uint32_t>(*v);
+    if (auto v = r.percent("precision")) {
+        if (*v <= 0 || *v > 1)
+            diag.error(r.value_at("precision"), "`precision` must be above 0% and at most 100%",
+                       "the interval's half-width as a share of the median: \"5%\"");
+        else
+            run.precision = *v;
+    }
+    if (run.adaptive && r.has("min_repeats") && run.min_repeats > run.max_repeats)
+        diag.error(r.value_at("min_repeats"),
+                   fmt::format("`min_repeats` ({}) is above `max_repeats` ({})", run.min_repeats, run.max_repeats),
+                   "lower min_repeats or raise max_repeats");
+    else if (run.adaptive && run.min_repeats > run.max_repeats)
+        diag.error(r.value_at("max_repeats"),
+                   fmt::format("`max_repeats` ({}) is below `min_repeats` ({}, the default when not given)",
+                               run.max_repeats, run.min_repeats),
+                   "raise max_repeats, or lower min_repeats");
     if (auto v = r.duration("warmup")) run.warmup = *v;
     if (auto v = r.duration("cooldown")) run.cooldown = *v;
     if (auto v = r.duration("duration")) {

@@ -416,6 +416,21 @@ const ProbeKind* find_kind(std::string_view name) {
     return nullptr;
 }
 
+const char* main_metric(std::string_view kind) {
+    static const std::pair<const char*, const char*> kMain[] = {
+        {"throughput", "throughput"},
+        {"udp", "throughput"},
+        {"rtt", "rtt_avg"},
+        {"rr", "transactions_per_second"},
+        {"http", "requests_per_second"},
+        {"command", "wall_time"},
+        {"group", "fairness"},
+    };
+    for (const auto& [k, metric] : kMain)
+        if (kind == k) return metric;
+    return nullptr;
+}
+
 const MetricSpec* find_metric(const ProbeKind& kind, std::string_view metric) {
     for (const auto& m : kind.metrics)
         if (metric == m.name) return &m;

@@ -58,6 +58,10 @@ const ProbeKind* find_kind(std::string_view name);
 /// with metrics and no options.
 const ProbeKind& group_kind();
 const MetricSpec* find_metric(const ProbeKind& kind, std::string_view metric);
+/// The metric a probe of `kind` is judged by first (the report's first column for it, the
+/// one adaptive repeats settle): "throughput", "rtt_avg", "transactions_per_second",
+/// "requests_per_second", "wall_time", "fairness" for a group; nullptr for an unknown kind.
+const char* main_metric(std::string_view kind);
 
 /// A resolved option value in base units.
 using OptionValue = std::variant<std::int64_t, double, bool, std::string>;

@@ -133,4 +133,91 @@ std::uint64_t Histogram::percentile(double p) const {
     return max_;
 }
 
+namespace {
+
+// Continued fraction of the incomplete beta function (modified Lentz), as in Numerical
+// Recipes' betacf; converges fast for x < (a + 1) / (a + b + 2).
+double beta_continued_fraction(double a, double b, double x) {
+    constexpr double kTiny = 1e-300, kEps = 1e-15;
+    double qab = a + b, qap = a + 1, qam = a - 1;
+    double c = 1, d = 1 - qab * x / qap;
+    if (std::fabs(d) < kTiny) d = kTiny;
+    d = 1 / d;
+    double h = d;
+    for (int m = 1; m <= 500; ++m) {
+        double m2 = 2.0 * m;
+        double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
+        d = 1 + aa * d;
+        if (std::fabs(d) < kTiny) d = kTiny;
+        c = 1 + aa / c;
+        if (std::fabs(c) < kTiny) c = kTiny;
+        d = 1 / d;
+        h *= d * c;
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
+        d = 1 + aa * d;
+        if (std::fabs(d) < kTiny) d = kTiny;
+        c = 1 + aa / c;
+        if (std::fabs(c) < kTiny) c = kTiny;
+        d = 1 / d;
+        double delta = d * c;
+        h *= delta;
+        if (std::fabs(delta - 1) < kEps) break;
+    }
+    return h;
+}
+
+std::vector<double> finite_only(const std::vector<double>& x) {
+    std::vector<double> out;
+    for (double v : x)
+        if (std::isfinite(v)) out.push_back(v);
+    return out;
+}
+
+}  // namespace
+
+double incomplete_beta(double a, double b, double x) {
+    if (std::isnan(x) || !(a > 0) || !(b > 0)) return kNaN;
+    if (x <= 0) return 0;
+    if (x >= 1) return 1;
+    double front =
+        std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
+    if (x < (a + 1) / (a + b + 2)) return front * beta_continued_fraction(a, b, x) / a;
+    return 1 - front * beta_continued_fraction(b, a, 1 - x) / b;
+}
+
+double student_t_two_sided(double t, double df) {
+    if (!(df > 0) || std::isnan(t)) return kNaN;
+    return incomplete_beta(df / 2, 0.5, df / (df + t * t));
+}
+
+double student_t_critical(double alpha, double df) {
+    if (!(df > 0) || !(alpha > 0 && alpha < 1)) return kNaN;
+    // P(|T| >= t) falls as t grows: bisect on it. At df 1 and alpha 1e-6 t is ~3e5.
+    double low = 0, high = 1;
+    while (student_t_two_sided(high, df) > alpha && high < 1e12) high *= 2;
+    for (int i = 0; i < 200 && high - low > 1e-12 * high; ++i) {
+        double mid = (low + high) / 2;
+        (student_t_two_sided(mid, df) > alpha ? low : high) = mid;
+    }
+    return (low + high) / 2;
+}
+
+std::size_t stein_repeats(const std::vector<double>& first_stage, double precision, std::size_t max_repeats) {
+    const std::size_t n0 = first_stage.size();
+    auto x = finite_only(first_stage);
+    if (x.size() < 2 || n0 >= max_repeats) return n0;
+    double s0 = stdev(x), m0 = std::fabs(median(x));
+    if (s0 == 0) return n0;
+    if (m0 == 0 || !(precision > 0)) return max_repeats;
+    double n = std::pow(student_t_critical(0.05, static_cast<double>(x.size() - 1)) * s0 / (precision * m0), 2);
+    if (!(n < static_cast<double>(max_repeats))) return max_repeats;
+    return std::max(n0, static_cast<std::size_t>(std::ceil(n)));
+}
+
+double stein_half_width(const std::vector<double>& first_stage, std::size_t n) {
+    auto x = finite_only(first_stage);
+    if (x.size() < 2 || n == 0) return kNaN;
+    return student_t_critical(0.05, static_cast<double>(x.size() - 1)) * stdev(x) / std::sqrt(static_cast<double>(n));
+}
+
 }  // namespace wanlab::probes::stats

@@ -9,6 +9,7 @@
 // not thread-safe: give each thread its own and merge().
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -39,6 +40,28 @@ Interval wilson_interval(double k, double n, double z);
 /// mt19937_64 seeded with `seed`, confidence `level` (0.95 = 95%).
 Interval bootstrap_median_ci(const std::vector<double>& x, double level = 0.95, int resamples = 2000,
                              std::uint64_t seed = 1);
+
+/// I_x(a, b), the regularized incomplete beta function; NaN unless a, b > 0 and x is a number.
+double incomplete_beta(double a, double b, double x);
+/// P(|T| >= |t|) for Student's t with `df` degrees of freedom (df may be fractional, as
+/// Welch's is); NaN for df <= 0.
+double student_t_two_sided(double t, double df);
+/// The t with P(|T| >= t) = `alpha` (0.05: the 97.5% quantile; 12.706 at df 1, 4.303 at df 2).
+double student_t_critical(double alpha, double df);
+
+/// Stein's two-stage rule (Stein 1945) for a mean known to +-`precision` (a fraction of the
+/// first stage's median) at 95%: after n0 = first_stage.size() repeats with sample deviation
+/// s0 and median m0, n = ceil((t(0.05, n0 - 1) * s0 / (precision * |m0|))^2) repeats in all,
+/// within [n0, max_repeats]. As n depends on the first stage's spread only, the interval
+/// mean(all n) +- t(0.05, n0 - 1) * s0 / sqrt(n) has its coverage exactly (normal repeats);
+/// a rule that stops when the running interval is narrow enough does not (it stops on
+/// spreads that are small by chance). Non-finite values (measurements a tool refused) are left
+/// out; fewer than 2 finite values give n0 (nothing to learn from by repeating). m0 = 0 with
+/// any spread gives max_repeats.
+std::size_t stein_repeats(const std::vector<double>& first_stage, double precision, std::size_t max_repeats);
+/// The half-width of Stein's 95% interval of the mean after `n` repeats in all:
+/// t(0.05, n0 - 1) * s0 / sqrt(n); NaN with fewer than 2 finite first-stage values.
+double stein_half_width(const std::vector<double>& first_stage, std::size_t n);
 
 /// Histogram: counts of non-negative integer values (latencies in nanoseconds) in
 /// logarithmic buckets with 2^kSubBits sub-buckets per power of two, so any recorded value

@@ -25,10 +25,13 @@ namespace wanlab::report::detail {
 
 // --- statistics (summary.cpp) -----------------------------------------------------------
 
-/// I_x(a, b), the regularized incomplete beta function, for a, b > 0 and x in [0, 1].
-double incomplete_beta(double a, double b, double x);
 /// Two-sided p-value of Welch's t-test of equal means; NaN with fewer than 2 values a side.
 double welch_p_value(const std::vector<double>& a, const std::vector<double>& b);
+/// Welch's test after Stein's two-stage rule: means over `a` and `b`, variances and degrees of
+/// freedom from their first stages `a_first`, `b_first` (finite values only); NaN with fewer
+/// than 2 finite first-stage values a side.
+double stein_welch_p_value(const std::vector<double>& a, const std::vector<double>& b,
+                           const std::vector<double>& a_first, const std::vector<double>& b_first);
 /// P(X <= k) for X ~ Binomial(n, 1/2).
 double binomial_half_cdf(std::size_t n, std::size_t k);
 

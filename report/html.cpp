@@ -636,6 +636,7 @@ std::string run_page(const Model& m) {
         fmt::format("Median [CI] over repeats; baseline {}. CI: distribution-free interval of the median "
                     "(order statistics){}. * significant at 5% (Welch's t-test on the repeats).",
                     m.baseline, detail::coverage_legend(m).empty() ? "" : ", coverage " + detail::coverage_legend(m)));
+    if (auto rule = detail::repeats_legend(m); !rule.empty()) page.paragraph(rule);
     for (auto& c : before_after_charts(m))
         page.chart(std::move(c),
                    "Bars: median; whiskers: its CI; *: significantly different from the baseline; faded: "

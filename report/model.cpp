@@ -1,9 +1,12 @@
 #include "report/model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
+
+#include "probes/stats.h"
 
 namespace wanlab::report::detail {
 namespace {
@@ -38,6 +41,14 @@ Cell make_cell(const results::RunData& data, const std::string& point, const std
     c.trial = detail::trial_at(data, point, variant);
     if (c.trial) c.values = detail::values_of(data, c.trial->index, p.name, metric);
     c.summary = summarize(c.values);
+    if (const auto& rule = data.run.repeats; rule.adaptive && c.trial && !c.values.empty()) {
+        c.first = data.first_repeats(c.trial->index, p.name, metric, rule.first);
+        auto finite = c.first;
+        std::erase_if(finite, [](double v) { return !std::isfinite(v); });
+        double half = probes::stats::stein_half_width(c.first, c.values.size());
+        c.unsettled = c.values.size() >= rule.max && finite.size() >= 2 &&
+                      half > rule.precision * std::fabs(probes::stats::median(finite));
+    }
     return c;
 }
 
@@ -59,7 +70,9 @@ void build_rows(Model& m, const std::vector<ProbeRef>& probes, const ReportOptio
                 for (std::size_t i = 1; i < cells.size(); ++i) {
                     Row r{base, m.cells.size(), Difference{}};
                     bool higher = !cells[i].spec || cells[i].spec->higher_is_better;
-                    r.diff = difference(cells.front().values, cells[i].values, higher);
+                    r.diff = data.run.repeats.adaptive ? difference(cells.front().values, cells[i].values, higher,
+                                                                    cells.front().first, cells[i].first)
+                                                       : difference(cells.front().values, cells[i].values, higher);
                     m.cells.push_back(cells[i]);
                     m.rows.push_back(r);
                 }
@@ -282,7 +295,11 @@ std::vector<std::string> trial_warnings(const results::RunData& data) {
 
 probes::Unit unit(const Cell& c) { return c.spec ? c.spec->unit : probes::Unit::count; }
 
-std::string cell_text(const Cell& c) { return flagged(c, detail::human_ci(unit(c), c.summary)); }
+std::string cell_text(const Cell& c) {
+    auto text = detail::human_ci(unit(c), c.summary);
+    if (!c.first.empty()) text += fmt::format(" n={}{}", c.values.size(), c.unsettled ? " max" : "");
+    return flagged(c, text);
+}
 
 std::string delta_text(const Row& r) {
     if (r.other == kNone) return "";
@@ -305,6 +322,18 @@ std::string coverage_legend(const Model& m) {
         s += kv.first < 2 ? "none at 1 repeat" : fmt::format("{:.1f}% at {} repeats", kv.second * 100, kv.first);
     }
     return s;
+}
+
+std::string repeats_legend(const Model& m) {
+    const auto& rule = m.data->run.repeats;
+    if (!rule.adaptive) return "";
+    std::size_t cells = 0, unsettled = 0;
+    for (const auto& c : m.cells)
+        if (!c.first.empty()) ++cells, unsettled += c.unsettled;
+    return fmt::format(
+        "repeats: auto, {} first, then until the mean's 95% interval is within +-{:g}% of the median (Stein's "
+        "two-stage rule), at most {}; n: repeats; max: stopped at {} still wider ({} of {} cells)",
+        rule.first, rule.precision * 100, rule.max, rule.max, unsettled, cells);
 }
 
 // The before/after table, for table and markdown.

@@ -31,6 +31,11 @@ struct Cell {
     const results::Trial* trial = nullptr;  // nullptr: the variant has no trial at this point
     std::vector<double> values;
     Summary summary;
+    /// An adaptive run's (results::RepeatRule): the first-stage values (repeat order, NaN where
+    /// one did not report), and whether it stopped at max_repeats with its mean's 95% interval
+    /// (Stein's, from the first stage) still wider than the rule's precision.
+    std::vector<double> first;
+    bool unsettled = false;
 };
 
 /// A line of the before/after table: the baseline cell against one other variant's (or
@@ -92,7 +97,8 @@ std::vector<std::string> session_lines(const results::RunData& data);
 /// The trials session `session` (1-based) of a resumed run measured, in plan order.
 std::vector<std::size_t> session_trials(const results::RunData& data, std::size_t session);
 probes::Unit unit(const Cell& c);
-/// "34.28 Mbit/s [33.94, 34.62]", with " !" from a trial whose emulation did not hold.
+/// "34.28 Mbit/s [33.94, 34.62]", with " !" from a trial whose emulation did not hold; in an
+/// adaptive run with its repeats, "n=4", or "n=10 max" when it stopped unsettled.
 std::string cell_text(const Cell& c);
 /// "+65.2% *" ("*": significant); "" for a row without a comparison.
 std::string delta_text(const Row& r);
@@ -100,6 +106,11 @@ std::string delta_text(const Row& r);
 std::string verdict(const Row& r);
 /// The coverage of the intervals shown: "75.0% at 3 repeats, ...".
 std::string coverage_legend(const Model& m);
+/// An adaptive run's rule and how many cells stopped at its maximum unsettled: "repeats: auto,
+/// 3 first, then until the mean's 95% interval is within +-5% of the median (Stein's two-stage
+/// rule), at most 10; n: repeats; max: stopped at 10 still wider (2 of 16 cells)"; "" for
+/// fixed repeats.
+std::string repeats_legend(const Model& m);
 /// The before/after table and the pivot's tables, in human units.
 TextTable before_after(const Model& m);
 std::vector<TextTable> pivot_tables(const Model& m);

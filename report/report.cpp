@@ -54,8 +54,12 @@ std::string render_text(const Model& m, bool markdown) {
     line(fmt::format("median [CI] over repeats; baseline {}", m.baseline));
     if (auto cov = coverage_legend(m); !cov.empty())
         line("CI: distribution-free interval of the median (order statistics), coverage " + cov);
+    if (auto rule = repeats_legend(m); !rule.empty()) line(rule);
     if (m.variants.size() > 1)
-        line("* significant at 5% (Welch's t-test on the repeats); verdict only when significant");
+        line(m.data->run.repeats.adaptive
+                 ? "* significant at 5% (Welch's t-test with each side's first-stage variance, as Stein's rule "
+                   "requires); verdict only when significant"
+                 : "* significant at 5% (Welch's t-test on the repeats); verdict only when significant");
     if (std::any_of(data.trials.begin(), data.trials.end(),
                     [](const results::Trial& t) { return detail::emulation_failed(&t); }))
         line("! from a trial whose emulation did not hold");
@@ -118,6 +122,7 @@ json cell_json(const Cell& c) {
                 {"high", detail::number<json>(c.summary.high)},
                 {"confidence", c.summary.confidence},
                 {"values", c.values},
+                {"settled", c.first.empty() ? json() : json(!c.unsettled)},
                 {"emulation_held", !detail::emulation_failed(c.trial)}};
 }
 
@@ -147,6 +152,11 @@ std::string render_json(const Model& m) {
                 {"finished", run.finished},
                 {"sets", run.sets},
                 {"shard", run.shard},
+                {"repeats", run.repeats.adaptive ? json{{"rule", "auto"},
+                                                        {"first", run.repeats.first},
+                                                        {"max", run.repeats.max},
+                                                        {"precision", run.repeats.precision}}
+                                                 : json::object()},
                 {"merged_from", json::array()},
                 {"sessions", json::array()},
                 {"trials_done", trials_done(data)},

@@ -37,6 +37,12 @@ struct Difference {
     bool better = false;
 };
 Difference difference(const std::vector<double>& base, const std::vector<double>& other, bool higher_is_better);
+/// The same for runs of adaptive repeats (results::RepeatRule): the means over every repeat,
+/// each side's variance from its first-stage repeats `base_first`, `other_first` (repeat
+/// order, NaN where one did not report) with their degrees of freedom, as Stein's rule
+/// requires: the variance of all the repeats is biased low by a count that was chosen on it.
+Difference difference(const std::vector<double>& base, const std::vector<double>& other, bool higher_is_better,
+                      const std::vector<double>& base_first, const std::vector<double>& other_first);
 
 enum class Format { table, csv, json, markdown, html };
 /// "table", "csv", "json", "markdown", "html"; throws wanlab::InputError naming the choices

@@ -17,37 +17,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Continued fraction of the incomplete beta function (modified Lentz), as in Numerical
-// Recipes' betacf; converges fast for x < (a + 1) / (a + b + 2).
-double beta_continued_fraction(double a, double b, double x) {
-    constexpr double kTiny = 1e-300, kEps = 1e-15;
-    double qab = a + b, qap = a + 1, qam = a - 1;
-    double c = 1, d = 1 - qab * x / qap;
-    if (std::fabs(d) < kTiny) d = kTiny;
-    d = 1 / d;
-    double h = d;
-    for (int m = 1; m <= 500; ++m) {
-        double m2 = 2.0 * m;
-        double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1 + aa * d;
-        if (std::fabs(d) < kTiny) d = kTiny;
-        c = 1 + aa / c;
-        if (std::fabs(c) < kTiny) c = kTiny;
-        d = 1 / d;
-        h *= d * c;
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1 + aa * d;
-        if (std::fabs(d) < kTiny) d = kTiny;
-        c = 1 + aa / c;
-        if (std::fabs(c) < kTiny) c = kTiny;
-        d = 1 / d;
-        double delta = d * c;
-        h *= delta;
-        if (std::fabs(delta - 1) < kEps) break;
-    }
-    return h;
-}
-
 std::vector<double> finite(std::vector<double> v) {
     std::erase_if(v, [](double x) { return !std::isfinite(x); });
     return v;
@@ -55,27 +24,43 @@ std::vector<double> finite(std::vector<double> v) {
 
 }  // namespace
 
-double incomplete_beta(double a, double b, double x) {
-    if (std::isnan(x) || a <= 0 || b <= 0) return kNaN;
-    if (x <= 0) return 0;
-    if (x >= 1) return 1;
-    double front =
-        std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
-    if (x < (a + 1) / (a + b + 2)) return front * beta_continued_fraction(a, b, x) / a;
-    return 1 - front * beta_continued_fraction(b, a, 1 - x) / b;
+namespace {
+
+// Welch's statistic for means m1, m2 with squared standard errors v1, v2 and degrees of
+// freedom f1, f2 for them: the two-sided p-value, df from Welch-Satterthwaite.
+double welch_from(double m1, double m2, double v1, double v2, double f1, double f2) {
+    // No spread on either side: the repeats agree exactly, so any difference is real.
+    if (v1 + v2 == 0) return m1 == m2 ? 1.0 : 0.0;
+    double t = (m1 - m2) / std::sqrt(v1 + v2);
+    double df = (v1 + v2) * (v1 + v2) / (v1 * v1 / f1 + v2 * v2 / f2);
+    return probes::stats::student_t_two_sided(t, df);
 }
+
+}  // namespace
 
 double welch_p_value(const std::vector<double>& a, const std::vector<double>& b) {
     if (a.size() < 2 || b.size() < 2) return kNaN;
     double n1 = static_cast<double>(a.size()), n2 = static_cast<double>(b.size());
-    double m1 = probes::stats::mean(a), m2 = probes::stats::mean(b);
-    double s1 = std::pow(probes::stats::stdev(a), 2) / n1, s2 = std::pow(probes::stats::stdev(b), 2) / n2;
-    // No spread on either side: the repeats agree exactly, so any difference is real.
-    if (s1 + s2 == 0) return m1 == m2 ? 1.0 : 0.0;
-    double t = (m1 - m2) / std::sqrt(s1 + s2);
-    double df = (s1 + s2) * (s1 + s2) / (s1 * s1 / (n1 - 1) + s2 * s2 / (n2 - 1));
-    // P(|T| >= |t|) for Student's t with df degrees of freedom = I_{df/(df+t^2)}(df/2, 1/2).
-    return incomplete_beta(df / 2, 0.5, df / (df + t * t));
+    return welch_from(probes::stats::mean(a), probes::stats::mean(b), std::pow(probes::stats::stdev(a), 2) / n1,
+                      std::pow(probes::stats::stdev(b), 2) / n2, n1 - 1, n2 - 1);
+}
+
+double stein_welch_p_value(const std::vector<double>& a, const std::vector<double>& b,
+                           const std::vector<double>& a_first, const std::vector<double>& b_first) {
+    auto fa = finite(a_first), fb = finite(b_first);
+    if (a.size() < 2 || b.size() < 2 || fa.size() < 2 || fb.size() < 2) return kNaN;
+    // Each side's variance: the first stage's, or all the repeats' where that is larger. Stein's
+    // rule makes the first stage's the honest one for the metric that chose the count; a metric
+    // that did not choose it (retransmits beside throughput) may have been quiet in its first
+    // repeats and not after (first stage all 0), and the larger of the two is safe either way.
+    auto side = [](const std::vector<double>& all, const std::vector<double>& first) {
+        double v_all = std::pow(probes::stats::stdev(all), 2), v_first = std::pow(probes::stats::stdev(first), 2);
+        double n = static_cast<double>(all.size());
+        return v_all > v_first ? std::pair{v_all / n, n - 1} : std::pair{v_first / n, first.size() - 1.0};
+    };
+    auto [v1, f1] = side(a, fa);
+    auto [v2, f2] = side(b, fb);
+    return welch_from(probes::stats::mean(a), probes::stats::mean(b), v1, v2, f1, f2);
 }
 
 double binomial_half_cdf(std::size_t n, std::size_t k) {
@@ -123,6 +108,14 @@ Difference difference(const std::vector<double>& base, const std::vector<double>
         d.delta = 0;  // else undefined: a change from zero has no relative size
     d.better = higher_is_better ? mo > mb : mo < mb;
     d.p_value = detail::welch_p_value(b, o);
+    d.significant = !std::isnan(d.p_value) && d.p_value < 0.05;
+    return d;
+}
+
+Difference difference(const std::vector<double>& base, const std::vector<double>& other, bool higher_is_better,
+                      const std::vector<double>& base_first, const std::vector<double>& other_first) {
+    auto d = difference(base, other, higher_is_better);
+    d.p_value = detail::stein_welch_p_value(detail::finite(base), detail::finite(other), base_first, other_first);
     d.significant = !std::isnan(d.p_value) && d.p_value < 0.05;
     return d;
 }

@@ -46,6 +46,7 @@ json run_json(const Run& run) {
             {"planned_trials", run.planned_trials},
             {"shard", run.shard},
             {"sessions", run.sessions},
+            {"repeats", run.repeats},
             {"env", run.env}};
 }
 
@@ -65,6 +66,7 @@ Run run_from(const json& j) {
     j.at("env").get_to(run.env);
     if (auto it = j.find("shard"); it != j.end()) it->get_to(run.shard);  // older exports have none
     if (auto it = j.find("sessions"); it != j.end()) it->get_to(run.sessions);
+    if (auto it = j.find("repeats"); it != j.end()) it->get_to(run.repeats);
     return run;
 }
 
@@ -273,6 +275,23 @@ void from_json(const json& j, Session& s) {
     j.at("kernel").get_to(s.kernel);
     j.at("where").get_to(s.where);
     j.at("note").get_to(s.note);
+}
+
+void to_json(json& j, const RepeatRule& r) {
+    if (!r.adaptive) {
+        j = json::object();  // a fixed count: the trials' measurements say how many
+        return;
+    }
+    j = {{"rule", "auto"}, {"first", r.first}, {"max", r.max}, {"precision", r.precision}};
+}
+
+void from_json(const json& j, RepeatRule& r) {
+    r = RepeatRule{};
+    if (!j.contains("rule")) return;
+    r.adaptive = j.at("rule").get<std::string>() == "auto";
+    j.at("first").get_to(r.first);
+    j.at("max").get_to(r.max);
+    j.at("precision").get_to(r.precision);
 }
 
 void to_json(json& j, const EmulationCheck& c) {

@@ -55,6 +55,15 @@ struct Session {
     std::string note;                     ///< what --force let through ("kernel 6.1.0-27 -> 6.1.0-28")
 };
 
+/// How many repeats each (trial, probe) got: a fixed count ([run] repeats = N), or Stein's
+/// two-stage rule ([run] repeats = "auto", probes/stats.h stein_repeats()): `first` repeats,
+/// then as many as give the mean a 95% interval within +-`precision`, at most `max`.
+struct RepeatRule {
+    bool adaptive = false;
+    std::uint32_t first = 0, max = 0;  ///< adaptive only
+    double precision = kNaN;           ///< fraction of the first repeats' median; adaptive only
+};
+
 struct Run {
     std::string id;                 ///< run id, as in the journal and the namespace names
     std::string experiment;         ///< the experiment's name
@@ -72,6 +81,7 @@ struct Run {
     /// Its sessions, oldest first: one, or more when it was resumed (`wanlab run --resume`).
     /// Empty for a run recorded before wanlab kept them.
     std::vector<Session> sessions = {};
+    RepeatRule repeats = {};  ///< not recorded before schema version 6: fixed
 };
 
 /// Whether the emulated path behaved as configured before a trial's probes ran.
@@ -149,6 +159,17 @@ struct RunData {
         for (const auto& t : trials)
             if (t.index == index) return &t;
         return nullptr;
+    }
+    /// `metric` in repeats 1..n of `probe` in trial `index`, in repeat order, NaN where a
+    /// repeat did not report it (an adaptive run's first stage: RepeatRule).
+    std::vector<double> first_repeats(std::size_t index, const std::string& probe, const std::string& metric,
+                                      std::size_t n) const {
+        std::vector<double> v(n, kNaN);
+        for (const auto& m : measurements) {
+            if (m.trial != index || m.probe != probe || m.repeat < 1 || m.repeat > n) continue;
+            if (auto it = m.metrics.find(metric); it != m.metrics.end()) v[m.repeat - 1] = it->second;
+        }
+        return v;
     }
 };
 

@@ -19,13 +19,13 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 constexpr int kBusyTimeoutMs = 5000;
 constexpr std::size_t kCandidatesShown = 5;
 
-// Version 5. Version 1 had no measurements.counters, version 2 no trials.captures and no
+// Version 6. Version 1 had no measurements.counters, version 2 no trials.captures and no
 // series table, version 3 no runs.shard, version 4 no runs.sessions, trials.origin nor
-// trials.session (no comma in a comment between two columns where one is added later:
+// trials.session, version 5 no runs.repeats (no comma in a comment between two columns where one is added later:
 // SQLite's DROP COLUMN, which the tests use to make older stores, takes it for the column's): ensure_schema() adds
 // them, and a read-only store of an older version reads as if they were empty. A later wanlab that changes this bumps
 // user_version, migrates, and sets meta.written_by to its own version, so an older wanlab
@@ -46,7 +46,9 @@ CREATE TABLE runs (
     env TEXT NOT NULL,             -- JSON: hostname kernel machine wanlab_version where sysctls_before
     shard TEXT NOT NULL DEFAULT '', -- since version 4: K/N of a run of --shard K/N; empty: every trial
     -- JSON array: started finished status error hostname kernel where note; since version 5
-    sessions TEXT NOT NULL DEFAULT '[]'
+    sessions TEXT NOT NULL DEFAULT '[]',
+    -- JSON: {} for a fixed count, else rule first max precision ([run] repeats = "auto"); since version 6
+    repeats TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE trials (
     run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -112,16 +114,17 @@ CREATE VIEW metric_values AS
     FROM measurements m JOIN metrics x ON x.measurement_id = m.id
     LEFT JOIN trials t ON t.run_id = m.run_id AND t.idx = m.trial;
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-PRAGMA user_version = 5;
+PRAGMA user_version = 6;
 )sql";
 
 constexpr const char* kRunColumns =
     "id, experiment, file, text, sets, baseline, started, finished, status, error, planned_trials, env, shard, "
-    "sessions";
+    "sessions, repeats";
 
 // kRunColumns to select from a store of schema `version` (a read-only older one lacks some).
 std::string run_columns(int version) {
     std::string c = kRunColumns;
+    if (version < 6) c.replace(c.rfind("repeats"), 7, "'{}'");
     if (version < 5) c.replace(c.rfind("sessions"), 8, "'[]'");
     if (version < 4) c.replace(c.rfind("shard"), 5, "''");
     return c;
@@ -304,6 +307,7 @@ constexpr Migration kMigrations[] = {
      "ALTER TABLE runs ADD COLUMN sessions TEXT NOT NULL DEFAULT '[]'; "
      "ALTER TABLE trials ADD COLUMN origin TEXT NOT NULL DEFAULT ''; "
      "ALTER TABLE trials ADD COLUMN session INTEGER NOT NULL DEFAULT 0; PRAGMA user_version = 5"},
+    {6, "ALTER TABLE runs ADD COLUMN repeats TEXT NOT NULL DEFAULT '{}'; PRAGMA user_version = 6"},
 };
 
 void ensure_schema(sqlite3* db, const fs::path& path) {
@@ -411,6 +415,7 @@ Run read_run(const Statement& s) {
     r.env = s.parsed_as<Environment>(11);
     r.shard = s.text(12);
     r.sessions = s.parsed_as<std::vector<Session>>(13);
+    r.repeats = s.parsed_as<RepeatRule>(14);
     return r;
 }
 
@@ -629,10 +634,11 @@ void Store::begin_run(const Run& run, const std::vector<Trial>& trials) {
     // one per trial, which cost seconds before the first trial of a 1,000-trial run.
     Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
     Statement(db_, path_,
-              fmt::format("INSERT INTO runs ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", kRunColumns),
+              fmt::format("INSERT INTO runs ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", kRunColumns),
               action)
         .bind(run.id, run.experiment, run.file, run.text, json(run.sets), run.baseline, run.started, run.finished,
-              run.status, run.error, run.planned_trials, json(run.env), run.shard, json(run.sessions))
+              run.status, run.error, run.planned_trials, json(run.env), run.shard, json(run.sessions),
+              json(run.repeats))
         .run();
     if (!trials.empty()) {
         Statement s(db_, path_, kPutTrial, action);

@@ -90,6 +90,8 @@ void to_json(nlohmann::json& j, const Environment& env);
 void from_json(const nlohmann::json& j, Environment& env);
 void to_json(nlohmann::json& j, const Session& s);
 void from_json(const nlohmann::json& j, Session& s);
+void to_json(nlohmann::json& j, const RepeatRule& r);
+void from_json(const nlohmann::json& j, RepeatRule& r);
 void to_json(nlohmann::json& j, const EmulationCheck& check);
 void from_json(const nlohmann::json& j, EmulationCheck& check);
 void to_json(nlohmann::json& j, const Capture& c);

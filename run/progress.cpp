@@ -77,4 +77,15 @@ void Progress::clear() {
     }
 }
 
+double RepeatForecast::decided(double repeat_seconds, unsigned repeats) {
+    double change = (repeats - assumed_) * repeat_seconds;  // this one was planned at assumed_
+    left_ = std::max(0.0, left_ - repeat_seconds);
+    ++decisions_;
+    sum_ += repeats;
+    double mean = sum_ / decisions_;
+    change += (mean - assumed_) * left_;  // the rest, planned anew at the mean so far
+    assumed_ = mean;
+    return change;
+}
+
 }  // namespace wanlab::run

@@ -30,6 +30,26 @@ private:
     double first_elapsed_ = 0, first_done_ = 0;
 };
 
+/// The planned time of a run whose repeats are adaptive ([run] repeats = "auto"): every
+/// (trial, probe) is planned at the rule's first repeats until measured; each one that has
+/// decided its count corrects the plan by what it adds, and the ones still to come are then
+/// planned at the mean count decided so far. Pure; not thread-safe.
+class RepeatForecast {
+public:
+    /// `first`: the rule's first repeats; `repeat_seconds`: the seconds one repeat of every
+    /// (trial, probe) still to measure takes, summed (cooldown included).
+    RepeatForecast(unsigned first, double repeat_seconds) : assumed_(first), left_(repeat_seconds) {}
+    /// One (trial, probe) of `repeat_seconds` per repeat decided on `repeats`: the seconds
+    /// the run's plan changes by (negative when it shrinks).
+    double decided(double repeat_seconds, unsigned repeats);
+    /// The repeats the plan assumes for each one still to decide.
+    double assumed() const { return assumed_; }
+
+private:
+    double assumed_, left_;
+    double decisions_ = 0, sum_ = 0;
+};
+
 class Progress {
 public:
     enum class Mode { terminal, lines, quiet };

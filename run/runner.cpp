@@ -26,6 +26,8 @@
 #include "lab/testbed.h"
 #include "probes/group.h"
 #include "probes/http.h"
+#include "probes/probe_spec.h"
+#include "probes/stats.h"
 #include "probes/sys.h"
 #include "remote/hosts.h"
 #include "run/check.h"
@@ -177,9 +179,12 @@ namespace {
 // Everything one trial does once the lab holds its configuration.
 class TrialRunner {
 public:
+    /// `done` and `planned` are the run's planned seconds covered and in all (the ETA's);
+    /// adaptive repeats correct `planned` through `forecast` as each probe decides its count.
     TrialRunner(const lab::Experiment& exp, results::Store& store, Progress& progress, const probes::Tick& tick,
-                results::RunData& data, double& done)
-        : exp_(exp), store_(store), progress_(progress), tick_(tick), data_(data), done_(done) {}
+                results::RunData& data, double& done, double& planned, RepeatForecast* forecast)
+        : exp_(exp), store_(store), progress_(progress), tick_(tick), data_(data), done_(done), planned_(planned),
+          forecast_(forecast) {}
 
     /// `between` runs after each measurement (the services' liveness check); it may throw.
     /// Captures are written into `work` (the trial's folder, maybe staged) and recorded as
@@ -209,13 +214,25 @@ public:
             auto name = group.name.empty() ? members.front().spec.name : group.name;
             warm_up(label, name, members, testbed);
             for (auto& m : members) m.captures = start_captures(m.spec, testbed, work);
-            for (unsigned r = 1; r <= exp_.run.repeats; ++r) {
-                progress_.status(fmt::format("{}: {} repeat {}/{}", label, name, r, exp_.run.repeats), 1s * done_);
+            const auto& rule = exp_.run;
+            unsigned repeats = rule.first_repeats();
+            bool decided = !rule.adaptive;
+            for (unsigned r = 1; r <= repeats; ++r) {
+                progress_.status(fmt::format("{}: {} repeat {}/{}{}", label, name, r, repeats, decided ? "" : "+"),
+                                 1s * done_);
                 measure(t, label, group.name, members, r, testbed, sites);
                 if (between) between();
                 done_ += longest(group);
                 probes::sleep_until(probes::Clock::now() + exp_.run.cooldown, tick_);
                 done_ += ns_to_s(exp_.run.cooldown.count());
+                if (!decided && r == repeats) {
+                    decided = true;
+                    repeats = repeats_needed(t, group, members);
+                    if (forecast_) {
+                        planned_ += forecast_->decided(longest(group) + ns_to_s(rule.cooldown.count()), repeats);
+                        progress_.plan(1s * planned_);
+                    }
+                }
             }
             bool captured = false;
             for (auto& m : members)
@@ -332,6 +349,31 @@ public:
         commit(std::move(g));
     }
 
+    /// [run] repeats = "auto": the repeats in all that Stein's rule asks of this probe or
+    /// group, from its first ones: the most any settled metric asks (each member's main
+    /// metric, a command probe's first own metric instead of its wall time, and every metric
+    /// an [[assert]] names of a member or of the group).
+    unsigned repeats_needed(const lab::Trial& t, const probes::ProbeGroup& group, const std::vector<Member>& members) {
+        const auto& rule = exp_.run;
+        std::vector<std::pair<std::string, std::string>> settle;  // (probe, metric)
+        for (const auto& m : members)
+            if (m.spec.kind == "command" && !m.spec.outputs.empty())  // the program's own number, not its start-up
+                settle.emplace_back(m.spec.name, m.spec.outputs.front().name);
+            else if (const char* main = probes::main_metric(m.spec.kind))
+                settle.emplace_back(m.spec.name, main);
+        for (const auto& a : exp_.asserts) {
+            bool ours = a.probe == group.name && !group.name.empty();
+            for (const auto& m : members) ours = ours || a.probe == m.spec.name;
+            if (ours) settle.emplace_back(a.probe, a.metric);
+        }
+        std::size_t need = rule.min_repeats;
+        for (const auto& [probe, metric] : settle)
+            need = std::max(need,
+                            probes::stats::stein_repeats(data_.first_repeats(t.index, probe, metric, rule.min_repeats),
+                                                         rule.precision, rule.max_repeats));
+        return static_cast<unsigned>(need);
+    }
+
     /// The throughput probes of the group other than `self`, "a, b" ("" = none).
     static std::string load_beside(const std::vector<Member>& members, const probes::ProbeSpec& self) {
         std::string out;
@@ -372,6 +414,8 @@ private:
     const probes::Tick& tick_;
     results::RunData& data_;
     double& done_;
+    double& planned_;
+    RepeatForecast* forecast_;  // nullptr: fixed repeats
 };
 
 /// StageDir: a private folder under /tmp where services work when the results folder is on
@@ -441,8 +485,15 @@ double planned_seconds(const lab::Trial& t, const lab::RunSpec& run) {
     double s = checks_emulation(t) ? kCheckSeconds : 0;
     for (const auto& g : probes::probe_groups(t.probes)) {  // a group's members at the same time
         bool warm = std::any_of(g.members.begin(), g.members.end(), [](const auto* p) { return warms_up(*p); });
-        s += (warm ? ns_to_s(run.warmup.count()) : 0) + run.repeats * (longest(g) + ns_to_s(run.cooldown.count()));
+        s += (warm ? ns_to_s(run.warmup.count()) : 0) +
+             run.first_repeats() * (longest(g) + ns_to_s(run.cooldown.count()));
     }
+    return s;
+}
+
+double repeat_seconds(const lab::Trial& t, const lab::RunSpec& run) {
+    double s = 0;
+    for (const auto& g : probes::probe_groups(t.probes)) s += longest(g) + ns_to_s(run.cooldown.count());
     return s;
 }
 
@@ -534,7 +585,7 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
     Outcome out;
     auto& data = out.data;
     const auto now = environment(exp, options.where);
-    double planned = 0;
+    double planned = 0, repeating = 0;
     if (options.resume) {  // the same run, its finished trials kept (run/resume.h checked the plan)
         const auto& before = *options.resume;
         data.run = before.run;
@@ -554,6 +605,7 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
                 continue;
             }
             planned += planned_seconds(t, exp.run);
+            repeating += repeat_seconds(t, exp.run);
             data.trials.push_back(trial_record(t));
         }
         for (const auto& m : before.measurements) {
@@ -570,8 +622,10 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
         data.run.planned_trials = exp.trials.size();
         data.run.shard = options.shard;
         data.run.env = now;
+        if (exp.run.adaptive) data.run.repeats = {true, exp.run.min_repeats, exp.run.max_repeats, exp.run.precision};
         for (const auto& t : exp.trials) {
             planned += planned_seconds(t, exp.run);
+            repeating += repeat_seconds(t, exp.run);
             data.trials.push_back(trial_record(t));
         }
     }
@@ -630,7 +684,9 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
             else
                 progress.line(fmt::format("run {}: {} trials, about {} of measuring; results in {}", data.run.id,
                                           exp.trials.size(), Progress::clock(planned), store.path().string()));
-            TrialRunner runner(exp, store, progress, tick, data, done);
+            std::optional<RepeatForecast> forecast;
+            if (exp.run.adaptive) forecast.emplace(exp.run.min_repeats, repeating);
+            TrialRunner runner(exp, store, progress, tick, data, done, planned, forecast ? &*forecast : nullptr);
             auto files = options.files_dir.empty() ? store.path().parent_path() : options.files_dir;
             std::optional<StageDir> stage;
             // Services and captures write files as they run: over 9p both are slowed down.

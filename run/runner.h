@@ -95,8 +95,11 @@ int recorded_run(results::Store& store, results::RunData& data,
 /// The trial as the results model records it (configuration that explanations need).
 results::Trial trial_record(const lab::Trial& t);
 
-/// Seconds one trial is planned to take (warm-up, repeats x (duration + cooldown)), for ETAs.
+/// Seconds one trial is planned to take (warm-up, repeats x (duration + cooldown)), for ETAs;
+/// with adaptive repeats, at the rule's first repeats (RepeatForecast corrects it as it runs).
 double planned_seconds(const lab::Trial& t, const lab::RunSpec& run);
+/// Seconds one repeat of every probe (or group) of a trial takes, cooldown included.
+double repeat_seconds(const lab::Trial& t, const lab::RunSpec& run);
 
 /// Now as ISO 8601 UTC ("2026-11-30T04:12:09Z").
 std::string utc_now();

@@ -734,3 +734,69 @@ TEST_CASE("hosts mode takes an IPv6 server address, written or in the ssh destin
     auto bad = load(head + "ssh = \"lab-server\"\naddress = \"2001:db8::/64\"\n");
     CHECK_THAT(bad.messages, Catch::Contains("must be one IPv4 or IPv6 address"));
 }
+
+TEST_CASE("repeats = \"auto\" takes min_repeats, max_repeats and precision, and the plan gives the range",
+          "[experiment][repeats]") {
+    auto l = load(
+        "[[probe]]\nname = \"p\"\nkind = \"rtt\"\ncount = 5\n[run]\nrepeats = \"auto\"\nmax_repeats = 12\n"
+        "precision = \"2%\"\n");
+    REQUIRE(l.exp);
+    CHECK(l.messages.empty());
+    const auto& run = l.exp->run;
+    CHECK(run.adaptive);
+    CHECK(run.min_repeats == 3u);
+    CHECK(run.max_repeats == 12u);
+    CHECK(run.precision == Approx(0.02));
+    CHECK(run.first_repeats() == 3u);
+    auto text = wanlab::lab::render_plan_text(*l.exp);
+    CHECK_THAT(text, Catch::Contains("repeats auto: 3 per probe, then until the mean's 95% interval is within +-2% "
+                                     "(Stein's two-stage rule), at most 12"));
+    auto json = wanlab::lab::plan_json(*l.exp);
+    CHECK(json["run"]["repeats"] == "auto");
+    CHECK(json["run"]["max_repeats"] == 12);
+
+    auto fixed = load("[run]\nrepeats = 4\n");
+    REQUIRE(fixed.exp);
+    CHECK_FALSE(fixed.exp->run.adaptive);
+    CHECK(fixed.exp->run.first_repeats() == 4u);
+}
+
+TEST_CASE("the adaptive keys are refused without repeats = \"auto\", and out of range",
+          "[experiment][repeats][messages]") {
+    auto word = load("[run]\nrepeats = \"many\"\n");
+    CHECK_FALSE(word.exp);
+    CHECK_THAT(word.messages,
+               Catch::StartsWith("exp.toml:2:11: error: `repeats` must be a count or \"auto\", not \"many\""));
+
+    auto alone = load("[run]\nmax_repeats = 5\n");
+    CHECK_FALSE(alone.exp);
+    CHECK_THAT(alone.messages,
+               Catch::StartsWith("exp.toml:2:1: error: `max_repeats` sets the adaptive repeats: it needs "
+                                 "`repeats = \"auto\"`"));
+
+    auto fixed = load("[run]\nrepeats = 3\nprecision = \"5%\"\n");
+    CHECK_FALSE(fixed.exp);
+    CHECK_THAT(fixed.messages,
+               Catch::Contains("`precision` sets the adaptive repeats, and `repeats` is a fixed count"));
+
+    auto crossed = load("[run]\nrepeats = \"auto\"\nmin_repeats = 6\nmax_repeats = 4\n");
+    CHECK_FALSE(crossed.exp);
+    CHECK_THAT(crossed.messages, Catch::Contains("error: `min_repeats` (6) is above `max_repeats` (4)"));
+
+    auto below_default = load("[run]\nrepeats = \"auto\"\nmax_repeats = 2\n");
+    CHECK_FALSE(below_default.exp);
+    CHECK_THAT(below_default.messages,
+               Catch::Contains("`max_repeats` (2) is below `min_repeats` (3, the default when not given)"));
+
+    auto one = load("[run]\nrepeats = \"auto\"\nmin_repeats = 1\n");
+    CHECK_FALSE(one.exp);
+    CHECK_THAT(one.messages, Catch::Contains("min_repeats"));
+
+    auto zero = load("[run]\nrepeats = \"auto\"\nprecision = \"0%\"\n");
+    CHECK_FALSE(zero.exp);
+    CHECK_THAT(zero.messages, Catch::Contains("`precision` must be above 0% and at most 100%"));
+
+    auto bare = load("[run]\nrepeats = \"auto\"\nprecision = 0.05\n");
+    CHECK_FALSE(bare.exp);
+    CHECK_THAT(bare.messages, Catch::Contains("`precision` must be a percentage string"));
+}

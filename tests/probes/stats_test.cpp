@@ -119,3 +119,45 @@ TEST_CASE("a series' unit follows its name", "[probes][series]") {
     CHECK(series_unit("latency_mean") == Unit::seconds);
     CHECK(series_unit("rtt") == Unit::seconds);
 }
+
+TEST_CASE("stats incomplete beta matches closed forms", "[probes][stats]") {
+    CHECK(stats::incomplete_beta(3, 3, 0.5) == Approx(0.5));
+    CHECK(stats::incomplete_beta(1, 1, 0.3) == Approx(0.3));
+    CHECK(stats::incomplete_beta(2.5, 1, 0.4) == Approx(std::pow(0.4, 2.5)));
+    CHECK(stats::incomplete_beta(1, 4, 0.2) == Approx(1 - std::pow(0.8, 4)));
+    CHECK(stats::incomplete_beta(2, 3, 0) == 0);
+    CHECK(stats::incomplete_beta(2, 3, 1) == 1);
+}
+
+// References: the two-sided tail of Student's t integrated numerically with mpmath at 30
+// digits (an independent route from the incomplete beta used here); the first pair is
+// Wikipedia's Welch example (t = -2.46, df = 24.99, p = 0.021).
+TEST_CASE("stats Student t critical values match the printed table", "[probes][stats]") {
+    CHECK(stats::student_t_critical(0.05, 1) == Approx(12.7062).margin(1e-3));
+    CHECK(stats::student_t_critical(0.05, 2) == Approx(4.3027).margin(1e-3));
+    CHECK(stats::student_t_critical(0.05, 9) == Approx(2.2622).margin(1e-3));
+    CHECK(stats::student_t_critical(0.01, 4) == Approx(4.6041).margin(1e-3));
+    CHECK(stats::student_t_critical(0.05, 1e6) == Approx(1.95997).margin(1e-3));  // the normal's
+    CHECK(stats::student_t_two_sided(stats::student_t_critical(0.05, 3.7), 3.7) == Approx(0.05));
+    CHECK(std::isnan(stats::student_t_critical(0.05, 0)));
+}
+
+TEST_CASE("stats Stein's rule asks (t * s0 / (precision * median))^2 repeats, within its bounds", "[probes][stats]") {
+    // s0 = 2, median 100, t(2 df) = 4.303: (4.303 * 2 / 5)^2 = 2.96 at 5%: the first three do.
+    CHECK(stats::stein_repeats({100, 102, 98}, 0.05, 10) == 3);
+    // At 2%: (4.303 * 2 / 2)^2 = 18.5: more than 10 allowed, so 10.
+    CHECK(stats::stein_repeats({100, 102, 98}, 0.02, 10) == 10);
+    // s0 = 3: (4.303 * 3 / 5)^2 = 6.67: 7 in all.
+    CHECK(stats::stein_repeats({100, 103, 97}, 0.05, 10) == 7);
+    CHECK(stats::stein_half_width({100, 103, 97}, 7) == Approx(4.3027 * 3 / std::sqrt(7.0)).epsilon(1e-4));
+    CHECK(stats::stein_half_width({100, 103, 97}, 7) <= 0.05 * 100);
+    // No spread: nothing to gain by repeating. A median of zero with spread: no relative
+    // precision reaches it, so the maximum.
+    CHECK(stats::stein_repeats({5, 5, 5}, 0.05, 10) == 3);
+    CHECK(stats::stein_repeats({-1, 0, 1}, 0.05, 10) == 10);
+    // A repeat the tool refused (NaN) is left out; with one value left there is no spread to
+    // plan from, and no reason to repeat a probe that keeps failing.
+    CHECK(stats::stein_repeats({100, std::nan(""), 103, 97}, 0.05, 10) == 7);
+    CHECK(stats::stein_repeats({100, std::nan(""), std::nan("")}, 0.05, 10) == 3);
+    CHECK(std::isnan(stats::stein_half_width({100}, 5)));
+}

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -219,4 +220,37 @@ TEST_CASE("report pivots two swept paths with one table per variant", "[report]"
     INFO(text);
     CHECK(has_line(text, "  large-buffers"));
     CHECK(has_line(text, "  link.rtt \\ link.loss             0%             1%"));
+}
+
+TEST_CASE("report of adaptive repeats shows each cell's repeats and marks the ones that stopped at the maximum",
+          "[report][repeats]") {
+    auto d = testing::buffer_sweep();
+    d.run.repeats = {true, 3, 5, 0.05};
+    const double M = 1e6, small = 425984, large = 33554432;
+    // Trial 4 (large-buffers @ 40ms) was noisy in its first three repeats: Stein's rule asked
+    // for more than 5, so it ran 5 and stopped wider than +-5%.
+    d.measurements.erase(std::remove_if(d.measurements.begin(), d.measurements.end(),
+                                        [](const results::Measurement& m) { return m.trial == 4; }),
+                         d.measurements.end());
+    for (auto [r, v] : std::vector<std::pair<unsigned, double>>{{1, 180}, {2, 300}, {3, 250}, {4, 260}, {5, 240}})
+        d.measurements.push_back(testing::bulk(4, r, v * M, 0.05, large, 30));
+    (void)small;
+    auto table = render_as(d, Format::table, {"throughput"});
+    CHECK_THAT(table, Contains("repeats: auto, 3 first, then until the mean's 95% interval is within +-5% of the "
+                               "median (Stein's two-stage rule), at most 5; n: repeats; max: stopped at 5 still wider "
+                               "(1 of 4 cells)"));
+    CHECK_THAT(table, Contains("170.00 Mbit/s [168.00, 172.00] n=3"));
+    CHECK_THAT(table, Contains("n=5 max"));
+    CHECK_THAT(table, Contains("Welch's t-test with each side's first-stage variance"));
+    auto j = nlohmann::json::parse(render_as(d, Format::json, {"throughput"}));
+    CHECK(j["run"]["repeats"]["rule"] == "auto");
+    CHECK(j["run"]["repeats"]["max"] == 5);
+    int unsettled = 0, settled = 0;
+    for (const auto& c : j["cells"]) (c["settled"] == true ? settled : unsettled) += 1;
+    CHECK(unsettled == 1);
+    CHECK(settled == 3);
+
+    auto fixed = render_as(testing::buffer_sweep(), Format::table, {"throughput"});
+    CHECK_THAT(fixed, !Contains("n=3"));
+    CHECK_THAT(fixed, !Contains("repeats: auto"));
 }

@@ -84,7 +84,7 @@ TEST_CASE("the results database can be queried with plain sql, one row per metri
         Store store(db);
         store_whole(store, sample_run());
     }
-    CHECK(query(db, "PRAGMA user_version") == "5");
+    CHECK(query(db, "PRAGMA user_version") == "6");
     CHECK(query(db, "PRAGMA journal_mode") == "delete");
     CHECK(query(db, "SELECT count(*) FROM series WHERE name = 'stream1.cwnd'") == "9");
     CHECK(query(db, "SELECT count(*) FROM series WHERE name = 'stream1.cwnd' AND value IS NULL") == "3");
@@ -212,13 +212,13 @@ TEST_CASE("a database written by a newer wanlab is refused with the version to u
     TempDir dir;
     const auto db = dir.path / "results.db";
     { Store store(db); }
-    sql(db, "PRAGMA user_version = 6; UPDATE meta SET value = '0.4.0' WHERE key = 'written_by';");
+    sql(db, "PRAGMA user_version = 7; UPDATE meta SET value = '0.4.0' WHERE key = 'written_by';");
     CHECK_THROWS_WITH(Store(db), Catch::StartsWith("results database " + db.string() +
-                                                   " has schema version 6 (written by wanlab 0.4.0); wanlab ") &&
-                                     Catch::EndsWith(" reads up to version 5: open it with wanlab 0.4.0 or newer"));
+                                                   " has schema version 7 (written by wanlab 0.4.0); wanlab ") &&
+                                     Catch::EndsWith(" reads up to version 6: open it with wanlab 0.4.0 or newer"));
 
     const auto bare = dir.path / "bare.db";
-    sql(bare, "PRAGMA user_version = 7;");
+    sql(bare, "PRAGMA user_version = 8;");
     CHECK_THROWS_WITH(Store(bare), Catch::EndsWith("open it with a newer wanlab"));
 }
 
@@ -383,7 +383,7 @@ TEST_CASE("a version 1 database reads with empty counters, series and captures a
         "ALTER TABLE measurements DROP COLUMN counters; ALTER TABLE trials DROP COLUMN captures; "
         "ALTER TABLE trials DROP COLUMN link_loss_down; DROP TABLE series; ALTER TABLE runs DROP COLUMN shard; "
         "ALTER TABLE trials DROP COLUMN origin; ALTER TABLE trials DROP COLUMN session; "
-        "ALTER TABLE runs DROP COLUMN sessions; PRAGMA user_version = 1;");
+        "ALTER TABLE runs DROP COLUMN sessions; ALTER TABLE runs DROP COLUMN repeats; PRAGMA user_version = 1;");
     {
         Store old(db, Store::Access::read_only);
         auto loaded = old.load_run(d.run.id);
@@ -403,7 +403,7 @@ TEST_CASE("a version 1 database reads with empty counters, series and captures a
         store.add_measurement(d.run.id, d.measurements.front());  // a migrated store takes series
         CHECK(store.load_run(d.run.id).measurements.back().series.size() == 2);
     }
-    CHECK(query(db, "PRAGMA user_version") == "5");
+    CHECK(query(db, "PRAGMA user_version") == "6");
     CHECK(query(db, "SELECT count(*) FROM measurements WHERE counters = '{}'") ==
           std::to_string(d.measurements.size()));
 }
@@ -420,18 +420,20 @@ TEST_CASE("a version 2 database gains series and captures when opened for writin
         "ALTER TABLE trials DROP COLUMN captures; ALTER TABLE trials DROP COLUMN link_loss_down; DROP TABLE series; "
         "ALTER TABLE runs DROP COLUMN shard; ALTER TABLE trials DROP COLUMN origin; ALTER TABLE trials DROP COLUMN "
         "session; "
-        "ALTER TABLE runs DROP COLUMN sessions; PRAGMA user_version = 2;");
+        "ALTER TABLE runs DROP COLUMN sessions; ALTER TABLE runs DROP COLUMN repeats; PRAGMA user_version = 2;");
     CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).trials.front().captures.empty());
     {
         Store store(db);
         store.put_trial(d.run.id, d.trials.front());
         CHECK(store.load_run(d.run.id).trials.front().captures.size() == 1);
     }
-    CHECK(query(db, "PRAGMA user_version") == "5");
+    CHECK(query(db, "PRAGMA user_version") == "6");
 }
 
-TEST_CASE("a run records its shard, sessions and each trial's origin and session, and a version 3 database gains them",
-          "[results]") {
+TEST_CASE(
+    "a run records its shard, sessions, repeat rule and each trial's origin and session, and a version 3 database "
+    "gains them",
+    "[results]") {
     TempDir dir;
     const auto db = dir.path / "results.db";
     auto d = sample_run();
@@ -460,7 +462,7 @@ TEST_CASE("a run records its shard, sessions and each trial's origin and session
     sql(db,
         "ALTER TABLE runs DROP COLUMN shard; ALTER TABLE trials DROP COLUMN origin; ALTER TABLE trials DROP COLUMN "
         "session; "
-        "ALTER TABLE runs DROP COLUMN sessions; PRAGMA user_version = 3;");
+        "ALTER TABLE runs DROP COLUMN sessions; ALTER TABLE runs DROP COLUMN repeats; PRAGMA user_version = 3;");
     CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).run.shard.empty());
     CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).trials[1].origin.empty());
     CHECK(Store(db, Store::Access::read_only).load_run(d.run.id).trials[1].session == 0);
@@ -468,13 +470,21 @@ TEST_CASE("a run records its shard, sessions and each trial's origin and session
     auto e = sample_run();
     e.run.id = "second";
     e.run.shard = "1/2";
+    e.run.repeats = {true, 3, 10, 0.05};
     e.trials[0].origin = "run r2 of /tmp/c on lab-2, kernel 6.1.0";
+    CHECK_FALSE(Store(db, Store::Access::read_only).load_run(d.run.id).run.repeats.adaptive);
     {
         Store store(db);
         store_whole(store, e);
         CHECK(store.load_run("second").run.shard == "1/2");
+        const auto rule = store.load_run("second").run.repeats;  // the adaptive rule, since version 6
+        CHECK(rule.adaptive);
+        CHECK(rule.first == 3u);
+        CHECK(rule.max == 10u);
+        CHECK(rule.precision == Approx(0.05));
+        CHECK_FALSE(store.load_run(d.run.id).run.repeats.adaptive);
         CHECK(store.load_run("second").trials[0].origin == e.trials[0].origin);
         CHECK(store.load_run(d.run.id).run.shard.empty());
     }
-    CHECK(query(db, "PRAGMA user_version") == "5");
+    CHECK(query(db, "PRAGMA user_version") == "6");
 }

@@ -267,3 +267,21 @@ TEST_CASE("mount_type finds the mount that holds a path and the type after the d
 TEST_CASE("on_network_fs reads this machine's mount table: /proc is local", "[run]") {
     CHECK_FALSE(run::on_network_fs("/proc/self"));
 }
+
+TEST_CASE("the plan of adaptive repeats follows the counts decided so far", "[run][repeats]") {
+    // Four probes of 10 s per repeat, planned at 3 repeats each (120 s of repeats).
+    run::RepeatForecast f(3, 40);
+    CHECK(f.assumed() == 3);
+    // The first decides on 7: +40 s for itself, and the three still to come are now planned
+    // at 7 too: +120 s.
+    CHECK(f.decided(10, 7) == Approx(40 + 120));
+    CHECK(f.assumed() == Approx(7));
+    // The second on 3: -40 s for itself (planned at 7); the mean is 5 now: the two left -40 s.
+    CHECK(f.decided(10, 3) == Approx(-40 - 40));
+    CHECK(f.assumed() == Approx(5));
+    // Planned in all after every decision = the repeats really run.
+    double planned = 3 * 40 + 160 - 80;
+    planned += f.decided(10, 5);
+    planned += f.decided(10, 10);
+    CHECK(planned == Approx((7 + 3 + 5 + 10) * 10));
+}
