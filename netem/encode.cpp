@@ -289,11 +289,18 @@ std::vector<Request> tree_requests(const Direction& d, int ifindex, const std::s
                                    const Psched& psched, const TreeLayout& layout) {
     std::vector<Request> out;
     out.push_back(netem_request(d.netem, ifindex, dev, layout.netem_parent, layout.netem, psched));
+    for (auto& r : shaper_requests(d, ifindex, dev, layout.netem | 1, mtu, psched, layout)) out.push_back(std::move(r));
+    return out;
+}
+
+std::vector<Request> shaper_requests(const Direction& d, int ifindex, const std::string& dev, std::uint32_t parent,
+                                     std::uint32_t mtu, const Psched& psched, const TreeLayout& layout) {
+    std::vector<Request> out;
     if (d.rate_bps == 0 || d.shaper == Shaper::netem) return out;
     if (d.shaper == Shaper::tbf)
-        out.push_back(tbf_request(d, ifindex, dev, layout.netem | 1, mtu, layout));
+        out.push_back(tbf_request(d, ifindex, dev, parent, mtu, layout));
     else
-        for (auto& r : htb_requests(d, ifindex, dev, layout.netem | 1, layout)) out.push_back(std::move(r));
+        for (auto& r : htb_requests(d, ifindex, dev, parent, layout)) out.push_back(std::move(r));
     if (d.queue != Queue::none) out.push_back(queue_request(d, ifindex, dev, layout, psched));
     return out;
 }

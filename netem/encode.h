@@ -80,6 +80,13 @@ struct QdiscSite {
 std::vector<Request> tree_requests(const Direction& d, int ifindex, const std::string& dev, std::uint32_t mtu,
                                    const Psched& psched, const TreeLayout& layout = {});
 
+/// The shaper's requests of `d` (tbf, or htb and its class) hung at `parent`, and its queue's
+/// below it; none without a rate or with shaper = "netem". tree_requests() hangs them at
+/// netem's class; bench/apply_bench hangs them at the root, to measure the control path on a
+/// kernel without netem.
+std::vector<Request> shaper_requests(const Direction& d, int ifindex, const std::string& dev, std::uint32_t parent,
+                                     std::uint32_t mtu, const Psched& psched, const TreeLayout& layout = {});
+
 /// Deletes the qdisc at `parent` of `ifindex` (`handle` 0: whichever is there), such as the
 /// ingress qdisc (TC_H_INGRESS) or a shaper below netem; `what` names it in errors.
 Request delete_qdisc(int ifindex, std::uint32_t parent, std::uint32_t handle, std::string what);
