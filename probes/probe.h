@@ -190,6 +190,17 @@ ProbeResult run_http(const ProbeSpec& spec, const Endpoints& where, const Tick& 
 /// kind "command" (probes/command.cpp): spec.command in where.client's namespace.
 ProbeResult run_command(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 
+/// The SO_RCVLOWAT the built-in throughput probe's receiver asks for at this arrival rate, so
+/// that the kernel wakes it once per batch instead of once per segment. On a veth the sender's
+/// CPU runs the receiving side's softirq, and waking the receiver was its largest cost: one
+/// stream moved 1.4x to 1.8x the bytes per CPU second with the watermark (docs/performance.md).
+/// It is the power of two at or below the least of 128 KiB; 1 ms of data at this rate, so the
+/// bytes that arrived but are not counted yet never exceed 1 ms's worth; and an eighth of the
+/// socket's receive buffer (`rcvbuf`, SO_RCVBUF), because tcp_set_rcvlowat() grows a buffer
+/// smaller than about twice the watermark and clamps the window to it, and the probe must not
+/// change the window it measures. At least 1 (the kernel's default).
+int receive_watermark(double bytes_per_second, std::int64_t rcvbuf);
+
 // The built-in probes' far halves (serve_far()), beside their clients.
 std::unique_ptr<FarServer> serve_throughput(const ProbeSpec& spec, const Endpoint& at);
 std::unique_ptr<FarServer> serve_rr(const ProbeSpec& spec, const Endpoint& at);

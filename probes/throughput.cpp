@@ -31,6 +31,10 @@ using namespace std::chrono_literals;
 
 // Big enough that one send()/recv() moves many segments; iperf3 uses 128 KiB.
 constexpr std::size_t kBufferBytes = 256 * 1024;
+// The receiver's watermark (receive_watermark()): at most this many bytes, and at most this
+// long's worth of data at the rate arriving.
+constexpr int kMaxWatermark = 128 * 1024;
+constexpr auto kWatermarkLag = 1ms;
 constexpr auto kSetupTimeout = 5000ms;
 constexpr auto kIoTimeout = 500ms;
 
@@ -127,20 +131,60 @@ void send_loop(int fd, const std::atomic<bool>& done) {
 // Closing with unread data resets the connection, which is all that is left to do.
 constexpr auto kDrainAfterDone = std::chrono::seconds(1);
 
+// How often the receiver re-estimates the arrival rate that sets its watermark.
+constexpr auto kRateWindow = 10ms;
+
+/// The receiving socket's SO_RCVLOWAT, following the arrival rate (see receive_watermark()).
+class Watermark {
+public:
+    explicit Watermark(int fd) : fd_(fd), since_(Clock::now()) {}
+
+    void received(std::size_t n) {
+        bytes_ += n;
+        auto now = Clock::now();
+        if (now - since_ < kRateWindow) return;
+        int rcvbuf = 0;
+        socklen_t len = sizeof rcvbuf;
+        if (::getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, &len) == 0)
+            set(receive_watermark(static_cast<double>(bytes_) / seconds(now - since_), rcvbuf));
+        bytes_ = 0;
+        since_ = now;
+    }
+    /// Back to the kernel's default, one byte: the drain after the window reads what comes.
+    void reset() { set(1); }
+
+private:
+    // A kernel that refuses (before Linux 4.18 TCP had no SO_RCVLOWAT) keeps waking on every
+    // segment, which costs speed, not correctness: nothing to report.
+    void set(int bytes) {
+        if (bytes != current_ && ::setsockopt(fd_, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof bytes) == 0)
+            current_ = bytes;
+    }
+
+    int fd_;
+    int current_ = 1;
+    std::uint64_t bytes_ = 0;
+    Clock::time_point since_;
+};
+
 void receive_loop(int fd, Counter& counter, const std::atomic<bool>& done) {
     std::vector<char> buf(kBufferBytes);
+    Watermark watermark(fd);
     int idle_after_done = 0;
     std::optional<Clock::time_point> stop_by;
     for (;;) {
         if (done.load(std::memory_order_relaxed)) {
-            if (!stop_by)
+            if (!stop_by) {
                 stop_by = Clock::now() + kDrainAfterDone;
-            else if (Clock::now() >= *stop_by)
+                watermark.reset();
+            } else if (Clock::now() >= *stop_by) {
                 return;
+            }
         }
         ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
         if (n > 0) {
             counter.bytes.fetch_add(static_cast<std::uint64_t>(n), std::memory_order_relaxed);
+            if (!stop_by) watermark.received(static_cast<std::size_t>(n));
             continue;
         }
         if (n == 0) return;
@@ -401,6 +445,14 @@ private:
 };
 
 }  // namespace
+
+int receive_watermark(double bytes_per_second, std::int64_t rcvbuf) {
+    double cap = std::min<double>({static_cast<double>(kMaxWatermark), static_cast<double>(rcvbuf) / 8,
+                                   bytes_per_second * std::chrono::duration<double>(kWatermarkLag).count()});
+    int bytes = 1;
+    while (bytes <= cap / 2) bytes *= 2;  // the power of two at or below the cap: no setsockopt per jitter
+    return bytes;
+}
 
 std::unique_ptr<FarServer> serve_throughput(const ProbeSpec& spec, const Endpoint& at) {
     return std::make_unique<ThroughputServer>(spec, at);

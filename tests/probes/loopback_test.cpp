@@ -5,6 +5,8 @@
 // same refusals at run time, and the tcp rtt probe against a listener of the test's own.
 #include <catch2/catch.hpp>
 
+#include <sys/socket.h>
+
 #include "core/config.h"
 #include "core/error.h"
 #include "probes/probe.h"
@@ -54,6 +56,37 @@ TEST_CASE("throughput on loopback moves data both ways and reports every connect
         CHECK(r.series.at(name).value.back() > 0);
     }
     check_names(r);
+}
+
+TEST_CASE("receive_watermark is 1 ms of data, a power of two, at most 128 KiB and an eighth of the buffer",
+          "[probes][throughput]") {
+    constexpr std::int64_t kBigBuffer = 64 << 20;
+    CHECK(receive_watermark(0, kBigBuffer) == 1);              // nothing arriving: the default
+    CHECK(receive_watermark(1e6, kBigBuffer) == 512);          // 8 Mbit/s: 1000 bytes in 1 ms
+    CHECK(receive_watermark(125e6, kBigBuffer) == 64 * 1024);  // 1 Gbit/s: 125,000 bytes in 1 ms
+    CHECK(receive_watermark(4e9, kBigBuffer) == 128 * 1024);   // 32 Gbit/s: the cap
+    CHECK(receive_watermark(4e9, 128 * 1024) == 16 * 1024);    // an eighth of 128 KiB
+    CHECK(receive_watermark(4e9, 100'000) == 8 * 1024);        // 12,500: down to a power of two
+    CHECK(receive_watermark(4e9, 4) == 1);
+}
+
+// Why the eighth: tcp_set_rcvlowat() grows a receive buffer that is smaller than about twice
+// the watermark, and clamps the window to it. On a connection of our own, the watermark the
+// probe would choose leaves the buffer as it was, where half the buffer grows it.
+TEST_CASE("the receive watermark leaves the socket's receive buffer as the kernel sized it", "[probes][throughput]") {
+    Fd listener = listen_tcp("", "127.0.0.1", 0);
+    Fd client = connect_tcp("", "127.0.0.1", local_port(listener.get()), std::chrono::seconds(2));
+    Fd server = accept_within(listener.get(), std::chrono::seconds(2));
+    int before = get_int(server.get(), SOL_SOCKET, SO_RCVBUF, "SO_RCVBUF");
+    int watermark = receive_watermark(1e12, before);
+    REQUIRE(watermark > 1);
+    set_int(server.get(), SOL_SOCKET, SO_RCVLOWAT, watermark, "SO_RCVLOWAT");
+    CHECK(get_int(server.get(), SOL_SOCKET, SO_RCVLOWAT, "SO_RCVLOWAT") == watermark);
+    CHECK(get_int(server.get(), SOL_SOCKET, SO_RCVBUF, "SO_RCVBUF") == before);
+    // The counter-check: a watermark of the whole buffer makes the kernel grow it.
+    int client_before = get_int(client.get(), SOL_SOCKET, SO_RCVBUF, "SO_RCVBUF");
+    set_int(client.get(), SOL_SOCKET, SO_RCVLOWAT, client_before, "SO_RCVLOWAT");
+    CHECK(get_int(client.get(), SOL_SOCKET, SO_RCVBUF, "SO_RCVBUF") > client_before);
 }
 
 TEST_CASE("rtt on loopback answers every tcp and udp probe", "[probes][loopback]") {
