@@ -192,8 +192,9 @@ ProbeResult run_command(const ProbeSpec& spec, const Endpoints& where, const Tic
 
 /// The SO_RCVLOWAT the built-in throughput probe's receiver asks for at this arrival rate, so
 /// that the kernel wakes it once per batch instead of once per segment. On a veth the sender's
-/// CPU runs the receiving side's softirq, and waking the receiver was its largest cost: one
-/// stream moved 1.4x to 1.8x the bytes per CPU second with the watermark (docs/performance.md).
+/// CPU runs the receiving side's softirq, so it also pays for waking the receiver, and with one
+/// stream that CPU is the limit: batching the wake-ups took one stream from iperf3's speed to
+/// 1.6-1.9x it, at half its CPU per byte (docs/performance.md).
 /// It is the power of two at or below the least of 128 KiB; 1 ms of data at this rate, so the
 /// bytes that arrived but are not counted yet never exceed 1 ms's worth; and an eighth of the
 /// socket's receive buffer (`rcvbuf`, SO_RCVBUF), because tcp_set_rcvlowat() grows a buffer

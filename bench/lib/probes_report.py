@@ -5,8 +5,9 @@ usage: probes_report.py DIR
 
 DIR/runs.tsv has one line per run: group, variant, tool, repetition, exit status, run number,
 process-tree CPU (ns, or nan), system-wide busy time (USER_HZ ticks), wall time (s), ksoftirqd
-CPU (USER_HZ ticks); DIR/run-N.json
-is that run's `wanlab probe --json` output and DIR/run-N.err its stderr. The section's settings
+CPU (USER_HZ ticks), context switches (all CPUs); DIR/run-N.json is that run's `wanlab probe
+--json` output, DIR/run-N.err its stderr, and for throughput runs DIR/tcp-N.txt holds the
+sending namespace's retransmitted and D-SACKed segments over the run. The section's settings
 come in BENCH_* environment variables. Every number printed comes from these files; the prose
 compares them and says who wins by how much.
 """
@@ -30,10 +31,16 @@ quick = env.get("BENCH_QUICK") == "1"
 runs = []
 with open(os.path.join(d, "runs.tsv")) as f:
     for line in f:
-        group, variant, tool, rep, rc, n, cpu, busy, wall, ksoft = line.rstrip("\n").split("\t")
+        group, variant, tool, rep, rc, n, cpu, busy, wall, ksoft, ctxt = line.rstrip("\n").split("\t")
         run = dict(group=group, variant=variant, tool=tool, rep=int(rep), rc=int(rc), n=int(n),
                    cpu=float(cpu) / 1e9 + int(ksoft) / hz if cpu not in ("", "nan") else math.nan,
-                   busy=int(busy) / hz, wall=float(wall), result=None, error="")
+                   busy=int(busy) / hz, wall=float(wall), ctxt=int(ctxt), retrans=math.nan, dsack=math.nan,
+                   result=None, error="")
+        try:
+            with open(os.path.join(d, f"tcp-{n}.txt")) as t:
+                run["retrans"], run["dsack"] = (float(x) for x in t.read().split())
+        except (OSError, ValueError):
+            pass
         try:
             with open(os.path.join(d, f"run-{n}.json")) as j:
                 run["result"] = json.load(j)
@@ -151,38 +158,52 @@ p("- **system-wide**: busy time of all CPUs from `/proc/stat` (user + nice + sys
   "(look at the load average above). Both measures span the whole invocation (setup and teardown, well under "
   "a second, included); the bytes are those counted in the measured window.")
 p("")
-p("| streams | tool | Gbit/s | CPU s/GB, processes + ksoftirqd | CPU s/GB, system-wide | retransmits |")
-p("|---|---|---|---|---|---|")
+p("Context switches are the machine's (`ctxt` in `/proc/stat`) over the run, per GB: each time a blocked "
+  "thread of either side is woken to send or receive is one. Retransmits are the probe's own figure; the last "
+  "column is how many of the segments the sender retransmitted the receiver reported back as duplicates it "
+  "already had (D-SACK, `TcpExtTCPDSACKRecvSegs` against `TcpRetransSegs` in the client's namespace, summed "
+  "over the runs): retransmissions that were not needed.")
+p("")
+p("| streams | tool | Gbit/s | CPU s/GB, processes + ksoftirqd | CPU s/GB, system-wide | context switches per GB | "
+  "retransmits | of them D-SACKed |")
+p("|---|---|---|---|---|---|---|---|")
 tput = {}
+spurious = {}
 for s in streams:
     for tool in ("builtin", "iperf3"):
         rs = ok("throughput", str(s), tool)
+        gigabytes = lambda r: metric(r, "throughput") / 8 * tput_s / 1e9
         g = values(rs, lambda r: metric(r, "throughput"))
-        per_gb_p = values(rs, lambda r: r["cpu"] / (metric(r, "throughput") / 8 * tput_s / 1e9))
-        per_gb_s = values(rs, lambda r: r["busy"] / (metric(r, "throughput") / 8 * tput_s / 1e9))
+        per_gb_p = values(rs, lambda r: r["cpu"] / gigabytes(r))
+        per_gb_s = values(rs, lambda r: r["busy"] / gigabytes(r))
+        per_gb_c = values(rs, lambda r: r["ctxt"] / gigabytes(r))
         retr = values(rs, lambda r: metric(r, "retransmits"))
-        tput[(s, tool)] = (g, per_gb_p, per_gb_s)
+        counted = [r for r in rs if not math.isnan(r["retrans"])]
+        retrans_sum = sum(r["retrans"] for r in counted)
+        dsack = sum(r["dsack"] for r in counted) / retrans_sum * 100 if retrans_sum else math.nan
+        spurious[(s, tool)] = dsack
+        tput[(s, tool)] = (g, per_gb_p, per_gb_s, per_gb_c)
         name = "built-in" if tool == "builtin" else "iperf3"
         fails = failed("throughput", str(s), tool)
         extra = f" ({len(fails)} of {len(fails) + len(rs)} runs failed)" if fails else ""
         p(f"| {s} | {name}{extra} | {cell(g, gbit)} | {cell(per_gb_p, num2)} | {cell(per_gb_s, num2)} | "
-          f"{cell(retr, lambda v: f'{v:.0f}')} |")
+          f"{cell(per_gb_c, lambda v: f'{v:,.0f}'.replace(',', ' '))} | {cell(retr, lambda v: f'{v:.0f}')} | "
+          f"{'-' if math.isnan(dsack) else f'{dsack:.0f}%'} |")
 p("")
 lines = []
 for s in streams:
-    gb, pb, sb = tput[(s, "builtin")]
-    gi, pi, si = tput[(s, "iperf3")]
+    gb, pb, sb, cb = tput[(s, "builtin")]
+    gi, pi, si, ci = tput[(s, "iperf3")]
     if not gb or not gi:
         lines.append(f"- {s} stream(s): no comparison (runs failed, see the end of the section).")
         continue
     d = pct(med(gb), med(gi))
     who = "built-in faster" if d > 0 else "iperf3 faster"
     noise = " (the ranges overlap: within this run's noise)" if overlap(gb, gi) else ""
-    cpu_p = pct(med(pb), med(pi))
-    cpu_s = pct(med(sb), med(si))
     lines.append(
-        f"- {s} stream(s): {who} by {abs(d):.0f}%{noise}; CPU per GB built-in vs iperf3: processes + ksoftirqd "
-        f"{cpu_p:+.0f}%, system-wide {cpu_s:+.0f}%.")
+        f"- {s} stream(s): {who} by {abs(d):.0f}%{noise}; per GB built-in vs iperf3: CPU {pct(med(pb), med(pi)):+.0f}% "
+        f"(processes + ksoftirqd), {pct(med(sb), med(si)):+.0f}% (system-wide); context switches "
+        f"{pct(med(cb), med(ci)):+.0f}%.")
 p("Compared by median:")
 p("")
 out.extend(lines)
@@ -204,15 +225,32 @@ def verdict(i, better_low):
     return "met at every stream count" if not lost else "not met with " + ", ".join(lost)
 
 
+def fewer_wakeups(s):
+    """the built-in side's context switches per GB relative to iperf3's, for one stream count"""
+    b, x = tput.get((s, "builtin"), (None,) * 4)[3], tput.get((s, "iperf3"), (None,) * 4)[3]
+    return pct(med(b), med(x)) if b and x else math.nan
+
+
+one = fewer_wakeups(1) if 1 in streams else math.nan
+dsacked = [v for v in spurious.values() if not math.isnan(v)]
 p(f"Goal (built-in at least as fast as iperf3, no more CPU per byte): speed {verdict(0, False)}; CPU per byte "
   f"{verdict(1, True)} by the processes + ksoftirqd measure, {verdict(2, True)} system-wide. "
-  "Both move data the same way, blocking `send()`/`recv()` of large buffers (the built-in probe 256 KiB per "
-  "call, iperf3 128 KiB), but iperf3 3.12 runs all its streams in one thread per side (a `select()` loop), "
-  "while the built-in probe runs one sending and one receiving thread per stream. On a veth the cost is the "
-  "kernel's copies and its TCP and softirq work, which is the same for both, so the two land close together "
-  "and the spread from run to run on 2 cores is of the size of the gap; with more streams than cores, the "
-  "built-in probe's threads share the two CPUs, where iperf3's single thread per side cannot use more than one "
-  "CPU each.")
+  "Both move data with blocking `send()`/`recv()` of large buffers (the built-in probe 256 KiB per call, "
+  "iperf3 128 KiB). On a veth the receiving side's softirq runs on the sending CPU, so with one stream that "
+  "CPU does the sender's copy, both sides' TCP work and every wake-up of the receiver, and it is the limit. "
+  "The built-in receiver sets a low watermark (`SO_RCVLOWAT`, 1 ms of data and at most 128 KiB: "
+  "docs/probes.md), so the kernel wakes it once per batch rather than once per segment, which iperf3 does "
+  "not do"
+  + (f": with one stream the machine switched context {abs(one):.0f}% {'less' if one < 0 else 'more'} often "
+     "per GB with the built-in probe than with iperf3." if not math.isnan(one) else ".")
+  + " With more streams than cores the two also differ in threads: iperf3 3.12 runs all its "
+  "streams in one thread per side (a `select()` loop), which cannot use more than one CPU per side, the "
+  "built-in probe one sending and one receiving thread per stream, which the scheduler spreads over both "
+  "CPUs."
+  + (f" Retransmits on this path are almost all spurious ({min(dsacked):.0f}-{max(dsacked):.0f}% D-SACKed): "
+     "segments sent from the sending thread and from ACK processing in "
+     "the receiving CPU's softirq reach the receiver through the two CPUs' backlog queues, out of order, and "
+     "the sender takes the reordering for loss." if dsacked else ""))
 p("")
 
 # --- http ---

@@ -2,7 +2,8 @@
 # bench section "probes": wanlab's built-in probes against the tools users trust, side by side
 # in one run over one path: two network namespaces joined by a veth pair (198.18.110.1/30 <->
 # 198.18.110.2/30, kernel-default offloads), on the host kernel.
-#   throughput  built-in vs iperf3 (`--tool iperf3`), 1/4/8 streams: Gbit/s, CPU s per GB
+#   throughput  built-in vs iperf3 (`--tool iperf3`), 1/4/8 streams: Gbit/s, CPU s per GB,
+#               context switches per GB, retransmits and how many of them were spurious
 #   http        built-in load generator vs wrk, against nginx (Debian's, run here in the server
 #               namespace with bench/lib/probes_nginx.conf) and against wanlab's built-in server
 #   latency     rtt (tcp, icmp, udp) and rr vs ping and hping3
@@ -128,11 +129,21 @@ ksoftirqd_ticks() {
   echo "$t"
 }
 
+# context switches since boot, all CPUs: every blocking wake-up of a probe's threads is one
+ctxt() { awk '$1 == "ctxt" { print $2; exit }' /proc/stat; }
+# the sending namespace's TCP counters: segments retransmitted, and those the receiver reported
+# back as duplicates it already had (D-SACK: the retransmission was spurious)
+tcp_counters() {
+  ip netns exec "$ns_a" nstat -asz TcpRetransSegs TcpExtTCPDSACKRecvSegs 2>/dev/null |
+    awk '$1 == "TcpRetransSegs" { r = $2 } $1 == "TcpExtTCPDSACKRecvSegs" { d = $2 } END { print r + 0, d + 0 }'
+}
+
 runs="$tmp/runs.tsv"
 : > "$runs"
 n=0
 # measure GROUP VARIANT TOOL REP -- COMMAND...: runs one probe, records its JSON, exit status,
-# wall time, process-tree CPU and system-wide busy time.
+# wall time, process-tree CPU, system-wide busy time and context switches; for throughput, also
+# the sender's retransmitted and D-SACKed segments (tcp-N.txt).
 measure() {
   local group=$1 variant=$2 tool=$3 rep=$4
   shift 5
@@ -142,8 +153,9 @@ measure() {
     cg="$cg_parent/$tag-$n"
     mkdir "$cg" && cg_made+=("$cg") || cg=""
   fi
-  local b0 t0 b1 t1 k0 k1 cpu="nan"
-  k0=$(ksoftirqd_ticks) b0=$(busy_ticks) t0=$(date +%s.%N)
+  local b0 t0 b1 t1 k0 k1 c0 c1 tcp0="" cpu="nan"
+  [[ $group == throughput ]] && tcp0=$(tcp_counters)
+  k0=$(ksoftirqd_ticks) b0=$(busy_ticks) c0=$(ctxt) t0=$(date +%s.%N)
   # In the background and waited for, so that a signal to this script is handled at once.
   (
     [[ -n $cg ]] && echo "$BASHPID" > "$cg/cgroup.procs"
@@ -152,13 +164,19 @@ measure() {
   running=$!
   wait "$running" || rc=$?
   running=""
-  t1=$(date +%s.%N) b1=$(busy_ticks) k1=$(ksoftirqd_ticks)
+  t1=$(date +%s.%N) c1=$(ctxt) b1=$(busy_ticks) k1=$(ksoftirqd_ticks)
+  if [[ -n $tcp0 ]]; then
+    local tcp1
+    tcp1=$(tcp_counters)
+    awk -v a="$tcp0" -v b="$tcp1" 'BEGIN { split(a, x, " "); split(b, y, " "); print y[1] - x[1], y[2] - x[2] }' \
+      > "$tmp/tcp-$n.txt"
+  fi
   if [[ -n $cg ]]; then
     cpu=$(cg_usage_ns "$cg")
     rmdir "$cg" 2>/dev/null || true
   fi
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$group" "$variant" "$tool" "$rep" "$rc" "$n" "$cpu" \
-    "$((b1 - b0))" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" "$((k1 - k0))" >> "$runs"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$group" "$variant" "$tool" "$rep" "$rc" "$n" "$cpu" \
+    "$((b1 - b0))" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" "$((k1 - k0))" "$((c1 - c0))" >> "$runs"
   if ((rc != 0)); then
     log "  $group $variant $tool (rep $rep) failed, status $rc: $(tail -n 2 "$err" | tr '\n' ' ')"
   fi
@@ -267,6 +285,7 @@ export BENCH_REPS=$reps BENCH_TPUT_S=$tput_s BENCH_HTTP_S=$http_s BENCH_RTT_COUN
 if [[ -n ${BENCH_PROBES_RAW:-} ]]; then  # keep the raw runs (JSON, stderr, runs.tsv, settings) for a look
   mkdir -p "$BENCH_PROBES_RAW"
   cp "$tmp"/runs.tsv "$tmp"/run-* "$BENCH_PROBES_RAW"/
+  cp "$tmp"/tcp-* "$BENCH_PROBES_RAW"/ 2>/dev/null || true  # throughput runs only
   env | grep '^BENCH_' > "$BENCH_PROBES_RAW/settings.env"
 fi
 python3 bench/lib/probes_report.py "$tmp"
