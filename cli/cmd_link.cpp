@@ -66,7 +66,7 @@ std::string value_of(const std::string& key) {
     return "a percentage (e.g. 1%)";  // loss, corrupt, duplicate, reorder and their correlations
 }
 
-struct Options {
+struct LinkOptions {
     std::string dev;
     std::string netns;
     std::string profile;
@@ -80,16 +80,16 @@ struct Options {
 
 /// The device's lock, the one a host-mode run holds (lab/session.cpp): `link apply` and
 /// `link clear` never change a device a run is impairing.
-lab::FileLock lock_device(const Options& o) {
+lab::FileLock lock_device(const LinkOptions& o) {
     std::string name = o.netns.empty() ? o.dev : o.netns + "--" + o.dev;
     return lab::FileLock(fs::path(lab::kRunDir) / fmt::format("dev-{}.lock", name), false, "device " + o.dev);
 }
 
-fs::path snapshot_path(const Options& o) {
+fs::path snapshot_path(const LinkOptions& o) {
     return fs::path("/run/wanlab/link") / fmt::format("{}{}.snapshot", o.netns.empty() ? "" : o.netns + "--", o.dev);
 }
 
-netem::Direction resolve(const Options& o) {
+netem::Direction resolve(const LinkOptions& o) {
     std::string text = "[link]\n";
     if (!o.profile.empty()) text += "profile = " + toml_value(o.profile) + "\n";
     for (const auto& [k, v] : o.values) text += fmt::format("{} = {}\n", k, toml_value(v));
@@ -121,7 +121,7 @@ std::string read_snapshot(const fs::path& path) {
 
 /// A watchdog that runs `wanlab link clear` for this device after `seconds`, whatever happens
 /// to this process or the SSH session that started it. Returns its pid.
-pid_t arm_auto_restore(const Options& o, unsigned seconds) {
+pid_t arm_auto_restore(const LinkOptions& o, unsigned seconds) {
     lab::WatchdogOptions w;
     w.seconds = seconds;
     w.argv = {lab::self_exe(), "link", "clear", "--dev", o.dev};
@@ -130,14 +130,14 @@ pid_t arm_auto_restore(const Options& o, unsigned seconds) {
 }
 
 /// Ends a watchdog whose change failed and was undone: it must not restore later.
-void stand_down(const Options& o, pid_t watchdog) {
+void stand_down(const LinkOptions& o, pid_t watchdog) {
     ::kill(watchdog, SIGKILL);
     while (::waitpid(watchdog, nullptr, 0) < 0 && errno == EINTR) {}
     std::printf("%s: the change failed and was undone; watchdog pid %d stood down\n", o.dev.c_str(), watchdog);
     std::fflush(stdout);
 }
 
-int apply(const Options& o) {
+int apply(const LinkOptions& o) {
     auto d = resolve(o);
     if (!o.dry_run) lab::refuse_if_ssh(o.netns, o.dev, "", 0, o.force);
     if (o.dry_run) {
@@ -188,7 +188,7 @@ int apply(const Options& o) {
     return 0;
 }
 
-int clear(const Options& o) {
+int clear(const LinkOptions& o) {
     auto path = snapshot_path(o);
     if (!fs::exists(path)) {
         std::printf("%s: nothing to clear (wanlab has no saved qdiscs for it)\n", o.dev.c_str());
@@ -204,7 +204,7 @@ int clear(const Options& o) {
     return 0;
 }
 
-int show(const Options& o) {
+int show(const LinkOptions& o) {
     netem::NetlinkKernel kernel(o.netns);
     int ifindex = kernel.ifindex(o.dev);
     auto psched = netem::Psched::from_proc();
@@ -244,7 +244,7 @@ int show(const Options& o) {
 }  // namespace
 
 Runner setup_link(CLI::App& sub) {
-    auto o = std::make_shared<Options>();
+    auto o = std::make_shared<LinkOptions>();
     auto action = std::make_shared<std::string>();
     sub.require_subcommand(1);
     auto common = [o](CLI::App* app) {

@@ -22,7 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Options {
+struct ProfileOptions {
     std::string name;
     std::string kind;  // "" = both
     bool json = false;
@@ -38,7 +38,7 @@ constexpr KindInfo kKinds[] = {
     {"tuning", "Tuning profiles ([sysctl] profile = \"NAME\")"},
 };
 
-std::vector<const KindInfo*> kinds_of(const Options& o) {
+std::vector<const KindInfo*> kinds_of(const ProfileOptions& o) {
     std::vector<const KindInfo*> out;
     for (const auto& k : kKinds)
         if (o.kind.empty() || o.kind == k.kind) out.push_back(&k);
@@ -63,7 +63,7 @@ nlohmann::json entry_json(const lab::ProfileEntry& e) {
             {"shadowed", e.shadowed}};
 }
 
-int list(const Options& o, const lab::ProfileLibrary& lib) {
+int list(const ProfileOptions& o, const lab::ProfileLibrary& lib) {
     nlohmann::json all = nlohmann::json::array();
     std::string text;
     for (const auto* k : kinds_of(o)) {
@@ -114,7 +114,7 @@ std::vector<std::string> resolved(const lab::ProfileEntry& e, const lab::Profile
     return out;
 }
 
-int show(const Options& o, const lab::ProfileLibrary& lib) {
+int show(const ProfileOptions& o, const lab::ProfileLibrary& lib) {
     std::vector<lab::ProfileEntry> found;
     std::vector<std::string> names;
     for (const auto* k : kinds_of(o))
@@ -149,7 +149,7 @@ int show(const Options& o, const lab::ProfileLibrary& lib) {
 }  // namespace
 
 Runner setup_profiles(CLI::App& sub) {
-    auto o = std::make_shared<Options>();
+    auto o = std::make_shared<ProfileOptions>();
     sub.add_option("NAME", o->name, "Show this profile in full: file, source, resolved settings");
     sub.add_option("--kind", o->kind, "Only link or only tuning profiles")->check(CLI::IsMember({"link", "tuning"}));
     sub.add_flag("--json", o->json, "JSON");

@@ -359,7 +359,7 @@ http::ServerOptions http::server_options(const ProbeSpec& spec) {
 
 namespace {
 
-constexpr std::size_t kMaxSamples = 4'000'000;  // raw latencies kept; the histogram sees all
+constexpr std::size_t kMaxKeptRequestLatencies = 4'000'000;  // raw latencies kept; the histogram sees all
 
 http::LoadOptions load_options(const ProbeSpec& spec) {
     http::LoadOptions o;
@@ -371,7 +371,7 @@ http::LoadOptions load_options(const ProbeSpec& spec) {
     if (o.timeout <= std::chrono::nanoseconds::zero()) throw InputError("http probe: `timeout` must be above zero");
     o.nodelay = option_bool(spec, "client_nodelay");
     o.quickack = option_bool(spec, "client_quickack");
-    o.keep_samples = kMaxSamples;
+    o.keep_samples = kMaxKeptRequestLatencies;
     o.interval = std::chrono::nanoseconds(option_int(spec, "interval"));
     return o;
 }

@@ -20,8 +20,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr std::int64_t kMaxConnections = 512;   // one thread per connection and side
-constexpr std::size_t kMaxSamples = 4'000'000;  // raw latencies kept in total; the histogram sees all
+constexpr std::int64_t kMaxConnections = 512;         // one thread per connection and side
+constexpr std::size_t kMaxKeptLatencies = 4'000'000;  // raw latencies kept in total; the histogram sees all
 constexpr std::int64_t kMaxMessage = 64 * 1024 * 1024;
 // A transaction slower than this ends its connection (counted in `errors`).
 constexpr auto kTransactionTimeout = 5000ms;
@@ -117,7 +117,7 @@ void summarize(ProbeResult& r, const std::vector<ClientTally>& tallies, double e
         m["latency_p90"] = all.percentile(90) / 1e9, m["latency_p99"] = all.percentile(99) / 1e9;
         m["latency_max"] = all.max() / 1e9;
         r.notes.push_back(fmt::format(
-            "latency percentiles from the histogram (0.8% resolution): more than {} transactions", kMaxSamples));
+            "latency percentiles from the histogram (0.8% resolution): more than {} transactions", kMaxKeptLatencies));
     }
     r.samples["latency"] = std::move(raw);
     intervals.add_series(r.series, "transactions_per_second", elapsed);
@@ -206,7 +206,7 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
     ClientTally fresh;
     fresh.intervals = IntervalTally(seconds(std::chrono::nanoseconds(option_int(spec, "interval"))));
     std::vector<ClientTally> tallies(static_cast<std::size_t>(n), fresh);
-    std::size_t keep = kMaxSamples / static_cast<std::size_t>(n);
+    std::size_t keep = kMaxKeptLatencies / static_cast<std::size_t>(n);
     auto start = Clock::now(), end = start + duration;
     Workers workers;  // after the sockets: joined before they close
     for (std::size_t i = 0; i < clients.size(); ++i) {

@@ -30,7 +30,7 @@ constexpr std::size_t kHeader = 4 + 4 + 8 + 8;
 // and at the latest this long after the sender is done (packets still in a long queue).
 constexpr auto kQuiet = 300ms;
 constexpr auto kLatest = 3s;
-constexpr std::size_t kMaxSamples = 200'000;
+constexpr std::size_t kMaxKeptDelays = 200'000;
 // A receive buffer that holds a second at 100 Mbit/s: a late reader must not become loss.
 constexpr int kReceiveBuffer = 16 << 20;
 
@@ -90,7 +90,7 @@ void UdpTally::add(std::uint64_t seq, std::int64_t sent_ns, std::int64_t arrival
     double transit = static_cast<double>(arrival_ns - sent_ns) / 1e9;
     if (received > 1) jitter += (std::fabs(transit - last_transit_) - jitter) / 16;
     last_transit_ = transit;
-    if (delays.size() < kMaxSamples) delays.push_back(transit);
+    if (delays.size() < kMaxKeptDelays) delays.push_back(transit);
 }
 
 void loss_metrics(std::map<std::string, double>& m, double lost, double n) {

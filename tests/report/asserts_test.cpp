@@ -23,7 +23,7 @@ lab::AssertSpec gain(const std::string& variant, double min_gain) {
 
 TEST_CASE("report min_gain is judged per sweep point on medians", "[report]") {
     // large-buffers over default-buffers: 300/170 = +76.5% at 20 ms, 250/85 = +194.1% at 40 ms.
-    auto out = evaluate(testing::buffer_sweep(), {gain("large-buffers", 1.0)});
+    auto out = evaluate(fixtures::buffer_sweep(), {gain("large-buffers", 1.0)});
     REQUIRE(out.size() == 2);
     CHECK_FALSE(out[0].passed);
     CHECK(out[0].point == "link.rtt=20ms");
@@ -41,7 +41,7 @@ TEST_CASE("report min_gain is judged per sweep point on medians", "[report]") {
 }
 
 TEST_CASE("report min_gain without a variant applies to every variant but the baseline", "[report]") {
-    auto out = evaluate(testing::buffer_sweep(), {gain("", 0.2)});
+    auto out = evaluate(fixtures::buffer_sweep(), {gain("", 0.2)});
     REQUIRE(out.size() == 2);
     for (const auto& o : out) {
         CHECK(o.variant == "large-buffers");
@@ -50,7 +50,7 @@ TEST_CASE("report min_gain without a variant applies to every variant but the ba
 }
 
 TEST_CASE("report min_gain of a lower-is-better metric counts a fall as a gain", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     lab::AssertSpec a;
     a.probe = "bulk";
     a.metric = "rwnd_limited";
@@ -69,7 +69,7 @@ TEST_CASE("report bounds apply to every variant at every sweep point, in human u
     a.metric = "throughput";  // the only probe reporting it
     a.at_least = 100e6;
     a.at_most = 1e9;
-    auto out = evaluate(testing::buffer_sweep(), {a});
+    auto out = evaluate(fixtures::buffer_sweep(), {a});
     REQUIRE(out.size() == 8);  // 2 variants x 2 points x 2 bounds
     CHECK(out[0].message ==
           "PASS bulk.throughput default-buffers @ link.rtt=20ms: median 170.00 Mbit/s (>= 100.00 Mbit/s)");
@@ -87,7 +87,7 @@ TEST_CASE("report bounds apply to every variant at every sweep point, in human u
 }
 
 TEST_CASE("report assert on a metric nobody measured fails as not measured", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     lab::AssertSpec a;
     a.probe = "ping";
     a.metric = "rtt_avg";
@@ -101,7 +101,7 @@ TEST_CASE("report assert on a metric nobody measured fails as not measured", "[r
 }
 
 TEST_CASE("report assert on an interrupted trial fails as not measured at that point only", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.trials[3].status = "interrupted";
     std::erase_if(d.measurements, [](const results::Measurement& m) { return m.trial == 4; });
     auto out = evaluate(d, {gain("large-buffers", 0.2)});
@@ -113,7 +113,7 @@ TEST_CASE("report assert on an interrupted trial fails as not measured at that p
 }
 
 TEST_CASE("report junit has one testcase per outcome and escapes what it quotes", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.run.experiment = "a<b & \"c\"";
     AssertOutcome pass, fail;
     pass.spec.probe = fail.spec.probe = "bulk";
@@ -138,7 +138,7 @@ TEST_CASE("report junit has one testcase per outcome and escapes what it quotes"
 }
 
 TEST_CASE("report junit of an interrupted run carries an error, so CI does not pass on partial data", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.run.status = "interrupted";
     d.run.error = "SIGINT";
     auto out = evaluate(d, {gain("large-buffers", 0.2)});
@@ -150,7 +150,7 @@ TEST_CASE("report junit of an interrupted run carries an error, so CI does not p
 TEST_CASE("report shows a command probe's own metrics with the unit and direction its notes declare", "[report]") {
     // Two variants of a command probe whose `ttfb` metric (seconds, lower is better) came
     // from its output: the notes say so, and that is all the report knows of it.
-    results::RunData d = testing::buffer_sweep();
+    results::RunData d = fixtures::buffer_sweep();
     d.trials.resize(2);
     d.trials[0].sweep.clear();
     d.trials[1].sweep.clear();

@@ -14,7 +14,7 @@ namespace {
 // The same experiment on another kernel, planned differently: a 10ms sweep point added in
 // front (so every index moved), the large-buffers @ 20ms trial missing, throughput 10% up.
 results::RunData rerun() {
-    auto b = testing::buffer_sweep();
+    auto b = fixtures::buffer_sweep();
     b.run.id = "20261201T090000-cd34";
     b.run.env.kernel = "6.8.0-1-amd64";
     b.run.env.sysctls_before = {{"net.core.rmem_max", "4194304"}};
@@ -25,16 +25,16 @@ results::RunData rerun() {
     }
     std::erase_if(b.measurements, [](const results::Measurement& m) { return m.trial == 3; });  // aaaa0002
     b.trials.erase(b.trials.begin() + 1);
-    auto extra = testing::trial(1, "bbbb0001", "default-buffers", "10ms");
+    auto extra = fixtures::trial(1, "bbbb0001", "default-buffers", "10ms");
     b.trials.insert(b.trials.begin(), extra);
-    for (unsigned r = 1; r <= 3; ++r) b.measurements.push_back(testing::bulk(1, r, 400e6, 0.1, 425984));
+    for (unsigned r = 1; r <= 3; ++r) b.measurements.push_back(fixtures::bulk(1, r, 400e6, 0.1, 425984));
     return b;
 }
 
 }  // namespace
 
 TEST_CASE("report comparison matches trials by id, not by position", "[report]") {
-    auto a = testing::buffer_sweep();
+    auto a = fixtures::buffer_sweep();
     auto b = rerun();
     auto j = nlohmann::json::parse(render_comparison(a, b, Format::json));
     auto row = [&j](const std::string& id, const std::string& metric) {
@@ -60,7 +60,7 @@ TEST_CASE("report comparison matches trials by id, not by position", "[report]")
 }
 
 TEST_CASE("report comparison table lists rows present in one run only", "[report]") {
-    auto text = render_comparison(testing::buffer_sweep(), rerun(), Format::table);
+    auto text = render_comparison(fixtures::buffer_sweep(), rerun(), Format::table);
     INFO(text);
     CHECK_THAT(text,
                Contains("A: run 20261130T041209-ab12 of buffer-sweep, complete, host, kernel 6.1.0-18-amd64 on lab1"));
@@ -73,7 +73,7 @@ TEST_CASE("report comparison table lists rows present in one run only", "[report
 }
 
 TEST_CASE("report comparison csv has one row per matched cell", "[report]") {
-    auto text = render_comparison(testing::buffer_sweep(), rerun(), Format::csv);
+    auto text = render_comparison(fixtures::buffer_sweep(), rerun(), Format::csv);
     CHECK_THAT(text, Contains("trial_id,variant,point,probe,metric,unit,presence,a_n,"));
     CHECK_THAT(text, Contains("aaaa0002,large-buffers,link.rtt=20ms,bulk,throughput,bit/s,only in A,3,300000000,"));
     CHECK_THAT(text,
@@ -81,7 +81,7 @@ TEST_CASE("report comparison csv has one row per matched cell", "[report]") {
 }
 
 TEST_CASE("report comparison as a page draws A against B per metric with the differences listed", "[report][html]") {
-    auto page = render_comparison(testing::buffer_sweep(), rerun(), Format::html);
+    auto page = render_comparison(fixtures::buffer_sweep(), rerun(), Format::html);
     CHECK_THAT(page, Contains("<figure class=\"chart\" id=\"compare-bulk-throughput\""));
     CHECK_THAT(page, Contains("kernel 6.1.0-18-amd64 -&gt; 6.8.0-1-amd64"));
     auto data = page.substr(page.find("id=\"wanlab-charts\">"));

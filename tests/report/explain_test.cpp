@@ -21,7 +21,7 @@ std::vector<std::string> containing(const std::vector<std::string>& lines, const
 }  // namespace
 
 TEST_CASE("report explains a receive-window limited stream with its buffer's cap at the trial's RTT", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     // As the kernel allows: half of a 416 KiB buffer per round trip.
     for (auto& m : d.measurements)
         if (m.trial == 1 || m.trial == 3) m.metrics["throughput"] = m.trial == 1 ? 80e6 : 41e6;
@@ -40,7 +40,7 @@ TEST_CASE("report explains a receive-window limited stream with its buffer's cap
 TEST_CASE("report never names a buffer cap the measurement exceeds", "[report]") {
     // The fixture's default buffers carry 170 Mbit/s at 20 ms, twice the 85 Mbit/s a 416 KiB
     // buffer allows: the limited share is a fact, the cap would be refuted by the measurement.
-    auto rwnd = containing(explain(testing::buffer_sweep()), "receive-window limited");
+    auto rwnd = containing(explain(fixtures::buffer_sweep()), "receive-window limited");
     REQUIRE(rwnd.size() == 2);
     CHECK(rwnd[0] ==
           "bulk, default-buffers @ link.rtt=20ms: receive-window limited 80% of the time; measured "
@@ -50,7 +50,7 @@ TEST_CASE("report never names a buffer cap the measurement exceeds", "[report]")
 
 TEST_CASE("report takes the path's RTT from TCP's minimum, never from the RTT under load", "[report]") {
     // A bare path: no configured RTT; srtt 3.15 ms under load, min_rtt 0.05 ms.
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     for (auto& t : d.trials) t.link_rtt = results::kNaN, t.link_rate = results::kNaN;
     for (auto& m : d.measurements) {
         m.metrics["throughput"] = 2.13e9;
@@ -66,7 +66,7 @@ TEST_CASE("report takes the path's RTT from TCP's minimum, never from the RTT un
 }
 
 TEST_CASE("report gives bandwidth-delay advice for 500 Mbit/s x 40 ms with rmem_max 212992", "[report]") {
-    auto lines = explain(testing::buffer_sweep());
+    auto lines = explain(fixtures::buffer_sweep());
     auto advice = containing(lines, "default-buffers @ link.rtt=40ms: bandwidth-delay product");
     REQUIRE(advice.size() == 1);
     const auto& a = advice[0];
@@ -89,7 +89,7 @@ TEST_CASE("report gives bandwidth-delay advice for 500 Mbit/s x 40 ms with rmem_
 }
 
 TEST_CASE("report says nothing the data does not support", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     for (auto& t : d.trials) t.link_rate = results::kNaN;  // no rate: no bandwidth-delay product
     for (auto& m : d.measurements) {
         m.metrics["rwnd_limited"] = 0.3;  // limited a minority of the time
@@ -104,7 +104,7 @@ TEST_CASE("report says nothing the data does not support", "[report]") {
 }
 
 TEST_CASE("report works out the limited share from connections when the metric is absent", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     for (auto& m : d.measurements) m.metrics.erase("rwnd_limited");
     auto rwnd = containing(explain(d), "receive-window limited");
     REQUIRE(rwnd.size() == 2);
@@ -112,7 +112,7 @@ TEST_CASE("report works out the limited share from connections when the metric i
 }
 
 TEST_CASE("report names tcp_rmem and never rmem_max for a probe that asked for no buffer", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     for (auto& m : d.measurements) m.notes = {probes::kRcvbufAutotuned, probes::kSndbufAutotuned};
     auto advice = containing(explain(d), "default-buffers @ link.rtt=40ms: bandwidth-delay product");
     REQUIRE(advice.size() == 1);
@@ -124,7 +124,7 @@ TEST_CASE("report names tcp_rmem and never rmem_max for a probe that asked for n
 }
 
 TEST_CASE("report advises on a per-host buffer only where that host receives or sends", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     for (auto& m : d.measurements) m.notes = {probes::kRcvbufAutotuned, probes::kSndbufAutotuned};
     d.trials.resize(1);  // default-buffers @ 20ms, upload: the server receives, the client sends
     d.trials[0].sysctls = {{"client:net.ipv4.tcp_rmem", "4096 131072 1048576"},
@@ -141,7 +141,7 @@ TEST_CASE("report advises on a per-host buffer only where that host receives or 
 }
 
 TEST_CASE("report falls back to the host's sysctls before the run for keys a trial did not set", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.trials.resize(1);
     d.trials[0].sysctls.clear();
     d.run.env.sysctls_before = {{"net.core.rmem_max", "212992"}, {"net.ipv4.tcp_rmem", "4096\t131072\t6291456"}};
@@ -152,7 +152,7 @@ TEST_CASE("report falls back to the host's sysctls before the run for keys a tri
 
 TEST_CASE("report gives a rate-bound trial its verdict and no buffer advice", "[report]") {
     // iperf3 (autotuning) across 45 ms at 200 Mbit/s carried 180 Mbit/s whatever rmem_max was.
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.trials[2].link_rate = 90e6;  // default-buffers @ 40ms carried 85 Mbit/s
     d.trials[2].check.held = true;
     auto lines = explain(d);
@@ -165,7 +165,7 @@ TEST_CASE("report gives a rate-bound trial its verdict and no buffer advice", "[
 }
 
 TEST_CASE("report names the delayed-ACK stall from an http probe's latency and the client's counters", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.measurements.clear();
     d.trials[0].link_rtt = 0.0015;  // the source's path
     d.trials[0].sweep.clear();
@@ -191,7 +191,7 @@ TEST_CASE("report names the delayed-ACK stall from an http probe's latency and t
 }
 
 TEST_CASE("report does not advise quick-ack to a client that already quick-acks", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.measurements.clear();
     d.trials[0].link_rtt = 0.002;
     results::Measurement m;
@@ -214,7 +214,7 @@ TEST_CASE("report does not advise quick-ack to a client that already quick-acks"
 
 TEST_CASE("report names a queue overflow from the link's qdisc counters, per direction", "[report]") {
     // tests/vm/run/evidence.toml's "short-limit" trial: netem at 20 Mbit/s, limit 20 packets.
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.trials[0].link_rate = 20e6;
     d.trials[0].link_loss = 0;
     d.trials[0].link_loss_down = 0;

@@ -11,7 +11,7 @@
 #include "probes/probe.h"
 #include "results/model.h"
 
-namespace wanlab::report::testing {
+namespace wanlab::report::fixtures {
 
 inline results::Trial trial(std::size_t index, const std::string& id, const std::string& variant,
                             const std::string& rtt) {
@@ -115,4 +115,4 @@ inline results::RunData buffer_sweep() {
     return d;
 }
 
-}  // namespace wanlab::report::testing
+}  // namespace wanlab::report::fixtures

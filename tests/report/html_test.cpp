@@ -34,7 +34,7 @@ std::vector<html::Chart> charts_of(const results::RunData& d) {
 
 TEST_CASE("the page's sweep chart is a line per variant over the sweep with CI whiskers in the metric's unit",
           "[report][html]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     auto charts = charts_of(d);
     const auto& c = chart(charts, "pivot-0");
     CHECK(c.spec["data"]["name"] == "pivot");
@@ -64,7 +64,7 @@ TEST_CASE("the page's sweep chart is a line per variant over the sweep with CI w
 }
 
 TEST_CASE("before/after bars carry each cell's interval and mark the significant differences", "[report][html]") {
-    auto charts = charts_of(testing::buffer_sweep());
+    auto charts = charts_of(fixtures::buffer_sweep());
     const auto& c = chart(charts, "bars-bulk-throughput");
     const auto& values = rows(c);
     REQUIRE(values.size() == 4);
@@ -86,7 +86,7 @@ TEST_CASE("before/after bars carry each cell's interval and mark the significant
 
 TEST_CASE("time series: each repeat's throughput, cwnd and srtt, one facet each with its unit, a trial at a time",
           "[report][html]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     for (auto& m : d.measurements) {
         m.series["throughput"] = {{1, 2, 3}, {100e6, 160e6, 170e6}};
         m.series["stream1.cwnd"] = {{1, 2, 3}, {10, 200, 230}};
@@ -111,7 +111,7 @@ TEST_CASE("time series: each repeat's throughput, cwnd and srtt, one facet each 
 }
 
 TEST_CASE("latency distributions are drawn from quantiles of every repeat's samples", "[report][html]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.measurements.clear();
     for (std::size_t t : {1, 4})  // default-buffers @ 20ms, large-buffers @ 40ms
         for (unsigned r = 1; r <= 2; ++r) {
@@ -145,7 +145,7 @@ TEST_CASE("latency distributions are drawn from quantiles of every repeat's samp
 
 TEST_CASE("the emulation check is plotted configured against measured, with the trials that did not hold marked",
           "[report][html]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     for (auto& t : d.trials) {
         t.check.checked = true;
         t.check.rtt_configured = t.link_rtt;
@@ -167,7 +167,7 @@ TEST_CASE("the emulation check is plotted configured against measured, with the 
 }
 
 TEST_CASE("the page carries its scripts and data inline and may make no request", "[report][html]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.run.experiment = "<script>alert(1)</script>";
     d.trials[0].variant = "</script><script>alert(2)</script>";
     ReportOptions o;

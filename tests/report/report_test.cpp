@@ -56,7 +56,7 @@ TEST_CASE("report format names parse, and a wrong one lists the choices", "[repo
 
 TEST_CASE("report table has the header, the flagged trial, before/after rows, pivot, explanations and asserts",
           "[report]") {
-    auto text = render_as(testing::buffer_sweep(), Format::table);
+    auto text = render_as(fixtures::buffer_sweep(), Format::table);
     INFO(text);
     CHECK(has_line(text, "Experiment buffer-sweep"));
     CHECK(has_line(text, "  status: complete"));
@@ -87,7 +87,7 @@ TEST_CASE("report table has the header, the flagged trial, before/after rows, pi
 }
 
 TEST_CASE("report header says when results are partial", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.run.status = "interrupted";
     d.run.planned_trials = 6;
     d.trials[3].status = "interrupted";
@@ -99,7 +99,7 @@ TEST_CASE("report header says when results are partial", "[report]") {
 }
 
 TEST_CASE("report shows the metrics asked for, by probe.metric or metric", "[report]") {
-    auto text = render_as(testing::buffer_sweep(), Format::table, {"bulk.cwnd", "retransmits", "nonsense"});
+    auto text = render_as(fixtures::buffer_sweep(), Format::table, {"bulk.cwnd", "retransmits", "nonsense"});
     CHECK_THAT(text, !Contains("bulk.throughput  "));
     CHECK_THAT(text, Contains("bulk.retransmits"));
     CHECK_THAT(text, Contains("metric nonsense: no probe in this run reports it"));
@@ -108,7 +108,7 @@ TEST_CASE("report shows the metrics asked for, by probe.metric or metric", "[rep
 }
 
 TEST_CASE("report markdown is pipe tables under headings", "[report]") {
-    auto text = render_as(testing::buffer_sweep(), Format::markdown);
+    auto text = render_as(fixtures::buffer_sweep(), Format::markdown);
     INFO(text);
     CHECK_THAT(text, Contains("# buffer-sweep\n"));
     CHECK_THAT(text, Contains("## Before/after\n"));
@@ -120,7 +120,7 @@ TEST_CASE("report markdown is pipe tables under headings", "[report]") {
 }
 
 TEST_CASE("report json parses and carries base units", "[report]") {
-    auto j = nlohmann::json::parse(render_as(testing::buffer_sweep(), Format::json));
+    auto j = nlohmann::json::parse(render_as(fixtures::buffer_sweep(), Format::json));
     CHECK(j["run"]["id"] == "20261130T041209-ab12");
     CHECK(j["run"]["partial"] == false);
     CHECK(j["run"]["trials_flagged"].size() == 1);
@@ -150,7 +150,7 @@ TEST_CASE("report json parses and carries base units", "[report]") {
 }
 
 TEST_CASE("report json writes unmeasured values as null", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.measurements.resize(1);  // one repeat of trial 1: no interval, nothing to compare
     auto j = nlohmann::json::parse(render_as(d, Format::json));
     REQUIRE(j["cells"].size() >= 2);
@@ -160,7 +160,7 @@ TEST_CASE("report json writes unmeasured values as null", "[report]") {
 }
 
 TEST_CASE("report csv has one row per comparison in base units", "[report]") {
-    auto text = render_as(testing::buffer_sweep(), Format::csv);
+    auto text = render_as(fixtures::buffer_sweep(), Format::csv);
     auto lines = lines_of(text);
     REQUIRE(lines.size() == 7);
     CHECK(lines[0] ==
@@ -174,7 +174,7 @@ TEST_CASE("report csv has one row per comparison in base units", "[report]") {
 }
 
 TEST_CASE("report of a run without sweep or second variant has no pivot and no delta columns", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.trials.resize(1);
     d.trials[0].sweep.clear();
     d.trials[0].check = {};
@@ -189,7 +189,7 @@ TEST_CASE("report of a run without sweep or second variant has no pivot and no d
 }
 
 TEST_CASE("report pivots two swept paths with one table per variant", "[report]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     // Sweep link.rtt x link.loss: add a loss value to every trial and a 1% copy of each.
     std::size_t n = d.trials.size();
     for (std::size_t i = 0; i < n; ++i) {
@@ -224,7 +224,7 @@ TEST_CASE("report pivots two swept paths with one table per variant", "[report]"
 
 TEST_CASE("report of adaptive repeats shows each cell's repeats and marks the ones that stopped at the maximum",
           "[report][repeats]") {
-    auto d = testing::buffer_sweep();
+    auto d = fixtures::buffer_sweep();
     d.run.repeats = {true, 3, 5, 0.05};
     const double M = 1e6, small = 425984, large = 33554432;
     // Trial 4 (large-buffers @ 40ms) was noisy in its first three repeats: Stein's rule asked
@@ -233,7 +233,7 @@ TEST_CASE("report of adaptive repeats shows each cell's repeats and marks the on
                                         [](const results::Measurement& m) { return m.trial == 4; }),
                          d.measurements.end());
     for (auto [r, v] : std::vector<std::pair<unsigned, double>>{{1, 180}, {2, 300}, {3, 250}, {4, 260}, {5, 240}})
-        d.measurements.push_back(testing::bulk(4, r, v * M, 0.05, large, 30));
+        d.measurements.push_back(fixtures::bulk(4, r, v * M, 0.05, large, 30));
     (void)small;
     auto table = render_as(d, Format::table, {"throughput"});
     CHECK_THAT(table, Contains("repeats: auto, 3 first, then until the mean's 95% interval is within +-5% of the "
@@ -250,7 +250,7 @@ TEST_CASE("report of adaptive repeats shows each cell's repeats and marks the on
     CHECK(unsettled == 1);
     CHECK(settled == 3);
 
-    auto fixed = render_as(testing::buffer_sweep(), Format::table, {"throughput"});
+    auto fixed = render_as(fixtures::buffer_sweep(), Format::table, {"throughput"});
     CHECK_THAT(fixed, !Contains("n=3"));
     CHECK_THAT(fixed, !Contains("repeats: auto"));
 }

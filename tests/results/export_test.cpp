@@ -9,9 +9,9 @@
 
 using namespace wanlab::results;
 using nlohmann::json;
-using wanlab::results::testing::require_same;
-using wanlab::results::testing::sample_measurement;
-using wanlab::results::testing::sample_run;
+using wanlab::results::samples::require_same;
+using wanlab::results::samples::sample_measurement;
+using wanlab::results::samples::sample_run;
 
 namespace {
 

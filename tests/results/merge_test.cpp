@@ -7,9 +7,9 @@
 #include "tests/results/sample_run.h"
 
 using namespace wanlab::results;
-using wanlab::results::testing::sample_measurement;
-using wanlab::results::testing::sample_run_header;
-using wanlab::results::testing::sample_trial;
+using wanlab::results::samples::sample_measurement;
+using wanlab::results::samples::sample_run_header;
+using wanlab::results::samples::sample_trial;
 
 namespace {
 

@@ -13,7 +13,7 @@
 
 #include "results/model.h"
 
-namespace wanlab::results::testing {
+namespace wanlab::results::samples {
 
 /// mkdtemp under /tmp; removed with everything in it on destruction.
 struct TempDir {
@@ -216,4 +216,4 @@ inline void require_same(const RunData& a, const RunData& b) {
     for (std::size_t i = 0; i < a.measurements.size(); ++i) require_same(a.measurements[i], b.measurements[i]);
 }
 
-}  // namespace wanlab::results::testing
+}  // namespace wanlab::results::samples

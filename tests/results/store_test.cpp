@@ -13,11 +13,11 @@
 #include "tests/results/sample_run.h"
 
 using namespace wanlab::results;
-using wanlab::results::testing::require_same;
-using wanlab::results::testing::sample_measurement;
-using wanlab::results::testing::sample_run;
-using wanlab::results::testing::sample_run_header;
-using wanlab::results::testing::TempDir;
+using wanlab::results::samples::require_same;
+using wanlab::results::samples::sample_measurement;
+using wanlab::results::samples::sample_run;
+using wanlab::results::samples::sample_run_header;
+using wanlab::results::samples::TempDir;
 
 namespace {
 
@@ -149,7 +149,7 @@ TEST_CASE("writes for a run that was never begun or a duplicate run id are refus
     store.begin_run(sample_run_header("r1"));
     CHECK_THROWS_WITH(store.begin_run(sample_run_header("r1")),
                       Catch::Contains("recording run `r1`") && Catch::Contains("UNIQUE constraint failed"));
-    CHECK_THROWS_WITH(store.add_measurement("r2", testing::sample_measurement(1, 1)),
+    CHECK_THROWS_WITH(store.add_measurement("r2", samples::sample_measurement(1, 1)),
                       Catch::Contains("results database " + (dir.path / "results.db").string()) &&
                           Catch::Contains("FOREIGN KEY constraint failed"));
     CHECK_THROWS_WITH(store.finish_run(sample_run_header("r2")), Catch::EndsWith("finishing run `r2`: no such run"));

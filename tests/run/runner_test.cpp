@@ -149,7 +149,7 @@ namespace {
 /// A run of two pending trials, as run_experiment() hands it to recorded_run().
 results::RunData planned_run() {
     results::RunData d;
-    d.run = results::testing::sample_run_header("r1");
+    d.run = results::samples::sample_run_header("r1");
     d.run.status = "running";
     for (std::size_t i = 1; i <= 2; ++i) {
         results::Trial t;
@@ -164,7 +164,7 @@ results::RunData planned_run() {
 }  // namespace
 
 TEST_CASE("a run whose probe throws std::invalid_argument ends failed with its message", "[run]") {
-    results::testing::TempDir dir;
+    results::samples::TempDir dir;
     results::Store store(dir.path / "results.db");
     auto data = planned_run();
     bool restored = false;
@@ -187,7 +187,7 @@ TEST_CASE("a run whose probe throws std::invalid_argument ends failed with its m
 }
 
 TEST_CASE("a recorded run ends complete, interrupted, or failed with a wanlab error's exit code", "[run]") {
-    results::testing::TempDir dir;
+    results::samples::TempDir dir;
     results::Store store(dir.path / "results.db");
     struct Case {
         std::string id;
