@@ -84,7 +84,8 @@ void QdiscTally::add(std::size_t i, double t, const std::vector<netem::TcObject>
 nlohmann::json QdiscTally::counters() const {
     auto out = nlohmann::json::object();
     for (std::size_t i = 0; i < sites_.size(); ++i)
-        for (const auto& [name, r] : roles_[i]) {
+        for (const auto& [role, r] : roles_[i]) {
+            const auto& name = role;  // clang 14 cannot capture a structured binding in a lambda
             auto key = [&](const char* what) { return fmt::format("{}.{}.{}", sites_[i].direction, name, what); };
             out[key("sent_packets")] = static_cast<double>(r.last.packets - r.first.packets);
             out[key("sent_bytes")] = static_cast<double>(r.last.bytes - r.first.bytes);
@@ -100,7 +101,8 @@ nlohmann::json QdiscTally::counters() const {
 
 void QdiscTally::add_series(probes::SeriesMap& series) const {
     for (std::size_t i = 0; i < sites_.size(); ++i)
-        for (const auto& [name, r] : roles_[i]) {
+        for (const auto& [role, r] : roles_[i]) {
+            const auto& name = role;  // as in counters()
             auto key = [&](const char* what) { return fmt::format("qdisc.{}.{}.{}", sites_[i].direction, name, what); };
             if (r.backlog.size() > 0) series[key("backlog")] = r.backlog;
             if (r.drops.size() > 0) series[key("drops")] = r.drops;

@@ -231,7 +231,10 @@ services::ServiceSpec service_of(const json& j) {
 
 json probe_json(const probes::ProbeSpec& p) {
     json options = json::object();
-    for (const auto& [k, v] : p.options) std::visit([&options, &k](const auto& x) { options[k] = x; }, v);
+    for (const auto& [key, v] : p.options) {
+        const auto& k = key;  // clang 14 cannot capture a structured binding
+        std::visit([&options, &k](const auto& x) { options[k] = x; }, v);
+    }
     return {{"name", p.name}, {"kind", p.kind}, {"options", options}};
 }
 
