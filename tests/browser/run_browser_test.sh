@@ -13,7 +13,7 @@ set -u
 wanlab=$1 src=$2 work=$3
 rm -rf "$work/out" && mkdir -p "$work/out" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
-[[ -x /usr/bin/chromium ]] || fail "/usr/bin/chromium is missing (run scripts/setup)"
+[[ -x /usr/bin/chromium ]] || fail "/usr/bin/chromium is missing (run scripts/setup --tests)"
 [[ -d $src/tests/browser/node_modules/playwright-core ]] || fail "playwright-core is missing (run scripts/setup)"
 test_page() {  # PAGE NAME EXPECT
     echo "--- $2"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CTest "cli:completion": the bash completion the build generated is valid bash and completes
 # sub-commands, nested sub-commands and dashed options; the zsh one is checked with zsh -n
-# (scripts/setup installs zsh). Usage: completion_check.sh COMPLETIONS_DIR
+# (scripts/setup --tests installs zsh). Usage: completion_check.sh COMPLETIONS_DIR
 set -u
 dir=$1
 fail() { echo "FAIL: $*"; exit 1; }
@@ -29,6 +29,6 @@ COMP_WORDS=(wanlab run --out "") COMP_CWORD=3 COMPREPLY=()
 _wanlab
 ((${#COMPREPLY[@]} == 0)) || fail "a value of --out offers '${COMPREPLY[*]}'"
 grep -q -- '--server_split_write' "$dir/wanlab" && fail "the underscore aliases are offered"
-command -v zsh >/dev/null || fail "zsh is not installed (scripts/setup installs it): the zsh completion is unchecked"
+command -v zsh >/dev/null || fail "zsh is not installed (scripts/setup --tests installs it): the zsh completion is unchecked"
 zsh -n "$dir/_wanlab" || fail "$dir/_wanlab is not valid zsh"
 echo "PASS: $dir/wanlab completes commands and options"

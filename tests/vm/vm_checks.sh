@@ -9,7 +9,7 @@ set -u
 name=$1 wanlab=$2 src=$3 work=$4 checks=$5 min=$6
 rm -rf "$work" && mkdir -p "$work/out" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
-command -v sqlite3 >/dev/null || fail "'sqlite3' is not installed (run scripts/setup)"
+command -v sqlite3 >/dev/null || fail "'sqlite3' is not installed (run scripts/setup --tests)"
 
 . "$(dirname "$0")/host_cpu.sh"
 start=$(date +%s) cpu=$(cpu_mark)
