@@ -35,7 +35,7 @@
 #include "probes/probe_spec.h"
 #include "report/report.h"
 #include "results/model.h"
-#include "run/runner.h"
+#include "run/record.h"
 
 namespace wanlab::cli {
 namespace {

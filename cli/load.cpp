@@ -17,7 +17,7 @@
 #include "core/text.h"
 #include "lab/capabilities.h"
 #include "netem/preflight.h"
-#include "run/runner.h"
+#include "run/progress.h"
 
 namespace wanlab::cli {
 

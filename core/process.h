@@ -1,40 +1,24 @@
-// Processes by pid, as /proc shows them: who started when, who is in which process group
-// and which network namespace. What a journal needs to find a run's processes again after
-// wanlab itself was killed, and to never signal a stranger that reused a pid.
+// Starting processes: the one place wanlab forks or execs.
 //
-// Contract: every function reads /proc afresh and never throws for a process that is gone
-// (it is simply not listed). A process group id cannot be reused while any member of the
-// group is alive, so kill_group() may signal a group whose leader is gone, but never one
-// whose leader pid now belongs to a different process (another start time). Thread-safe.
+// Contract: every child wanlab starts comes from here. Programs that run beside wanlab and
+// are collected (tools, services, ssh, QEMU) start through Boost.Process (Process,
+// ChildProcess); a raw fork() lives only where Boost.Process cannot do the job, each saying
+// why: fork_detached() (the rest of this very program goes on in the child, no exec).
+// Failures throw wanlab::Error naming what was attempted and strerror. Not thread-safe.
 #pragma once
 
 #include <sys/types.h>
 
-#include <string>
-#include <vector>
+#include <filesystem>
+#include <string_view>
 
 namespace wanlab::sys {
 
-/// The start time of `pid` (field 22 of /proc/PID/stat, clock ticks since boot), 0 if there
-/// is no such process.
-unsigned long long process_start_time(pid_t pid);
-
-/// Whether `pid` is the process that started at `start_time` and is running (not a zombie).
-bool process_running(pid_t pid, unsigned long long start_time);
-
-/// Every live process whose process group is `pgid`.
-std::vector<pid_t> group_members(pid_t pgid);
-
-/// Every live process in the network namespace at `netns_path` (/run/netns/NAME), as `ip
-/// netns pids` lists them.
-std::vector<pid_t> netns_processes(const std::string& netns_path);
-
-/// SIGKILL to process group `pgid` of a leader that started at `start_time`, if that group
-/// is still the one it was: the leader is alive with that start time, or gone with members
-/// left. Returns how many processes were in it (0: nothing to do).
-std::size_t kill_group(pid_t pgid, unsigned long long start_time);
-
-/// Waits up to `ms` for `pids` to be gone; returns those still there.
-std::vector<pid_t> wait_gone(std::vector<pid_t> pids, int ms);
+/// This process forked into a session of its own (setsid: no controlling terminal, so a
+/// closed ssh session sends it no SIGHUP), stdin from /dev/null, stdout and stderr to `log`
+/// (created or truncated, 0644). Returns the child's pid in this process and 0 in the child.
+/// `what` names the step in errors ("--detach: fork: ..."). A raw fork: the child goes on
+/// running this program where it stands, which no spawn API offers.
+pid_t fork_detached(const std::filesystem::path& log, std::string_view what);
 
 }  // namespace wanlab::sys

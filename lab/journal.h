@@ -37,7 +37,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/process.h"
+#include "core/proc.h"
 #include "netem/host.h"
 
 namespace wanlab::lab {

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/process.h"
+#include "core/proc.h"
 #include "core/sys.h"
 #include "lab/journal.h"
 

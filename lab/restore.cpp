@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/process.h"
+#include "core/proc.h"
 #include "core/text.h"
 #include "lab/link.h"
 #include "lab/netns.h"

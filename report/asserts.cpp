@@ -169,4 +169,11 @@ std::string outcome_subject(const AssertOutcome& outcome) {
     return detail::subject(outcome.spec.probe, outcome.spec.metric, outcome.variant, outcome.point);
 }
 
+int gate_status(const std::vector<AssertOutcome>& outcomes, int run_status) {
+    if (run_status != 0) return run_status;
+    for (const auto& o : outcomes)
+        if (!o.passed) return 3;
+    return 0;
+}
+
 }  // namespace wanlab::report

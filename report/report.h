@@ -84,6 +84,10 @@ struct AssertOutcome {
 /// fails ("not measured").
 std::vector<AssertOutcome> evaluate(const results::RunData& data, const std::vector<lab::AssertSpec>& asserts);
 
+/// The exit status a CI gate takes from a run: the run's own when it did not end well
+/// (`run_status` non-zero), else 3 when an assert failed, else 0.
+int gate_status(const std::vector<AssertOutcome>& outcomes, int run_status);
+
 /// The check an outcome evaluated: "at_least", "at_most" or "min_gain". Each outcome's
 /// `spec` keeps only that one bound, so an assert with two bounds gives two outcomes.
 std::string check_name(const AssertOutcome& outcome);

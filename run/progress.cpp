@@ -9,7 +9,25 @@
 
 #include <fmt/format.h>
 
+#include "probes/group.h"
+#include "run/trial.h"
+
 namespace wanlab::run {
+double planned_seconds(const lab::Trial& t, const lab::RunSpec& run) {
+    double s = checks_emulation(t) ? kCheckSeconds : 0;
+    for (const auto& g : probes::probe_groups(t.probes)) {  // a group's members at the same time
+        bool warm = std::any_of(g.members.begin(), g.members.end(), [](const auto* p) { return warms_up(*p); });
+        s += (warm ? ns_to_s(run.warmup.count()) : 0) +
+             run.first_repeats() * (longest(g) + ns_to_s(run.cooldown.count()));
+    }
+    return s;
+}
+
+double repeat_seconds(const lab::Trial& t, const lab::RunSpec& run) {
+    double s = 0;
+    for (const auto& g : probes::probe_groups(t.probes)) s += longest(g) + ns_to_s(run.cooldown.count());
+    return s;
+}
 
 Progress::Mode Progress::detect(std::FILE* stream) {
     const char* term = std::getenv("TERM");

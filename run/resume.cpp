@@ -5,7 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/text.h"
+#include "lab/journal.h"
+#include "results/store.h"
+#include "run/record.h"
 #include "run/runner.h"
 
 namespace wanlab::run {
@@ -110,6 +114,77 @@ void end_session(results::Run& run) {
 std::string resume_command(const std::string& file, const std::string& id, const std::string& out) {
     return fmt::format("wanlab run {} --resume {} --out {}", text::shell_quote(file), text::shell_quote(id),
                        text::shell_quote(out));
+}
+
+results::RunData resumable(const std::string& out, const std::string& run, bool inside_vm) {
+    auto db = std::filesystem::path(out) / "results.db";
+    std::error_code ec;
+    if (!std::filesystem::exists(db, ec))
+        throw InputError(fmt::format("--resume: there is no results database {}: give the --out of the run to continue",
+                                     db.string()));
+    auto data = results::Store(db, results::Store::Access::read_only).load_run(run.empty() ? "latest" : run);
+    const auto& r = data.run;
+    if (r.status == "complete")
+        throw InputError(
+            fmt::format("--resume: run {} in {} is complete ({} trials done): nothing to resume; its "
+                        "report: wanlab results show {} --out {}",
+                        r.id, db.string(), r.planned_trials, r.id, text::shell_quote(out)));
+    if (r.status == "running" && !inside_vm)
+        for (const auto& j : lab::find_journals(lab::kRunDir))
+            if (j.run == r.id && j.live())
+                throw InputError(
+                    fmt::format("--resume: run {} is still running (pid {}): wait for it to end, or stop "
+                                "it (kill {}; the machine is restored) and resume it then",
+                                r.id, j.pid, j.pid));
+    return data;
+}
+
+std::string admit_resume(const results::RunData& before, const lab::Experiment& exp, const ResumeRequest& r,
+                         const results::Environment& now) {
+    auto p = resume_problems(before, exp, r.text, r.sets, r.shard, now);
+    const auto& id = before.run.id;
+    if (!p.refused.empty()) {
+        std::string msg = fmt::format("--resume: {} does not give the trials run {} planned:", r.file, id);
+        for (const auto& x : p.refused) msg += "\n  " + x;
+        throw InputError(msg + fmt::format("\nresume with the file that started it (its text is kept: wanlab results "
+                                           "show {} --export json --out {}), or start a new run",
+                                           id, text::shell_quote(r.out)));
+    }
+    if (p.forceable.empty()) return "";
+    std::string list = fmt::format("{}", fmt::join(p.forceable, "; "));
+    if (!r.force)
+        throw InputError(
+            fmt::format("--resume: run {} would mix measurements taken under different conditions: {}; "
+                        "give --force to continue anyway (the report names each session's)",
+                        id, list));
+    return list + " (--force)";
+}
+
+results::RunData resumed_record(const lab::Experiment& exp, const results::RunData& before) {
+    results::RunData data;
+    data.run = before.run;
+    data.run.status = "running";
+    data.run.error.clear();
+    data.run.finished.clear();
+    data.run.sessions = sessions_of(before.run);
+    if (auto& last = data.run.sessions.back(); last.status == "running") {  // nobody recorded its end
+        last.status = "killed";
+        last.error = "it ended without recording how (kill -9, a reboot, a crash)";
+    }
+    for (const auto& t : exp.trials) {
+        const auto* was = before.trial(t.index);
+        if (was && was->id == t.id && was->status == "done") {
+            data.trials.push_back(*was);
+            if (!data.trials.back().session) data.trials.back().session = 1;  // recorded before sessions
+            continue;
+        }
+        data.trials.push_back(trial_record(t));
+    }
+    for (const auto& m : before.measurements) {
+        const auto* t = data.trial(m.trial);
+        if (t && t->status == "done") data.measurements.push_back(m);
+    }
+    return data;
 }
 
 }  // namespace wanlab::run

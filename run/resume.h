@@ -39,4 +39,30 @@ void end_session(results::Run& run);
 /// "wanlab run FILE --resume RUN --out OUT": the command that continues run `id`.
 std::string resume_command(const std::string& file, const std::string& id, const std::string& out);
 
+/// The run `--resume` continues, as recorded in `out`/results.db (`run`: its id, "" = the
+/// latest): one that did not complete, and (outside the micro-VM, `inside_vm` false, where
+/// its journal would be) not still running. Throws InputError saying what to do otherwise.
+results::RunData resumable(const std::string& out, const std::string& run, bool inside_vm);
+
+/// What `wanlab run --resume` was given besides the recorded run.
+struct ResumeRequest {
+    std::string file;               ///< the experiment file, as given
+    std::string text;               ///< its text now
+    std::vector<std::string> sets;  ///< --set
+    std::string shard;              ///< --shard
+    std::string out;                ///< --out
+    bool force = false;             ///< --force
+};
+
+/// Refuses to continue `before` with `exp` on a machine described by `now`
+/// (resume_problems()); returns what --force let through ("" if nothing), for the new
+/// session's note. Throws InputError listing the problems and what to do.
+std::string admit_resume(const results::RunData& before, const lab::Experiment& exp, const ResumeRequest& r,
+                         const results::Environment& now);
+
+/// The record a resumed run continues from `before`: its header running again, its sessions
+/// (a last one that never recorded its end marked killed), its "done" trials and their
+/// measurements kept, every other trial planned anew from `exp`.
+results::RunData resumed_record(const lab::Experiment& exp, const results::RunData& before);
+
 }  // namespace wanlab::run

@@ -1,23 +1,28 @@
-// The runner: an experiment measured end to end on this machine, into the results store.
+// The trial loop: an experiment measured end to end into the results store.
 //
-// Contract: run_experiment() builds the lab once (LabSession: checks, journal, namespaces,
-// links), then for each trial in plan order moves the lab to the trial's configuration
-// (replace, no teardown between trials), checks that the emulation holds (check.h), and runs
-// each probe: one warm-up of [run].warmup (discarded; none for rtt probes, which carry no
-// state to warm), then [run].repeats measurements each followed by [run].cooldown. Every
-// measurement is committed to the store as soon as it is taken. At the end, on an error and
-// on Ctrl-C/SIGTERM (noticed by `tick`, which throws sys::Interrupted) the session restores
-// the machine before the run's final status is written; the partial results stay.
-// Errors found before the lab exists (bad sysctl value for this kernel, no root, a stale
-// journal) propagate unrecorded. Not thread-safe.
+// Contract: run_experiment() opens the run's session once through the OpenSession it is given
+// (open_session(): LabSession here or HostsSession across [lab] hosts, which check, journal
+// and build the lab; a fake in the tests), then for each trial in plan order moves the lab to
+// the trial's configuration (replace, no teardown between trials), starts its services and
+// measures it (run/trial.h: the emulation check, each probe's warm-up and repeats through the
+// session's testbed). Every measurement is committed to the store as soon as it is taken. A
+// trial whose service fails is recorded failed and the run goes on (and ends failed). At the
+// end, on an error and on Ctrl-C/SIGTERM (noticed by `tick`, which throws sys::Interrupted)
+// the session is closed, restoring the machine, before the run's final status is written;
+// the partial results stay. Errors found before the session exists (bad sysctl value for
+// this kernel, no root, a stale journal) propagate unrecorded. Not thread-safe.
 #pragma once
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "experiment/experiment.h"
 #include "lab/journal.h"
+#include "lab/restore.h"
+#include "lab/session.h"
 #include "probes/probe.h"
 #include "results/model.h"
 #include "results/store.h"
@@ -52,33 +57,38 @@ struct RunnerOptions {
     std::string resume_note;
 };
 
-/// One repeat's record as the results store keeps it (no counters: the caller adds them).
-results::Measurement record_of(const probes::ProbeSpec& spec, const probes::ProbeResult& r, std::size_t trial,
-                               unsigned repeat, const std::string& started);
+/// What the session of a run is opened with.
+struct SessionRequest {
+    std::string run;  ///< the run's id
+    bool restore_stale = false, resume = false, force = false;
+    std::filesystem::path journal_dir = lab::kRunDir;
+    double planned_seconds = 0;             ///< the run's planned measuring time
+    std::vector<std::string> sysctl_keys;   ///< what an environment records (run/record.h)
+    lab::Progress progress;                 ///< after each stage of building the lab
+    lab::Log log;                           ///< restore messages
+};
 
-/// Whether `dir` is on a network filesystem (9p, NFS, SMB/CIFS, Ceph, virtiofs, FUSE), by
-/// the type of the mount that holds it in /proc/self/mountinfo.
-bool on_network_fs(const std::filesystem::path& dir);
-/// The file system type of the mount that holds the absolute path `dir`, from the text of a
-/// /proc/self/mountinfo ("" when none does). Pure: for on_network_fs() and its tests.
-std::string mount_type(const std::string& mountinfo, const std::filesystem::path& dir);
+/// Opens the machine side of a run of `trials` and adds what it learns of the machines to
+/// `env` (hosts mode: each machine's environment). Throws before anything changes when the
+/// machine cannot take the run.
+using OpenSession = std::function<std::unique_ptr<lab::Session>(const std::vector<lab::Trial>& trials,
+                                                                const SessionRequest& request,
+                                                                results::Environment& env)>;
+
+/// The real sessions: LabSession on this machine, or HostsSession across the [lab] hosts.
+std::unique_ptr<lab::Session> open_session(const std::vector<lab::Trial>& trials, const SessionRequest& request,
+                                           results::Environment& env);
 
 struct Outcome {
     results::RunData data;
     int exit_code = 0;  ///< 0 complete, 130 interrupted, else the error's exit code
+    bool recorded = true;  ///< false: stopped before anything was recorded (a micro-VM interrupted while booting)
 };
-
-/// The folder of trial `t` of run `run` under `files_dir`: FILES/RUN/trial-N-ID.
-std::filesystem::path trial_dir(const std::filesystem::path& files_dir, const std::string& run, const lab::Trial& t);
-
-/// `spec` as it measures in a lab whose probes run at `where`: placeholders in its url
-/// filled with the lab's addresses, and with `server_port`, the server endpoint a service
-/// already listening (the probe starts none).
-std::pair<probes::ProbeSpec, probes::Endpoints> in_lab(const probes::ProbeSpec& spec, probes::Endpoints where);
 
 /// `text` is the experiment file's text (stored with the run).
 Outcome run_experiment(const lab::Experiment& exp, const std::string& text, const RunnerOptions& options,
-                       results::Store& store, Progress& progress, const probes::Tick& tick);
+                       results::Store& store, Progress& progress, const probes::Tick& tick,
+                       const OpenSession& open = open_session);
 
 /// The recorded part of a run: begins `data`'s record in `store` (status "running", its planned
 /// trials), calls `measure`, which sets `current` to the trial it is in (nullptr between
@@ -91,21 +101,5 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
 int recorded_run(results::Store& store, results::RunData& data,
                  const std::function<void(results::Trial*& current)>& measure, const std::function<void()>& restore,
                  bool resume = false);
-
-/// The trial as the results model records it (configuration that explanations need).
-results::Trial trial_record(const lab::Trial& t);
-
-/// Seconds one trial is planned to take (warm-up, repeats x (duration + cooldown)), for ETAs;
-/// with adaptive repeats, at the rule's first repeats (RepeatForecast corrects it as it runs).
-double planned_seconds(const lab::Trial& t, const lab::RunSpec& run);
-/// Seconds one repeat of every probe (or group) of a trial takes, cooldown included.
-double repeat_seconds(const lab::Trial& t, const lab::RunSpec& run);
-
-/// Now as ISO 8601 UTC ("2026-11-30T04:12:09Z").
-std::string utc_now();
-
-/// The machine as the run found it: uname, the sysctls the experiment touches and the usual
-/// buffer and congestion-control keys (host namespace).
-results::Environment environment(const lab::Experiment& exp, const std::string& where);
 
 }  // namespace wanlab::run

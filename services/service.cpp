@@ -17,7 +17,7 @@
 
 #include "core/error.h"
 #include "core/placeholders.h"
-#include "core/process.h"
+#include "core/proc.h"
 #include "core/sys.h"
 #include "probes/sys.h"
 

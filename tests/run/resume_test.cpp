@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "run/resume.h"
+#include "run/record.h"
 #include "run/runner.h"
 #include "tests/support/load_helper.h"
 

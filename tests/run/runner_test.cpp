@@ -13,7 +13,10 @@
 #include "results/store.h"
 #include "run/check.h"
 #include "run/progress.h"
+#include "core/mounts.h"
+#include "run/record.h"
 #include "run/runner.h"
+#include "run/trial.h"
 #include "tests/results/sample_run.h"
 #include "tests/support/load_helper.h"
 
@@ -252,20 +255,20 @@ TEST_CASE("mount_type finds the mount that holds a path and the type after the d
         "32 30 0:27 / /tmp/with\\040space rw - nfs4 server:/x rw\n"
         "33 22 0:28 / /run rw - tmpfs tmpfs rw\n"
         "34 33 0:29 / /run rw - fuse.sshfs host:/ rw\n";
-    CHECK(run::mount_type(info, "/tmp/results/run-1/trial-1") == "9p");
-    CHECK(run::mount_type(info, "/tmp/results") == "9p");
-    CHECK(run::mount_type(info, "/tmp/results/") == "9p");
-    CHECK(run::mount_type(info, "/tmp/resultsx") == "overlay");  // a sibling, not inside
-    CHECK(run::mount_type(info, "/tmp/wanlab-trials-x") == "overlay");
-    CHECK(run::mount_type(info, "/tmp/with space/a") == "nfs4");
-    CHECK(run::mount_type(info, "/run/x") == "fuse.sshfs");  // the later mount over /run hides tmpfs
-    CHECK(run::mount_type(info, "/etc") == "9p");
-    CHECK(run::mount_type("", "/etc").empty());
-    CHECK(run::mount_type("garbage line\n", "/etc").empty());
+    CHECK(sys::mount_type(info, "/tmp/results/run-1/trial-1") == "9p");
+    CHECK(sys::mount_type(info, "/tmp/results") == "9p");
+    CHECK(sys::mount_type(info, "/tmp/results/") == "9p");
+    CHECK(sys::mount_type(info, "/tmp/resultsx") == "overlay");  // a sibling, not inside
+    CHECK(sys::mount_type(info, "/tmp/wanlab-trials-x") == "overlay");
+    CHECK(sys::mount_type(info, "/tmp/with space/a") == "nfs4");
+    CHECK(sys::mount_type(info, "/run/x") == "fuse.sshfs");  // the later mount over /run hides tmpfs
+    CHECK(sys::mount_type(info, "/etc") == "9p");
+    CHECK(sys::mount_type("", "/etc").empty());
+    CHECK(sys::mount_type("garbage line\n", "/etc").empty());
 }
 
 TEST_CASE("on_network_fs reads this machine's mount table: /proc is local", "[run]") {
-    CHECK_FALSE(run::on_network_fs("/proc/self"));
+    CHECK_FALSE(sys::on_network_fs("/proc/self"));
 }
 
 TEST_CASE("the plan of adaptive repeats follows the counts decided so far", "[run][repeats]") {

@@ -1,0 +1,303 @@
+#include "run/trial.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/placeholders.h"
+#include "core/text.h"
+#include "diagnosis/counters.h"
+#include "diagnosis/qdisc_watch.h"
+#include "probes/http.h"
+#include "probes/probe_spec.h"
+#include "probes/stats.h"
+#include "probes/sys.h"
+#include "run/check.h"
+#include "run/record.h"
+
+namespace wanlab::run {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string point_text(const lab::Trial& t) {
+    std::string s;
+    for (const auto& [k, v] : t.sweep) s += fmt::format("{}{}={}", s.empty() ? "" : " ", k, v);
+    return s;
+}
+
+}  // namespace
+
+bool checks_emulation(const lab::Trial& t) {
+    auto e = expected_of(t);
+    return lab::unverifiable(t.lab).empty() && (e.rtt > 0 || e.rate_up > 0 || e.rate_down > 0);
+}
+
+bool warms_up(const probes::ProbeSpec& p) { return p.kind != "rtt" && p.kind != "udp" && p.kind != "command"; }
+
+double longest(const probes::ProbeGroup& g) {
+    double s = 0;
+    for (const auto* p : g.members) s = std::max(s, probes::planned_seconds(*p));
+    return s;
+}
+
+std::pair<probes::ProbeSpec, probes::Endpoints> in_lab(const probes::ProbeSpec& spec, probes::Endpoints where) {
+    probes::ProbeSpec out = spec;
+    std::map<std::string, std::string> addresses{{"server", where.server.address}, {"client", where.client.address}};
+    if (auto url = out.options.find("url"); url != out.options.end()) {
+        // In a URL an IPv6 address goes in brackets: http://{server}:8080/ -> http://[2001:2::6]:8080/
+        auto& text = std::get<std::string>(url->second);
+        text = text::expand(text,
+                            {{"server", probes::http::url_host(where.server.address)},
+                             {"client", probes::http::url_host(where.client.address)}},
+                            "url");
+    }
+    for (auto& word : out.command) word = text::expand(word, addresses, "command");
+    if (auto port = out.options.find("server_port"); port != out.options.end()) {
+        if (auto p = std::get<std::int64_t>(port->second); p > 0) {
+            where.server.remote = true;  // a [[service]] listens there
+            where.server.port = static_cast<std::uint16_t>(p);
+        }
+    }
+    return {std::move(out), std::move(where)};
+}
+
+void TrialRunner::run(const lab::Trial& t, results::Trial& rec, const lab::Testbed& testbed,
+                      const std::function<void()>& between, const std::filesystem::path& work,
+                      const std::filesystem::path& kept) {
+    check(t, rec, testbed);
+    store_.put_trial(data_.run.id, rec);
+    for (const auto& group : probes::probe_groups(t.probes)) {
+        auto members = members_of(group, testbed);
+        auto name = group.name.empty() ? members.front().spec.name : group.name;
+        warm_up(trial_label(t), name, members, testbed);
+        for (auto& m : members) m.captures = start_captures(m.spec, testbed, work);
+        repeats(t, group, members, testbed, between);
+        keep_captures(members, rec, kept);
+    }
+}
+
+/// The emulation check, when the trial has conditions a measurement can compare with.
+void TrialRunner::check(const lab::Trial& t, results::Trial& rec, const lab::Testbed& testbed) {
+    auto label = trial_label(t);
+    if (checks_emulation(t)) progress_.status(label + ": checking the emulation", 1s * eta_.done);
+    if (auto why = lab::unverifiable(t.lab); !why.empty())
+        rec.check.note = why;  // apply_trial() has read the qdiscs back
+    else
+        rec.check = check_emulation(t, testbed.endpoints(AF_UNSPEC), tick_);
+    if (checks_emulation(t)) eta_.done += kCheckSeconds;  // planned_seconds() counts it: so must the ETA
+    if (rec.check.checked && !rec.check.held)
+        progress_.line(fmt::format("{}: emulation did not hold: {}", label, rec.check.note));
+}
+
+/// The group's probes as they measure in this lab; refuses a kind and tool it cannot measure
+/// before any repeat.
+std::vector<TrialRunner::Member> TrialRunner::members_of(const probes::ProbeGroup& group,
+                                                         const lab::Testbed& testbed) const {
+    std::vector<Member> members;
+    for (const auto* written : group.members) {
+        auto [spec, where] = in_lab(*written, testbed.endpoints(probes::probe_family(*written)));
+        probes::make_probe(spec);
+        members.push_back({std::move(spec), std::move(where), {}});
+    }
+    return members;
+}
+
+/// The repeats of one probe or group, each followed by the cooldown; with adaptive repeats,
+/// their count decided after the first ones.
+void TrialRunner::repeats(const lab::Trial& t, const probes::ProbeGroup& group, std::vector<Member>& members,
+                          const lab::Testbed& testbed, const std::function<void()>& between) {
+    const auto& rule = exp_.run;
+    const auto label = trial_label(t);
+    const auto name = group.name.empty() ? members.front().spec.name : group.name;
+    const auto sites = testbed.qdisc_sites(t);
+    unsigned repeats = rule.first_repeats();
+    bool decided = !rule.adaptive;
+    for (unsigned r = 1; r <= repeats; ++r) {
+        progress_.status(fmt::format("{}: {} repeat {}/{}{}", label, name, r, repeats, decided ? "" : "+"),
+                         1s * eta_.done);
+        measure(t, label, group.name, members, r, testbed, sites);
+        if (between) between();
+        eta_.done += longest(group);
+        probes::sleep_until(probes::Clock::now() + rule.cooldown, tick_);
+        eta_.done += ns_to_s(rule.cooldown.count());
+        if (!decided && r == repeats) {
+            decided = true;
+            repeats = repeats_needed(t, group, members);
+            if (eta_.forecast) {
+                eta_.planned += eta_.forecast->decided(longest(group) + ns_to_s(rule.cooldown.count()), repeats);
+                progress_.plan(1s * eta_.planned);
+            }
+        }
+    }
+}
+
+/// Ends the members' captures and records each in the trial (stored again if any).
+void TrialRunner::keep_captures(std::vector<Member>& members, results::Trial& rec, const std::filesystem::path& kept) {
+    bool captured = false;
+    for (auto& m : members)
+        for (auto& c : m.captures) {
+            auto done = c->finish();
+            done.probe = m.spec.name;
+            done.path = (kept / std::filesystem::path(done.path).filename()).string();
+            rec.captures.push_back(std::move(done));
+            captured = true;
+        }
+    if (captured) store_.put_trial(data_.run.id, rec);
+}
+
+/// The warm-up of one probe, or of a group's members together: [run] warmup of traffic,
+/// discarded (none for the kinds that carry no state to warm).
+void TrialRunner::warm_up(const std::string& label, const std::string& name, const std::vector<Member>& members,
+                          const lab::Testbed& testbed) {
+    if (exp_.run.warmup.count() <= 0) return;
+    std::vector<probes::GroupJob> jobs;
+    for (const auto& m : members) {
+        if (!warms_up(m.spec)) continue;
+        auto warm = m.spec;
+        warm.options["duration"] = static_cast<std::int64_t>(exp_.run.warmup.count());
+        jobs.push_back([&testbed, warm, where = m.where](const probes::Tick& tick) {
+            return testbed.run_probe(warm, testbed.measure(warm, where), tick);
+        });
+    }
+    if (jobs.empty()) return;
+    progress_.status(fmt::format("{}: {} warm-up", label, name), 1s * eta_.done);
+    try {
+        if (jobs.size() == 1)
+            jobs.front()(tick_);
+        else
+            probes::run_together(jobs, tick_);
+    } catch (const probes::MeasurementError&) {
+        // The repeats meet the same refusal and record it.
+    }
+    eta_.done += ns_to_s(exp_.run.warmup.count());
+}
+
+/// Repeat `r` of one probe, or of a group's members at the same time (`group` its name),
+/// each measurement committed as taken; a group's own record after its members'. The
+/// counters and queue statistics are the interval's, on each member's record.
+void TrialRunner::measure(const lab::Trial& t, const std::string& label, const std::string& group,
+                          std::vector<Member>& members, unsigned r, const lab::Testbed& testbed,
+                          const std::vector<netem::QdiscSite>& sites) {
+    auto started = utc_now();
+    const bool here = testbed.probes_here();
+    diagnosis::Snapshot counters(
+        here ? diagnosis::counted_hosts(members.front().where) : std::vector<std::pair<std::string, std::string>>{},
+        here);
+    auto machines = testbed.machine_counters();
+    std::vector<probes::GroupJob> jobs;
+    for (const auto& m : members) {
+        auto measured = testbed.measure(m.spec, m.where);  // hosts mode: the probe's server there
+        jobs.push_back([&testbed, &spec = m.spec, measured](const probes::Tick& tick) {
+            return testbed.run_probe(spec, measured, tick);
+        });
+    }
+    std::optional<diagnosis::QdiscWatch> qdiscs;
+    if (!sites.empty()) qdiscs.emplace(sites, diagnosis::kQdiscSampleEvery);
+    std::vector<probes::JobOutcome> outcomes(1);
+    if (jobs.size() == 1) {
+        try {
+            outcomes[0].result = jobs[0](tick_);
+        } catch (const probes::MeasurementError& e) {
+            outcomes[0].error = e.what();
+        }
+    } else {
+        outcomes = probes::run_together(jobs, tick_);
+    }
+    nlohmann::json delta = counters.delta();
+    diagnosis::add_machine_deltas(delta, machines, testbed.machine_counters());
+    const diagnosis::QdiscTally* tally = qdiscs ? &qdiscs->finish() : nullptr;
+    if (tally) delta["qdisc"] = tally->counters();
+    std::vector<probes::MemberRun> runs;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+        const auto& spec = members[i].spec;
+        auto& o = outcomes[i];
+        results::Measurement m;
+        if (o.result) {
+            if (!group.empty()) {
+                probes::align_series(*o.result, o.released);
+                if (auto load = load_beside(members, spec); !load.empty())
+                    o.result->notes.push_back(fmt::format("{}beside {} in group {}", probes::kUnderLoadNote, load, group));
+            }
+            m = record_of(spec, *o.result, t.index, r, started);
+            m.counters = delta;
+            if (tally) tally->add_series(m.series);
+        } else {
+            // The tool refused this measurement, not the lab: recorded, and the run goes on.
+            m = record_of(spec, probes::ProbeResult{}, t.index, r, started);
+            m.notes.push_back(std::string(results::kErrorNote) + o.error);
+            progress_.line(fmt::format("{}: {} repeat {}: {}", label, spec.name, r, o.error));
+        }
+        runs.push_back({&spec, std::move(o.result), o.error});
+        commit(std::move(m));
+    }
+    if (group.empty()) return;
+    probes::ProbeSpec record;
+    record.name = group;
+    record.kind = "group";
+    auto g = record_of(record, probes::group_result(runs), t.index, r, started);
+    g.counters = delta;
+    if (tally) tally->add_series(g.series);
+    commit(std::move(g));
+}
+
+/// [run] repeats = "auto": the repeats in all that Stein's rule asks of this probe or
+/// group, from its first ones: the most any settled metric asks (each member's main
+/// metric, a command probe's first own metric instead of its wall time, and every metric
+/// an [[assert]] names of a member or of the group).
+unsigned TrialRunner::repeats_needed(const lab::Trial& t, const probes::ProbeGroup& group,
+                                     const std::vector<Member>& members) {
+    const auto& rule = exp_.run;
+    std::vector<std::pair<std::string, std::string>> settle;  // (probe, metric)
+    for (const auto& m : members)
+        if (m.spec.kind == "command" && !m.spec.outputs.empty())  // the program's own number, not its start-up
+            settle.emplace_back(m.spec.name, m.spec.outputs.front().name);
+        else if (const char* main = probes::main_metric(m.spec.kind))
+            settle.emplace_back(m.spec.name, main);
+    for (const auto& a : exp_.asserts) {
+        bool ours = a.probe == group.name && !group.name.empty();
+        for (const auto& m : members) ours = ours || a.probe == m.spec.name;
+        if (ours) settle.emplace_back(a.probe, a.metric);
+    }
+    std::size_t need = rule.min_repeats;
+    for (const auto& [probe, metric] : settle)
+        need = std::max(need, probes::stats::stein_repeats(data_.first_repeats(t.index, probe, metric, rule.min_repeats),
+                                                           rule.precision, rule.max_repeats));
+    return static_cast<unsigned>(need);
+}
+
+/// The throughput probes of the group other than `self`, "a, b" ("" = none).
+std::string TrialRunner::load_beside(const std::vector<Member>& members, const probes::ProbeSpec& self) {
+    std::string out;
+    for (const auto& m : members)
+        if (m.spec.kind == "throughput" && m.spec.name != self.name) out += (out.empty() ? "" : ", ") + m.spec.name;
+    return out;
+}
+
+void TrialRunner::commit(results::Measurement m) {
+    store_.add_measurement(data_.run.id, m);
+    data_.measurements.push_back(std::move(m));
+}
+
+/// One capture per lab host for a probe that asks for them (none otherwise).
+std::vector<std::unique_ptr<diagnosis::Capture>> TrialRunner::start_captures(const probes::ProbeSpec& spec,
+                                                                             const lab::Testbed& testbed,
+                                                                             const std::filesystem::path& work) {
+    std::vector<std::unique_ptr<diagnosis::Capture>> out;
+    auto bounds = diagnosis::capture_bounds(spec);
+    if (!bounds) return out;
+    std::filesystem::create_directories(work);
+    for (const auto& p : testbed.capture_points())
+        out.push_back(std::make_unique<diagnosis::Capture>(
+            p.host, p.netns, p.dev, p.filter, work / fmt::format("capture-{}-{}.pcap", spec.name, p.host), *bounds));
+    return out;
+}
+
+std::string TrialRunner::trial_label(const lab::Trial& t) const {
+    return fmt::format("[{}/{}] {}{}{}", t.index, exp_.trials.size(), t.variant, t.sweep.empty() ? "" : " ",
+                       point_text(t));
+}
+
+}  // namespace wanlab::run
