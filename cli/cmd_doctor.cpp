@@ -19,13 +19,14 @@
 #include "cli/command.h"
 #include "cli/load.h"
 #include "core/error.h"
+#include "core/process.h"
 #include "core/text.h"
+#include "core/tools.h"
 #include "lab/capabilities.h"
 #include "lab/journal.h"
 #include "lab/session.h"
 #include "netem/preflight.h"
 #include "probes/probe.h"
-#include "probes/tool_process.h"
 #include "vm/vm.h"
 
 namespace wanlab::cli {
@@ -40,40 +41,25 @@ std::string read_line(const std::string& path) {
     return line;
 }
 
-struct Tool {
-    const char* name;
-    const char* package;
-    const char* version_flag;  ///< what makes it print its version ("" = no argument)
-    const char* use;
-};
+using Tool = sys::KnownTool;  // the one table of tools and packages: core/tools.h
 
-const Tool kTools[] = {
-    {"iperf3", "iperf3", "--version", "external throughput probe (tool = \"iperf3\")"},
-    {"ping", "iputils-ping", "-V", "external rtt probe (tool = \"ping\")"},
-    {"hping3", "hping3", "--version", "external rtt probe (tool = \"hping3\")"},
-    {"wrk", "wrk", "-v", "external http probe (tool = \"wrk\")"},
-    {"nginx", "nginx", "-v", "a real server for the examples' [[service]]s and the benchmarks"},
-    {"ssh", "openssh-client", "-V", "experiments across machines ([lab] mode = \"hosts\")"},
-    {"tc", "iproute2", "-V", "cross-checks in tests (wanlab itself uses netlink)"},
-    {"qemu-system-x86_64", "qemu-system-x86", "--version", "wanlab vm: a stock kernel with netem"},
-    {"busybox", "busybox-static", "", "wanlab vm: the micro-VM's init"},
-};
-
-const Tool* tool_named(const std::string& name) {
-    for (const auto& t : kTools)
-        if (name == t.name) return &t;
-    return nullptr;
+/// The tools doctor lists: those with a use of their own.
+std::vector<const Tool*> listed_tools() {
+    std::vector<const Tool*> out;
+    for (const auto& t : sys::known_tools())
+        if (*t.use) out.push_back(&t);
+    return out;
 }
 
 /// The tool's path ("" when missing) and the first line it prints about its version.
 std::pair<std::string, std::string> tool_version(const Tool& t) {
-    auto path = probes::find_program(t.name);
+    auto path = sys::find_program(t.name);
     if (path.empty()) return {"", ""};
     std::vector<std::string> argv{path};
     if (*t.version_flag) argv.emplace_back(t.version_flag);
     std::string said;
     try {
-        probes::ToolProcess p("", argv);
+        sys::Process p("", argv);
         auto o = p.wait(std::chrono::seconds(3), {});
         said = o.out.empty() ? o.err : o.out;
     } catch (const std::exception&) {
@@ -171,7 +157,7 @@ std::vector<Verdict> check_experiment(const lab::Experiment& exp, const Here& m)
     using Mode = lab::LabSpec::Mode;
     const bool netns = lab.mode == Mode::netns;
     if (lab.mode == Mode::hosts) {
-        auto ssh = probes::find_program("ssh");
+        auto ssh = sys::find_program("ssh");
         std::vector<std::string> names;
         for (const auto& machine : lab.machines) names.push_back(machine.name);
         out.push_back({"lab across machines", ssh.empty() ? "NO" : "yes",
@@ -291,8 +277,8 @@ std::vector<Verdict> check_experiment(const lab::Experiment& exp, const Here& m)
                 out.push_back({fmt::format("probe {} ({})", p.name, p.kind), "yes", "built in"});
                 continue;
             }
-            auto path = probes::find_program(program);
-            const Tool* known = tool_named(program);
+            auto path = sys::find_program(program);
+            const Tool* known = sys::known_tool(program);
             out.push_back({fmt::format("probe {} ({}, {})", p.name, p.kind, program), path.empty() ? "NO" : "yes",
                            path.empty() ? fmt::format("{} is not installed{}", program,
                                                       known ? fmt::format(": apt-get install {}", known->package) : "")
@@ -301,8 +287,8 @@ std::vector<Verdict> check_experiment(const lab::Experiment& exp, const Here& m)
     for (const auto& t : exp.trials)
         for (const auto& s : t.services) {
             if (!seen.insert("service " + s.name).second || s.command.empty()) continue;
-            auto path = probes::find_program(s.command.front());
-            const Tool* known = tool_named(s.command.front());
+            auto path = sys::find_program(s.command.front());
+            const Tool* known = sys::known_tool(s.command.front());
             out.push_back({fmt::format("service {} ({})", s.name, s.command.front()), path.empty() ? "NO" : "yes",
                            path.empty() ? fmt::format("{} is not installed{}", s.command.front(),
                                                       known ? fmt::format(": apt-get install {}", known->package) : "")
@@ -420,7 +406,7 @@ Runner setup_doctor(CLI::App& sub) {
         }
         auto m = look_at_machine();
         std::vector<std::pair<const Tool*, std::pair<std::string, std::string>>> tools;
-        for (const auto& t : kTools) tools.emplace_back(&t, tool_version(t));
+        for (const auto* t : listed_tools()) tools.emplace_back(t, tool_version(*t));
         std::vector<lab::JournalFile> journals;
         std::error_code ec;
         if (std::filesystem::is_directory(lab::kRunDir, ec)) journals = lab::find_journals(lab::kRunDir);

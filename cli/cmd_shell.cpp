@@ -9,16 +9,10 @@
 // is passed on to the whole group (SIGHUP first, which ends an interactive shell, then the
 // signal itself; SIGKILL after a grace period). Once the command has exited, whatever is left
 // of its group is killed and the terminal is handed back to wanlab, then the lab comes down.
-#include <poll.h>
-#include <sched.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 
 #include <fmt/format.h>
@@ -26,12 +20,12 @@
 #include "cli/command.h"
 #include "cli/load.h"
 #include "core/error.h"
+#include "core/process.h"
 #include "core/signals.h"
 #include "core/sys.h"
 #include "core/text.h"
 #include "lab/capabilities.h"
 #include "lab/session.h"
-#include "probes/tool_process.h"
 #include "sysctl/proc_sys.h"
 
 extern char** environ;
@@ -65,19 +59,12 @@ const lab::Trial& pick_trial(const lab::Experiment& exp, const std::string& whic
 /// `word` as a path to exec: itself when it has a `/`, else found on PATH; "" if not found.
 std::string executable(const std::string& word) {
     if (word.find('/') != std::string::npos) return ::access(word.c_str(), X_OK) == 0 ? word : "";
-    return probes::search_path(word);
+    return sys::search_path(word);
 }
 
-/// Everything the child needs, made before fork (after it only async-signal-safe calls).
-struct Launch {
-    std::string path;
-    std::vector<std::string> argv, env;
-    sys::Fd netns;  ///< the client's namespace; invalid: stay where wanlab is (host mode)
-};
-
 /// The command to run, resolved before anything changes: o.command, or $SHELL, or /bin/sh.
-Launch resolve(const ShellOptions& o) {
-    Launch l;
+sys::ForegroundCommand resolve(const ShellOptions& o) {
+    sys::ForegroundCommand l;
     l.argv = o.command;
     if (l.argv.empty()) {
         const char* shell = std::getenv("SHELL");
@@ -89,7 +76,7 @@ Launch resolve(const ShellOptions& o) {
 }
 
 /// What the command learns about the lab: its environment, and the namespace it enters.
-void place(Launch& l, const lab::Trial& trial, const probes::Endpoints& where, const std::string& run) {
+void place(sys::ForegroundCommand& l, const lab::Trial& trial, const probes::Endpoints& where, const std::string& run) {
     for (char** e = environ; *e; ++e) l.env.emplace_back(*e);
     l.env.push_back("WANLAB_RUN=" + run);
     l.env.push_back("WANLAB_TRIAL=" + trial.id);
@@ -98,74 +85,6 @@ void place(Launch& l, const lab::Trial& trial, const probes::Endpoints& where, c
     l.env.push_back("WANLAB_SERVER_NS=" + where.server.netns);
     l.env.push_back("WANLAB_CLIENT_NS=" + where.client.netns);
     if (!where.client.netns.empty()) l.netns = sys::open_netns(where.client.netns);
-}
-
-// Gives the terminal `tty` to process group `group` (tcsetpgrp from a background group
-// needs SIGTTOU blocked). Async-signal-safe.
-void give_terminal(int tty, pid_t group) {
-    if (tty < 0) return;
-    sigset_t ttou, old;
-    ::sigemptyset(&ttou);
-    ::sigaddset(&ttou, SIGTTOU);
-    ::sigprocmask(SIG_BLOCK, &ttou, &old);
-    (void)::tcsetpgrp(tty, group);
-    ::sigprocmask(SIG_SETMASK, &old, nullptr);
-}
-
-[[noreturn]] void exec_child(const Launch& l, int tty, const std::vector<char*>& argv, const std::vector<char*>& envp) {
-    ::setpgid(0, 0);
-    give_terminal(tty, ::getpid());
-    sigset_t none;
-    ::sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // wanlab blocks SIGINT/SIGTERM/SIGHUP for its signalfd
-    if (l.netns && ::setns(l.netns.get(), CLONE_NEWNET) != 0) {
-        static const char failed[] = "wanlab shell: cannot enter the client's namespace\n";
-        (void)!::write(2, failed, sizeof failed - 1);
-        ::_exit(126);
-    }
-    ::execve(l.path.c_str(), argv.data(), envp.data());
-    static const char failed[] = "wanlab shell: cannot start the command\n";
-    (void)!::write(2, failed, sizeof failed - 1);
-    ::_exit(127);
-}
-
-/// Runs the command and waits for it, passing signals on; returns its exit status (128 +
-/// signal when a signal ended it).
-int run_child(Launch& l, sys::SignalEvents& signals) {
-    std::vector<char*> argv, envp;
-    for (auto& a : l.argv) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : l.env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const int tty = ::isatty(STDIN_FILENO) ? STDIN_FILENO : -1;
-    pid_t child = ::fork();
-    if (child < 0) sys::fail_errno("starting " + l.argv[0]);
-    if (child == 0) exec_child(l, tty, argv, envp);
-    ::setpgid(child, child);  // as the child does: whichever runs first
-    l.netns.reset();
-    constexpr int kGraceMs = 5000;
-    int waited_ms = -1;  // since the group was told to stop; -1: not told
-    int status = 0;
-    for (;;) {
-        // Seen exited but not reaped yet, so its group id cannot be reused before the kill below.
-        siginfo_t info{};
-        int r = ::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT);
-        if (r == 0 && info.si_pid == child) break;
-        if (r < 0 && errno != EINTR) sys::fail_errno("waiting for " + l.argv[0]);
-        pollfd p{signals.fd(), POLLIN, 0};
-        ::poll(&p, 1, 100);
-        if (waited_ms >= 0 && (waited_ms += 100) >= kGraceMs) ::kill(-child, SIGKILL);
-        auto s = signals.wait(std::chrono::milliseconds(0));
-        if (!s) continue;
-        note(fmt::format("SIG{}: stopping {} (pid {}), then giving the lab back", sigabbrev_np(*s), l.argv[0], child));
-        ::kill(-child, SIGHUP);  // an interactive shell leaves on SIGHUP, not on SIGTERM
-        if (*s != SIGHUP) ::kill(-child, *s);
-        if (waited_ms < 0) waited_ms = 0;
-    }
-    ::kill(-child, SIGKILL);  // what the command left running in its group goes with the lab
-    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {}
-    give_terminal(tty, ::getpgrp());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 int shell(ShellOptions o) {
@@ -193,7 +112,7 @@ int shell(ShellOptions o) {
         "trial {} of {} ({}) is up as run {}; {} runs {}{}", trial.index, exp.trials.size(), trial.variant, options.run,
         text::shell_join(launch.argv), where.client.netns.empty() ? "on this machine" : "in " + where.client.netns,
         where.server.address.empty() ? "" : fmt::format(", the server is {} ($WANLAB_SERVER)", where.server.address)));
-    int status = run_child(launch, signals);
+    int status = sys::run_foreground(launch, signals, note);
     note(fmt::format("{} exited with status {}; {}", launch.argv[0], status, session.testbed().undo_text()));
     return status;
 }

@@ -17,8 +17,8 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/process.h"
 #include "core/signals.h"
-#include "probes/tool_process.h"
 #include "vm/fetch.h"
 #include "vm/kernel.h"
 #include "vm/sys.h"
@@ -87,19 +87,16 @@ int run_vm(const VmArgs& a) {
 /// output in files (apt-get download writes into its working folder), Ctrl-C honoured.
 vm::RunCommand host_commands(sys::SignalEvents& signals) {
     return [&signals](const vm::Command& c) {
-        static const std::map<std::string, std::string> kPackage{
-            {"apt-cache", "apt"}, {"apt-get", "apt"}, {"dpkg-deb", "dpkg"}, {"depmod", "kmod"}};
         auto argv = c.argv;
-        auto it = kPackage.find(argv[0]);
-        argv[0] = probes::find_tool(argv[0], it == kPackage.end() ? argv[0] : it->second);
+        argv[0] = sys::find_tool(argv[0]);  // its package from core/tools.h
         vm::TempDir dir("/tmp", "wanlab-fetch-");
         const auto& logs = dir.path();
         vm::CommandResult r;
         {
-            probes::ToolProcess p(
+            sys::Process p(
                 "", argv, {logs / "out", logs / "err", c.cwd.empty() ? std::filesystem::current_path() : c.cwd});
             auto o = p.wait(std::chrono::minutes(30), [&signals] { signals.check(); });
-            r.exit_code = probes::exited_ok(o) ? 0 : (WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1);
+            r.exit_code = sys::exited_ok(o) ? 0 : (WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1);
         }
         auto slurp = [](const std::filesystem::path& f) {
             std::ostringstream s;

@@ -18,7 +18,7 @@
 int main(int argc, char** argv) {
     // A reader that goes away (`| head`, a tee killed with the SSH session) must not kill
     // wanlab while it holds the machine's network: writes fail with EPIPE instead, and the
-    // run still gives everything back. Tools wanlab starts get the default back (ToolProcess).
+    // run still gives everything back. Tools wanlab starts get the default back (core/process.h).
     ::signal(SIGPIPE, SIG_IGN);
     std::map<CLI::App*, wanlab::cli::Runner> runners;
     auto app = wanlab::cli::make_app(runners);

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "probes/tool_process.h"
+#include "core/process.h"
 
 namespace wanlab::lab {
 
@@ -59,7 +59,7 @@ void check_programs(const std::vector<Trial>& trials) {
             for (const auto* argv : {&s.command, &s.ready.command}) {
                 if (argv->empty()) continue;
                 const std::string& program = argv->front();
-                if (probes::find_program(program).empty())
+                if (sys::find_program(program).empty())
                     throw InputError(fmt::format(
                         "service `{}`: `{}` is not installed (not {}); install it or give its full path in `{}`; "
                         "nothing was changed",

@@ -14,6 +14,7 @@ extern char** environ;
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/process.h"
 #include "core/sys.h"
 
 namespace wanlab::lab {
@@ -39,8 +40,8 @@ long now_ms() {
 
 // What the child needs, prepared before fork.
 struct Prepared {
+    const WatchdogOptions* options;
     pid_t parent;
-    int exe;              ///< the running wanlab image, opened at arm time (see arm_watchdog)
     bool journal_exists;  ///< the journal was there when the watchdog was armed
     const char* journal;
     const char* log;
@@ -48,7 +49,11 @@ struct Prepared {
     char* const* argv;
 };
 
-[[noreturn]] void watch(const WatchdogOptions& o, const Prepared& p) {
+// The daemon's body (sys::fork_daemon): `image` is the running wanlab image, opened at arm
+// time (see arm_watchdog).
+[[noreturn]] void watch(int image, const void* arg) {
+    const Prepared& p = *static_cast<const Prepared*>(arg);
+    const WatchdogOptions& o = *p.options;
     const pid_t parent = p.parent;
     const long deadline = now_ms() + static_cast<long>(o.seconds) * 1000;
     bool seen = p.journal_exists;
@@ -77,7 +82,7 @@ struct Prepared {
         nap_ms(100);
     }
     // The image wanlab was started from, even if the file has been rebuilt or deleted since.
-    ::fexecve(p.exe, p.argv, environ);
+    if (image >= 0) ::fexecve(image, p.argv, environ);
     static const char failed[] = "wanlab watchdog: could not start wanlab to restore; run `wanlab restore`\n";
     (void)!::write(2, failed, sizeof failed - 1);
     ::_exit(127);
@@ -119,29 +124,8 @@ pid_t arm_watchdog(const WatchdogOptions& o) {
         "wanlab watchdog: the --auto-restore deadline of {} s has passed: SIGTERM to wanlab "
         "(pid {}), which gives the machine back\n",
         o.seconds, parent);
-    pid_t pid = ::fork();
-    if (pid < 0) sys::fail_errno("starting the --auto-restore watchdog");
-    if (pid > 0) return pid;
-    ::setsid();
-    // Above stdio, whatever descriptor open() returned; close-on-exec, so the restore it
-    // starts does not inherit it (fexecve of an ELF binary reads it before closing it).
-    const int image = ::fcntl(exe.get(), F_DUPFD_CLOEXEC, 3);
-    sigset_t none;
-    ::sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // wanlab blocks SIGINT/SIGTERM for its signalfd
-    int in = ::open("/dev/null", O_RDONLY);
-    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    if (in >= 0) ::dup2(in, 0);
-    if (out >= 0) {
-        ::dup2(out, 1);
-        ::dup2(out, 2);
-    }
-    // No lock, socket or pipe of wanlab's stays open in the watchdog: only the image.
-    const unsigned keep = static_cast<unsigned>(image);
-    if (image < 0 || (keep > 3 && ::close_range(3, keep - 1, 0) != 0) || ::close_range(keep + 1, ~0U, 0) != 0)
-        for (int fd = 3; fd < 65536; ++fd)
-            if (fd != image) ::close(fd);
-    watch(o, Prepared{parent, image, journal_exists, journal.c_str(), log.c_str(), note.c_str(), argv.data()});
+    Prepared p{&o, parent, journal_exists, journal.c_str(), log.c_str(), note.c_str(), argv.data()};
+    return sys::fork_daemon(o.log.empty() ? "" : log, exe.get(), watch, &p, "starting the --auto-restore watchdog");
 }
 
 bool retire_watchdog(pid_t pid, const WatchdogOptions& o) {

@@ -8,11 +8,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/process.h"
 #include "core/text.h"
 #include "probes/output_match.h"
 #include "probes/probe.h"
 #include "probes/sys.h"
-#include "probes/tool_process.h"
 
 namespace wanlab::probes {
 namespace {
@@ -26,7 +26,7 @@ std::string output_note(const OutputMetric& m) {
                        m.higher_is_better ? "higher" : "lower", source, m.unit_text);
 }
 
-double read_metric(const OutputMetric& m, const ToolOutput& out) {
+double read_metric(const OutputMetric& m, const sys::ProcessOutput& out) {
     const std::string& text = m.stream == "stderr" ? out.err : out.out;
     std::string why;
     std::optional<double> value;
@@ -43,7 +43,7 @@ double read_metric(const OutputMetric& m, const ToolOutput& out) {
         why = fmt::format("the regex \"{}\" matched nothing in its {}", m.regex, m.stream);
     }
     if (!value) {
-        auto tail = tail_lines(text, kTailLines);
+        auto tail = sys::tail_lines(text, kTailLines);
         throw MeasurementError(fmt::format("metric `{}`: {}{}", m.name, why,
                                            tail.empty()
                                                ? fmt::format(" (its {} was empty)", m.stream)
@@ -58,23 +58,23 @@ ProbeResult run_command(const ProbeSpec& spec, const Endpoints& where, const Tic
     auto argv = spec.command;
     if (argv.empty()) throw InputError(fmt::format("probe `{}` has no command", spec.name));
     std::string program = argv[0];
-    argv[0] = find_program(program);
+    argv[0] = sys::find_program(program);
     if (argv[0].empty())
         throw InputError(fmt::format("probe `{}`: `{}` is not installed (not on PATH, nor in /usr/sbin or /sbin)",
                                      spec.name, program));
     auto timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds(option_int(spec, "timeout")));
     auto start = Clock::now();
-    ToolProcess process(where.client.netns, argv);
+    sys::Process process(where.client.netns, argv);
     auto out = process.wait(timeout, tick);
     double wall = std::chrono::duration<double>(Clock::now() - start).count();
     auto shown = text::shell_join(spec.command);
     if (out.timed_out)
         throw MeasurementError(fmt::format("`{}` was still running after {} s: killed", shown,
                                            std::chrono::duration<double>(timeout).count()));
-    if (!exited_ok(out)) {
-        auto tail = tail_lines(out.err.empty() ? out.out : out.err, kTailLines);
-        throw MeasurementError(fmt::format("`{}` {}{}", shown, describe_status(out.status),
+    if (!sys::exited_ok(out)) {
+        auto tail = sys::tail_lines(out.err.empty() ? out.out : out.err, kTailLines);
+        throw MeasurementError(fmt::format("`{}` {}{}", shown, sys::describe_status(out.status),
                                            tail.empty() ? "" : ": " + text::terminal_safe(tail)));
     }
     ProbeResult r;

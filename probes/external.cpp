@@ -35,8 +35,8 @@ void rtt_metrics(ProbeResult& r, double sent, double received) {
 }
 
 /// `iperf3 -s -1` in `at`'s namespace, once it listens on `port` (within 5 s).
-ToolProcess start_iperf3_server(const std::string& exe, const Endpoint& at, std::uint16_t port) {
-    ToolProcess server(at.netns, {exe, "-s", "-1", "-B", at.address, "-p", std::to_string(port)});
+sys::Process start_iperf3_server(const std::string& exe, const Endpoint& at, std::uint16_t port) {
+    sys::Process server(at.netns, {exe, "-s", "-1", "-B", at.address, "-p", std::to_string(port)});
     if (!await_tcp_listening(at.netns, port, 5s))
         throw Error(fmt::format("iperf3 -s did not listen on port {} within 5 s", port));
     return server;
@@ -204,7 +204,7 @@ namespace {
 /// server's namespace, or against a remote target's own iperf3 -s. Its output, once it exited
 /// or crashed with JSON; throws when it timed out or crashed without any.
 struct Iperf3Run {
-    ToolOutput out;
+    sys::ProcessOutput out;
     std::vector<std::string> argv;
     bool own_server = false;
 };
@@ -212,11 +212,11 @@ struct Iperf3Run {
 Iperf3Run iperf3_client(const ProbeSpec& spec, const Endpoints& where, const std::vector<std::string>& options,
                         const Tick& tick) {
     check_remote(spec, where.server);
-    std::string exe = find_tool("iperf3", "iperf3");
+    std::string exe = sys::find_tool("iperf3");
     std::uint16_t port = where.server.port ? where.server.port : 5201;
     auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
     // A remote target runs its own `iperf3 -s`.
-    std::optional<ToolProcess> server;
+    std::optional<sys::Process> server;
     if (!where.server.remote) server.emplace(start_iperf3_server(exe, where.server, port));
     Iperf3Run run;
     run.own_server = server.has_value();
@@ -226,13 +226,13 @@ Iperf3Run iperf3_client(const ProbeSpec& spec, const Endpoints& where, const std
     run.argv.insert(run.argv.end(), options.begin(), options.end());
     if (option_string(spec, "direction") == "download") run.argv.push_back("-R");
     if (!where.client.address.empty()) run.argv.insert(run.argv.end(), {"-B", where.client.address});
-    ToolProcess client(where.client.netns, run.argv);
+    sys::Process client(where.client.netns, run.argv);
     run.out = client.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 15s, tick);
     if (server) server->stop(2s);
     if (run.out.timed_out) throw Error("iperf3 -c did not finish in time (killed)");
     // With -J, iperf3 reports its own errors inside the JSON; anything else is a crash.
-    if (!exited_ok(run.out) && run.out.out.find('{') == std::string::npos)
-        throw Error(fmt::format("iperf3 -c {}: {}", describe_status(run.out.status), tail_lines(run.out.err)));
+    if (!sys::exited_ok(run.out) && run.out.out.find('{') == std::string::npos)
+        throw Error(fmt::format("iperf3 -c {}: {}", sys::describe_status(run.out.status), sys::tail_lines(run.out.err)));
     return run;
 }
 
@@ -320,7 +320,7 @@ ProbeResult run_iperf3_udp(const ProbeSpec& spec, const Endpoints& where, const 
 }
 
 ProbeResult run_ping(const ProbeSpec& spec, const Endpoints& where, const Tick& tick) {
-    std::string exe = find_tool("ping", "iputils-ping");
+    std::string exe = sys::find_tool("ping");
     auto count = option_int(spec, "count");
     auto interval = std::chrono::nanoseconds(option_int(spec, "interval"));
     auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
@@ -331,12 +331,12 @@ ProbeResult run_ping(const ProbeSpec& spec, const Endpoints& where, const Tick& 
         "-W", "1",  "-w", seconds_arg(duration + 1s), "-s", std::to_string(option_int(spec, "size"))};
     if (!where.client.address.empty()) argv.insert(argv.end(), {"-I", where.client.address});
     argv.push_back(where.server.address);
-    ToolProcess ping(where.client.netns, argv);
+    sys::Process ping(where.client.netns, argv);
     auto out = ping.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 5s, tick);
     if (out.timed_out) throw Error("ping did not finish in time (killed)");
     if (out.out.find("packets transmitted") == std::string::npos)
         throw Error(
-            fmt::format("ping {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
+            fmt::format("ping {}: {}", sys::describe_status(out.status), sys::tail_lines(out.err.empty() ? out.out : out.err)));
     auto r = parse_ping(out.out, seconds(interval));
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     return r;
@@ -351,7 +351,7 @@ ProbeResult run_hping3(const ProbeSpec& spec, const Endpoints& where, const Tick
             "rtt probe: hping3 speaks IPv4 only; over IPv6 use tool = \"builtin\" (its method \"tcp\" times the "
             "same handshake)");
     check_remote(spec, where.server);
-    std::string exe = find_tool("hping3", "hping3");
+    std::string exe = sys::find_tool("hping3");
     auto interval = std::chrono::nanoseconds(option_int(spec, "interval"));
     auto duration = std::chrono::nanoseconds(option_int(spec, "duration"));
     // As the built-in probe: `count` probes, but none sent after `duration`.
@@ -380,13 +380,13 @@ ProbeResult run_hping3(const ProbeSpec& spec, const Endpoints& where, const Tick
                                   "-i",
                                   fmt::format("u{}", interval_us),
                                   where.server.address};
-    ToolProcess hping(where.client.netns, argv);
+    sys::Process hping(where.client.netns, argv);
     auto bound = std::chrono::duration_cast<std::chrono::milliseconds>(interval * count) + 10s;
     auto out = hping.wait(bound, tick);
     if (out.timed_out) throw Error("hping3 did not finish in time (killed)");
     if (out.err.find("packets transmitted") == std::string::npos)
         throw Error(
-            fmt::format("hping3 {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
+            fmt::format("hping3 {}: {}", sys::describe_status(out.status), sys::tail_lines(out.err.empty() ? out.out : out.err)));
     auto r = parse_hping3(out.out + out.err, seconds(interval));
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     if (count < option_int(spec, "count"))

@@ -1,5 +1,5 @@
 // External probes: iperf3, ping, wrk and hping3, started inside the right namespace (see
-// ToolProcess), their output parsed into the same metrics as the built-in probes.
+// sys::Process), their output parsed into the same metrics as the built-in probes.
 //
 // Contract: the parsers are pure and take the tool's whole output as text, so tests feed
 // them recorded fixtures; they throw wanlab::Error naming the tool when the output is not
@@ -12,8 +12,8 @@
 
 #include <string>
 
+#include "core/process.h"
 #include "probes/probe.h"
-#include "probes/tool_process.h"
 
 namespace wanlab::probes {
 

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/process.h"
 #include "probes/probe_spec.h"
 #include "probes/series.h"
 
@@ -140,7 +141,8 @@ struct ProbeResult {
     std::optional<std::chrono::steady_clock::time_point> began;
 };
 
-using Tick = std::function<void()>;
+/// Called while a probe waits; throws to stop it (core/process.h).
+using Tick = sys::Tick;
 
 /// One measurement that could not be made while the lab itself is fine: an external tool
 /// refused what it was asked (iperf3 and a -w the kernel clamps). The message carries the

@@ -145,7 +145,7 @@ ProbeResult run_wrk(const ProbeSpec& spec, const Endpoints& where, const Tick& t
     check_wrk_options(spec);
     auto seconds = whole_seconds(spec, "duration");
     auto timeout = whole_seconds(spec, "timeout");
-    std::string exe = find_tool("wrk", "wrk");
+    std::string exe = sys::find_tool("wrk");
     http::Target target;
     http::start_target(target, spec, where);
     auto& options = target.options;  // set when the built-in server runs, here or far
@@ -157,13 +157,13 @@ ProbeResult run_wrk(const ProbeSpec& spec, const Endpoints& where, const Tick& t
                                   "-d",        fmt::format("{}s", seconds),
                                   "--timeout", fmt::format("{}s", timeout),
                                   url};
-    ToolProcess wrk(where.client.netns, argv);
+    sys::Process wrk(where.client.netns, argv);
     auto out = wrk.wait(std::chrono::seconds(seconds + timeout) + 10s, target.watching(tick));
     auto answered = target.stop();
     if (out.timed_out) throw Error("wrk did not finish in time (killed)");
-    if (!exited_ok(out))
+    if (!sys::exited_ok(out))
         throw Error(
-            fmt::format("wrk {}: {}", describe_status(out.status), tail_lines(out.err.empty() ? out.out : out.err)));
+            fmt::format("wrk {}: {}", sys::describe_status(out.status), sys::tail_lines(out.err.empty() ? out.out : out.err)));
     auto r = parse_wrk(out.out);
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     if (options)

@@ -11,7 +11,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "probes/tool_process.h"
+#include "core/process.h"
+#include "core/tools.h"
 
 namespace wanlab::remote {
 namespace {
@@ -36,11 +37,11 @@ Channel::Channel(const Destination& d, const std::filesystem::path& control_dir,
                  std::chrono::milliseconds connect_timeout)
     : dest_(d) {
     auto argv = agent_argv(d, control_dir, self);
-    auto program = probes::find_program(argv[0]);
+    auto program = sys::find_program(argv[0]);
     if (program.empty())
         throw Error(d.local() ? fmt::format("{}: wanlab = \"{}\" is not an executable program here", where(d), argv[0])
-                              : fmt::format("{}: ssh is not installed here (on Debian: apt-get install openssh-client)",
-                                            where(d)));
+                              : fmt::format("{}: ssh is not installed here (on Debian: apt-get install {})", where(d),
+                                            sys::debian_package("ssh")));
     argv[0] = program;
     auto in = sys::make_pipe(), out = sys::make_pipe(), err = sys::make_pipe();
     child_.emplace(argv,

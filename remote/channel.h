@@ -21,8 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/child.h"
 #include "core/error.h"
+#include "core/process.h"
 #include "remote/ssh.h"
 
 namespace wanlab::remote {

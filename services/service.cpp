@@ -93,7 +93,7 @@ Service::Service(const ServiceSpec& spec, const Placement& where, std::map<std::
         for (const auto& f : spec_.files)
             write_file(dir / f.name, text::expand(f.text, values_, fmt::format("{} template {}", what, f.source)));
         auto argv = expand_argv(spec_.command, values_, what);
-        auto exe = probes::find_program(argv[0]);
+        auto exe = sys::find_program(argv[0]);
         if (exe.empty())
             throw ServiceFailure(
                 fmt::format("{}: `{}` is not installed (not on PATH, nor in /usr/sbin or /sbin); "
@@ -103,7 +103,7 @@ Service::Service(const ServiceSpec& spec, const Placement& where, std::map<std::
         out_ = dir / (spec_.name + ".stdout");
         err_ = dir / (spec_.name + ".stderr");
         process_ =
-            std::make_unique<probes::ToolProcess>(where_.netns, argv, probes::ToolProcess::LogFiles{out_, err_, dir});
+            std::make_unique<sys::Process>(where_.netns, argv, sys::Process::LogFiles{out_, err_, dir});
         pid_ = process_->pid();
     } catch (const ServiceFailure&) {
         throw;
@@ -122,8 +122,8 @@ Service::~Service() {
 }
 
 std::string Service::failure(const std::string& what) const {
-    auto tail = probes::tail_lines(sys::read_tail(err_.string(), kTailBytes), kTailLines);
-    if (tail.empty()) tail = probes::tail_lines(sys::read_tail(out_.string(), kTailBytes), kTailLines);
+    auto tail = sys::tail_lines(sys::read_tail(err_.string(), kTailBytes), kTailLines);
+    if (tail.empty()) tail = sys::tail_lines(sys::read_tail(out_.string(), kTailBytes), kTailLines);
     return fmt::format("service `{}` {}{}; its output: {}", spec_.name, what,
                        tail.empty() ? " (it printed nothing)" : fmt::format(": {}", tail), err_.parent_path().string());
 }
@@ -135,7 +135,7 @@ void Service::check_running() {
         throw ServiceFailure(
             failure(fmt::format("{} while its trial ran (a service must stay in the foreground: "
                                 "for nginx, -g 'daemon off;')",
-                                probes::describe_status(status))));
+                                sys::describe_status(status))));
     }
 }
 
@@ -147,7 +147,7 @@ void Service::wait_ready(const probes::Tick& tick) {
     std::vector<std::string> command;
     if (r.kind == ReadyCheck::Kind::command) {
         command = expand_argv(r.command, values_, fmt::format("service `{}` ready.command", spec_.name));
-        auto exe = probes::find_program(command[0]);
+        auto exe = sys::find_program(command[0]);
         if (exe.empty())
             throw ServiceFailure(
                 fmt::format("service `{}`: the ready command `{}` is not installed", spec_.name, command[0]));
@@ -161,8 +161,8 @@ void Service::wait_ready(const probes::Tick& tick) {
             ready = sys::in_netns_result(where_.netns, [&] { return accepts(address, r.port); });
         } else if (r.kind == ReadyCheck::Kind::command) {
             auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-            probes::ToolProcess check(where_.netns, command);
-            ready = probes::exited_ok(check.wait(std::max(left, std::chrono::milliseconds(100)), tick));
+            sys::Process check(where_.netns, command);
+            ready = sys::exited_ok(check.wait(std::max(left, std::chrono::milliseconds(100)), tick));
         }
         if (ready) return;
         auto now = Clock::now();
@@ -195,7 +195,7 @@ std::string Service::stop() {
     }
     int status = -1;
     process_->exited(status);
-    if (how.empty()) how = probes::describe_status(status);
+    if (how.empty()) how = sys::describe_status(status);
     process_.reset();  // reaps, if it had not
     stopped_ = true;
     return how;

@@ -2,7 +2,7 @@
 // host with stdout and stderr in the trial's folder, checked ready, watched, and stopped.
 //
 // Contract: Service is one RAII resource. Creates: the trial folder's rendered templates
-// ({dir}/NAME), <name>.stdout and <name>.stderr there, then the process (a ToolProcess in
+// ({dir}/NAME), <name>.stdout and <name>.stderr there, then the process (a sys::Process in
 // its own process group, in the host's network namespace, SIGKILLed if wanlab's thread
 // dies before it is stopped); `started` is called right after the spawn, before anything
 // waits on it, so the caller journals the group (lab/journal.h "process"). Undoes: SIGTERM
@@ -20,8 +20,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/process.h"
 #include "probes/probe.h"
-#include "probes/tool_process.h"
 #include "services/service_spec.h"
 
 namespace wanlab::services {
@@ -68,7 +68,7 @@ private:
     Placement where_;
     std::map<std::string, std::string> values_;
     std::filesystem::path out_, err_;
-    std::unique_ptr<probes::ToolProcess> process_;
+    std::unique_ptr<sys::Process> process_;
     pid_t pid_ = -1;
     bool stopped_ = false;
 };

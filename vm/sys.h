@@ -11,12 +11,12 @@
 #include <string>
 #include <string_view>
 
-#include "core/child.h"
+#include "core/process.h"
 #include "core/sys.h"
 
 namespace wanlab::vm {
 
-// The syscall checkers, the fd owner and pipes are core's (core/sys.h, core/child.h).
+// The syscall checkers, the fd owner and pipes are core's (core/sys.h, core/process.h).
 using sys::check_errno;
 using sys::check_sys;
 using sys::Fd;

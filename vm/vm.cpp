@@ -16,9 +16,10 @@
 
 #include <fmt/format.h>
 
-#include "core/child.h"
 #include "core/error.h"
+#include "core/process.h"
 #include "core/signals.h"
+#include "core/tools.h"
 #include "vm/sys.h"
 #include "vm/vmlinux.h"
 
@@ -174,12 +175,13 @@ fs::path vm_cache_dir() { return cache_root() / "vm"; }
 Vm::Vm(VmOptions options) : options_(std::move(options)) {
     auto qemu = find_qemu();
     if (!qemu)
-        throw Error(
-            "qemu-system-x86_64 not found; install the Debian package qemu-system-x86 "
-            "(apt-get install qemu-system-x86), or set WANLAB_QEMU to its path");
+        throw Error(fmt::format("qemu-system-x86_64 not found; install the Debian package {0} "
+                                "(apt-get install {0}), or set WANLAB_QEMU to its path",
+                                sys::debian_package("qemu-system-x86_64")));
     qemu_ = *qemu;
     kernel_ = find_kernel(options_.kernel, options_.modules, kernel_cache_dir());
-    if (!fs::exists("/bin/busybox")) throw Error("/bin/busybox not found; install the Debian package busybox-static");
+    if (!fs::exists("/bin/busybox"))
+        throw Error("/bin/busybox not found; install the Debian package " + sys::debian_package("busybox"));
     InitramfsInputs in{kernel_};
     initramfs_ = ensure_initramfs(in, vm_cache_dir());
     boot_image_ = vm::boot_image(kernel_, vm_cache_dir());
@@ -201,15 +203,15 @@ unsigned Vm::cpus() const noexcept {
 std::vector<std::string> missing_parts(const std::optional<fs::path>& kernel, const std::optional<fs::path>& modules) {
     std::vector<std::string> out;
     if (!find_qemu())
-        out.push_back(
-            "QEMU: qemu-system-x86_64 is not installed: apt-get install qemu-system-x86 (or set WANLAB_QEMU)");
+        out.push_back(fmt::format("QEMU: qemu-system-x86_64 is not installed: apt-get install {} (or set WANLAB_QEMU)",
+                                  sys::debian_package("qemu-system-x86_64")));
     try {
         (void)find_kernel(kernel, modules, kernel_cache_dir());
     } catch (const Error& e) {
         out.push_back(fmt::format("kernel: {}", e.what()));
     }
     if (!fs::exists("/bin/busybox"))
-        out.push_back("busybox: /bin/busybox is not installed: apt-get install busybox-static");
+        out.push_back("busybox: /bin/busybox is not installed: apt-get install " + sys::debian_package("busybox"));
     return out;
 }
 

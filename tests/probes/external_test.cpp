@@ -1,6 +1,6 @@
 // The parsers of external tools' output, against output recorded on Debian 12 from iperf3
 // 3.12, iputils ping 20221126, wrk 4.1.0 and hping3 3.0.0-alpha-2 (tests/probes/fixtures;
-// wrk and hping3 between two namespaces over a veth, see docs/probes.md), and ToolProcess
+// wrk and hping3 between two namespaces over a veth, see docs/probes.md), and sys::Process
 // with /bin/sh as the tool: no root, no namespaces.
 #include <catch2/catch.hpp>
 
@@ -16,6 +16,8 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/process.h"
+#include "core/tools.h"
 #include "probes/external.h"
 
 using namespace wanlab;
@@ -51,7 +53,7 @@ bool zombie_children() {
     return ::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0;
 }
 
-ToolProcess sh(const std::string& script) { return ToolProcess("", {"/bin/sh", "-c", script}); }
+sys::Process sh(const std::string& script) { return sys::Process("", {"/bin/sh", "-c", script}); }
 
 using namespace std::chrono_literals;
 using SteadyClock = std::chrono::steady_clock;
@@ -128,8 +130,12 @@ TEST_CASE("ping parser rejects output that is not ping's", "[probes][external][p
 }
 
 TEST_CASE("a missing external tool names its Debian package", "[probes][external]") {
-    REQUIRE_THROWS_WITH(find_tool("wanlab-no-such-tool", "wanlab-pkg"),
-                        "wanlab-no-such-tool is not installed (on Debian: apt-get install wanlab-pkg)");
+    REQUIRE_THROWS_WITH(sys::find_tool("wanlab-no-such-tool"),
+                        "wanlab-no-such-tool is not installed (on Debian: apt-get install wanlab-no-such-tool)");
+    // The package comes from the one table of tools (core/tools.h), not from each caller.
+    CHECK(sys::debian_package("ping") == "iputils-ping");
+    CHECK(sys::debian_package("qemu-system-x86_64") == "qemu-system-x86");
+    CHECK(sys::debian_package("apt-get") == "apt");
 }
 
 TEST_CASE("make_probe names the tools a kind can be measured with", "[probes][external]") {
@@ -286,7 +292,7 @@ TEST_CASE("wrk probes refuse options wrk cannot honour", "[probes][external][wrk
     refuse("timeout = \"500ms\"\n", "http probe: tool \"wrk\" takes whole seconds; `timeout` must be 1s, 2s, ...");
 }
 
-// --- ToolProcess --------------------------------------------------------------------------
+// --- sys::Process --------------------------------------------------------------------------
 
 TEST_CASE("a tool process captures stdout, stderr and the exit status", "[probes][external][process]") {
     auto p = sh("echo to-out; echo to-err >&2; exit 3");
@@ -294,8 +300,8 @@ TEST_CASE("a tool process captures stdout, stderr and the exit status", "[probes
     CHECK(o.out == "to-out\n");
     CHECK(o.err == "to-err\n");
     CHECK_FALSE(o.timed_out);
-    CHECK_FALSE(exited_ok(o));
-    CHECK(describe_status(o.status) == "exited with status 3");
+    CHECK_FALSE(sys::exited_ok(o));
+    CHECK(sys::describe_status(o.status) == "exited with status 3");
     CHECK(reaped(p.pid()));
 }
 
@@ -303,7 +309,7 @@ TEST_CASE("a tool process reads both pipes at once, so a full stderr cannot bloc
     auto start = SteadyClock::now();
     auto p = sh("head -c 3000000 /dev/zero >&2; head -c 3000000 /dev/zero; echo done >&2");
     auto o = p.wait(10000ms, {});
-    CHECK(exited_ok(o));
+    CHECK(sys::exited_ok(o));
     CHECK(o.out.size() == 3000000);
     CHECK(o.err.size() == 3000005);
     CHECK(SteadyClock::now() - start < 5s);
@@ -315,7 +321,7 @@ TEST_CASE("a tool process past its timeout is killed and reaped", "[probes][exte
     auto o = p.wait(300ms, {});
     CHECK(o.timed_out);
     CHECK(o.out == "started\n");
-    CHECK(describe_status(o.status) == "killed by signal 9 (SIGKILL)");
+    CHECK(sys::describe_status(o.status) == "killed by signal 9 (SIGKILL)");
     CHECK(SteadyClock::now() - start < 3s);
     CHECK(reaped(p.pid()));
 }
@@ -329,7 +335,7 @@ TEST_CASE("a tool process stops on SIGTERM even when wanlab blocks SIGTERM", "[p
     auto o = p.stop(2000ms);
     ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
     CHECK_FALSE(o.timed_out);
-    CHECK(describe_status(o.status) == "killed by signal 15 (SIGTERM)");
+    CHECK(sys::describe_status(o.status) == "killed by signal 15 (SIGTERM)");
 }
 
 TEST_CASE("a tool process is killed and reaped by its destructor, also when tick throws",
@@ -355,21 +361,21 @@ TEST_CASE("a tool process is killed and reaped by its destructor, also when tick
 
 TEST_CASE("a tool that cannot start names what failed and leaves no zombie", "[probes][external][process]") {
     REQUIRE_FALSE(zombie_children());
-    REQUIRE_THROWS_WITH(ToolProcess("", {"/nonexistent/wanlab-tool"}),
+    REQUIRE_THROWS_WITH(sys::Process("", {"/nonexistent/wanlab-tool"}),
                         "starting /nonexistent/wanlab-tool: exec: No such file or directory");
     CHECK_FALSE(zombie_children());  // Boost forgets a child that failed before exec; we reap it
-    REQUIRE_THROWS_WITH(ToolProcess("/nonexistent/netns", {"/bin/true"}),
+    REQUIRE_THROWS_WITH(sys::Process("/nonexistent/netns", {"/bin/true"}),
                         "opening network namespace /nonexistent/netns for /bin/true: No such file or directory");
     // A file that is not a namespace: open() works in the parent, setns() fails in the child.
-    REQUIRE_THROWS_WITH(ToolProcess("/etc/hostname", {"/bin/true"}),
+    REQUIRE_THROWS_WITH(sys::Process("/etc/hostname", {"/bin/true"}),
                         Catch::StartsWith("starting /bin/true in /etc/hostname: setns into the network namespace: "));
     CHECK_FALSE(zombie_children());
 }
 
 TEST_CASE("a failed tool's message keeps the tail of its stderr", "[probes][external][process]") {
-    CHECK(tail_lines("a\nb\n\nc\nd\ne\nf\n", 3) == "d; e; f");
-    CHECK(tail_lines("unable to connect to 198.18.0.2:8081 Connection refused\n") ==
+    CHECK(sys::tail_lines("a\nb\n\nc\nd\ne\nf\n", 3) == "d; e; f");
+    CHECK(sys::tail_lines("unable to connect to 198.18.0.2:8081 Connection refused\n") ==
           "unable to connect to 198.18.0.2:8081 Connection refused");
-    CHECK(tail_lines("") == "");
-    CHECK(describe_status(-1) == "ended with an unknown status");
+    CHECK(sys::tail_lines("") == "");
+    CHECK(sys::describe_status(-1) == "ended with an unknown status");
 }

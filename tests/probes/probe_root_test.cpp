@@ -391,8 +391,8 @@ TEST_CASE("http with a url loads a server in the server namespace from the clien
 TEST_CASE("iperf3 and ping run inside the namespaces and report sane numbers", "[.root][root][probes]") {
     if (skip_unless_root()) return;
     try {
-        find_tool("iperf3", "iperf3");
-        find_tool("ping", "iputils-ping");
+        sys::find_tool("iperf3");
+        sys::find_tool("ping");
     } catch (const Error& e) {
         WARN("SKIPPED: " << e.what());
         return;
@@ -456,9 +456,9 @@ TEST_CASE("wanlab probe interrupted by SIGINT exits 130 and removes its namespac
 
 namespace {
 /// WARNs "SKIPPED: ..." and returns false when `tool` is not installed.
-bool have_tool(const char* tool, const char* package) {
+bool have_tool(const char* tool) {
     try {
-        find_tool(tool, package);
+        sys::find_tool(tool);
         return true;
     } catch (const Error& e) {
         WARN("SKIPPED: " << e.what());
@@ -479,17 +479,17 @@ void check_metric_names(const ProbeResult& r) {
 TEST_CASE("a tool process runs inside the endpoint's namespace", "[.root][root][probes][external]") {
     if (skip_unless_root()) return;
     BareLab lab;
-    ToolProcess server_side(lab.where.server.netns, {"/bin/cat", "/proc/self/net/dev"});
+    sys::Process server_side(lab.where.server.netns, {"/bin/cat", "/proc/self/net/dev"});
     auto o = server_side.wait(std::chrono::seconds(5), {});
     INFO(o.out);
-    CHECK(exited_ok(o));
+    CHECK(sys::exited_ok(o));
     CHECK(o.out.find("wlt-b:") != std::string::npos);
     CHECK(o.out.find("wlt-a:") == std::string::npos);
 }
 
 TEST_CASE("wrk loads the built-in server over a bare veth without errors, like the built-in http probe",
           "[.root][root][probes][external]") {
-    if (skip_unless_root() || !have_tool("wrk", "wrk")) return;
+    if (skip_unless_root() || !have_tool("wrk")) return;
     BareLab lab;
     double least = software_cpu() ? 100 : 1000;
     auto wrk = measure(lab, spec_of("http", {{"tool", "\"wrk\""}, {"duration", "\"2s\""}, {"connections", "10"}}));
@@ -512,7 +512,7 @@ TEST_CASE("wrk loads the built-in server over a bare veth without errors, like t
 }
 
 TEST_CASE("wrk against a port nobody listens on fails with wrk's own message", "[.root][root][probes][external]") {
-    if (skip_unless_root() || !have_tool("wrk", "wrk")) return;
+    if (skip_unless_root() || !have_tool("wrk")) return;
     BareLab lab;
     auto url = fmt::format("\"http://{}:9/\"", lab.where.server.address);
     auto spec = spec_of("http", {{"tool", "\"wrk\""}, {"duration", "\"1s\""}, {"url", url}});
@@ -523,7 +523,7 @@ TEST_CASE("wrk against a port nobody listens on fails with wrk's own message", "
 
 TEST_CASE("hping3 times the handshake with the built-in server's socket over a bare veth",
           "[.root][root][probes][external]") {
-    if (skip_unless_root() || !have_tool("hping3", "hping3")) return;
+    if (skip_unless_root() || !have_tool("hping3")) return;
     BareLab lab;
     auto hping = measure(lab, spec_of("rtt", {{"tool", "\"hping3\""}, {"count", "50"}, {"interval", "\"10ms\""}}));
     check_metric_names(hping);
@@ -558,9 +558,9 @@ Endpoints remote_at(const BareLab& lab, std::uint16_t port) {
 }
 
 /// The `tool` option's values to try: "builtin", and `tool` when it is installed.
-std::vector<std::string> builtin_and(const char* tool, const char* package) {
+std::vector<std::string> builtin_and(const char* tool) {
     std::vector<std::string> tools{"\"builtin\""};
-    if (have_tool(tool, package)) tools.push_back(fmt::format("\"{}\"", tool));
+    if (have_tool(tool)) tools.push_back(fmt::format("\"{}\"", tool));
     return tools;
 }
 
@@ -598,7 +598,7 @@ TEST_CASE("icmp rtt, built in and with ping, measures a remote target without st
           "[.root][root][probes][remote]") {
     if (skip_unless_root()) return;
     BareLab lab;
-    for (const auto& tool : builtin_and("ping", "iputils-ping")) {
+    for (const auto& tool : builtin_and("ping")) {
         INFO("tool " << tool);
         auto r =
             measure(remote_at(lab, 0),
@@ -611,7 +611,7 @@ TEST_CASE("icmp rtt, built in and with ping, measures a remote target without st
 
 TEST_CASE("hping3 against a remote target times the handshake with the target's listener and starts none",
           "[.root][root][probes][remote][external]") {
-    if (skip_unless_root() || !have_tool("hping3", "hping3")) return;
+    if (skip_unless_root() || !have_tool("hping3")) return;
     BareLab lab;
     auto spec = spec_of("rtt", {{"tool", "\"hping3\""}, {"count", "20"}, {"interval", "\"10ms\""}});
     {
@@ -631,12 +631,12 @@ TEST_CASE("hping3 against a remote target times the handshake with the target's 
 
 TEST_CASE("iperf3 against a remote target loads the target's own iperf3 -s on the given port",
           "[.root][root][probes][remote][external]") {
-    if (skip_unless_root() || !have_tool("iperf3", "iperf3")) return;
+    if (skip_unless_root() || !have_tool("iperf3")) return;
     BareLab lab;
     auto spec = spec_of("throughput", {{"tool", "\"iperf3\""}, {"duration", "\"1s\""}});
     SECTION("with iperf3 -s on the target") {
-        ToolProcess target(lab.where.server.netns,
-                           {find_tool("iperf3", "iperf3"), "-s", "-B", lab.where.server.address, "-p", "5202"});
+        sys::Process target(lab.where.server.netns,
+                           {sys::find_tool("iperf3"), "-s", "-B", lab.where.server.address, "-p", "5202"});
         REQUIRE(await_tcp_listening(lab.where.server.netns, 5202, std::chrono::seconds(5)));
         auto r = measure(remote_at(lab, 5202), spec);
         CHECK(r.metrics.at("throughput") > 1e8);
@@ -650,7 +650,7 @@ TEST_CASE("http with a url against a remote target loads the target's server and
           "[.root][root][probes][remote][http]") {
     if (skip_unless_root()) return;
     BareLab lab;
-    for (const auto& tool : builtin_and("wrk", "wrk")) {
+    for (const auto& tool : builtin_and("wrk")) {
         INFO("tool " << tool);
         http::HttpServer target(lab.where.server, http::ServerOptions{});
         auto url = fmt::format("\"http://{}:{}/\"", lab.where.server.address, target.port());
@@ -811,7 +811,7 @@ TEST_CASE("udp over a bare veth delivers its rate with no loss and a one-way del
         CHECK(r.metrics.at("duplicates") == 0);
         CHECK(r.series.at("throughput").size() == 4);
     }
-    if (search_path("iperf3").empty()) {
+    if (sys::search_path("iperf3").empty()) {
         WARN("SKIPPED: iperf3 is not installed");
         return;
     }
@@ -860,8 +860,8 @@ TEST_CASE("every built-in probe measures over IPv6 as over IPv4, and the packets
 TEST_CASE("iperf3 and ping measure over IPv6 inside the namespaces", "[.root][root][probes][external]") {
     if (skip_unless_root()) return;
     try {
-        find_tool("iperf3", "iperf3");
-        find_tool("ping", "iputils-ping");
+        sys::find_tool("iperf3");
+        sys::find_tool("ping");
     } catch (const Error& e) {
         WARN("SKIPPED: " << e.what());
         return;
