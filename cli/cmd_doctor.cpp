@@ -150,150 +150,172 @@ struct Verdict {
     std::string detail;  ///< why, or what to do
 };
 
-/// Every thing `exp` needs from this machine, each with its verdict.
-std::vector<Verdict> check_experiment(const lab::Experiment& exp, const Here& m) {
-    std::vector<Verdict> out;
-    const auto& lab = exp.trials.front().lab;
+/// Whether the lab can be made: here (capabilities), or across machines (ssh).
+Verdict lab_verdict(const lab::LabSpec& lab, const Here& m) {
     using Mode = lab::LabSpec::Mode;
-    const bool netns = lab.mode == Mode::netns;
     if (lab.mode == Mode::hosts) {
         auto ssh = sys::find_program("ssh");
         std::vector<std::string> names;
         for (const auto& machine : lab.machines) names.push_back(machine.name);
-        out.push_back({"lab across machines", ssh.empty() ? "NO" : "yes",
-                       ssh.empty() ? "no ssh here: apt-get install openssh-client"
-                                   : fmt::format("{}; the machines ({}) are not contacted: `wanlab run` checks "
-                                                 "each one's agent before it changes anything",
-                                                 ssh, fmt::join(names, ", "))});
-    } else {
-        out.push_back({netns ? "namespace lab" : fmt::format("host mode on {}", lab.dev), m.can_change() ? "yes" : "NO",
-                       m.can_change() ? "CAP_NET_ADMIN and CAP_SYS_ADMIN"
-                                      : "needs CAP_NET_ADMIN and CAP_SYS_ADMIN: run as root"});
+        return {"lab across machines", ssh.empty() ? "NO" : "yes",
+                ssh.empty() ? "no ssh here: apt-get install openssh-client"
+                            : fmt::format("{}; the machines ({}) are not contacted: `wanlab run` checks "
+                                          "each one's agent before it changes anything",
+                                          ssh, fmt::join(names, ", "))};
     }
-    // Link conditions: in a namespace lab, what this kernel lacks moves the run into the
-    // micro-VM (`wanlab run` does so by itself); elsewhere it must be here.
-    bool moves = false;
-    const lab::Machine* linker = lab.mode == Mode::hosts ? lab.machine(lab.link_machine()) : nullptr;
-    for (const auto& q : lab::needed_qdiscs(exp)) {
-        if (linker && linker->ssh != "local") {
-            out.push_back({"qdisc " + q, "there",
-                           fmt::format("needed on {} ({}): `wanlab doctor` there, or `wanlab run` asks its agent first",
-                                       linker->name, linker->ssh)});
-        } else if (!m.can_change()) {
-            out.push_back({"qdisc " + q, "NO", "not checked: run doctor as root"});
-        } else if (m.has_feature(q)) {
-            out.push_back({"qdisc " + q, "yes", ""});
-        } else if (netns && m.vm_ready()) {
-            moves = true;
-            out.push_back(
-                {"qdisc " + q, "micro-VM",
-                 "this kernel lacks it: `wanlab run` runs the experiment in the micro-VM (" + m.vm_accel + ")"});
-        } else {
-            std::string why = netem::advice_for(q);
-            if (netns) why += fmt::format(" The micro-VM cannot boot here yet: {}", fmt::join(m.vm_missing, "; "));
-            out.push_back({"qdisc " + q, "NO", why});
-        }
+    const bool netns = lab.mode == Mode::netns;
+    return {netns ? "namespace lab" : fmt::format("host mode on {}", lab.dev), m.can_change() ? "yes" : "NO",
+            m.can_change() ? "CAP_NET_ADMIN and CAP_SYS_ADMIN" : "needs CAP_NET_ADMIN and CAP_SYS_ADMIN: run as root"};
+}
+
+/// Qdisc `q`'s verdict. In a namespace lab, what this kernel lacks moves the run into the
+/// micro-VM (`wanlab run` does so by itself; `moves` is then set); elsewhere it must be
+/// here, or on `linker`, the machine that sets link conditions, when that is another one.
+Verdict qdisc_verdict(const std::string& q, const lab::Machine* linker, const Here& m, bool netns, bool& moves) {
+    if (linker && linker->ssh != "local")
+        return {"qdisc " + q, "there",
+                fmt::format("needed on {} ({}): `wanlab doctor` there, or `wanlab run` asks its agent first",
+                            linker->name, linker->ssh)};
+    if (!m.can_change()) return {"qdisc " + q, "NO", "not checked: run doctor as root"};
+    if (m.has_feature(q)) return {"qdisc " + q, "yes", ""};
+    if (netns && m.vm_ready()) {
+        moves = true;
+        return {"qdisc " + q, "micro-VM",
+                "this kernel lacks it: `wanlab run` runs the experiment in the micro-VM (" + m.vm_accel + ")"};
     }
-    // Sysctls: the keys, and the congestion controls the file names.
-    // Across machines, a key set on another machine is that machine's business.
-    auto remote = [&lab](const std::string& role) {
-        const lab::Machine* mm = lab.mode == Mode::hosts ? lab.machine(role) : nullptr;
-        return mm && mm->ssh != "local";
-    };
+    std::string why = netem::advice_for(q);
+    if (netns) why += fmt::format(" The micro-VM cannot boot here yet: {}", fmt::join(m.vm_missing, "; "));
+    return {"qdisc " + q, "NO", why};
+}
+
+/// The kernel settings a file asks of this machine: sysctl keys, the congestion controls
+/// they choose, the ones probes choose per socket, and the keys another machine sets.
+struct SettingsNeeded {
     std::map<std::string, std::string> elsewhere;  // key -> the machine that sets it
     std::set<std::string> keys, ccs, socket_ccs;
+};
+
+SettingsNeeded settings_needed(const lab::Experiment& exp, const lab::LabSpec& lab) {
+    // Across machines, a key set on another machine is that machine's business.
+    auto remote = [&lab](const std::string& role) {
+        const lab::Machine* mm = lab.mode == lab::LabSpec::Mode::hosts ? lab.machine(role) : nullptr;
+        return mm && mm->ssh != "local";
+    };
+    SettingsNeeded need;
+    auto note = [&need](const sysctl::Setting& s) {
+        need.keys.insert(s.key);
+        if (s.key == "net.ipv4.tcp_congestion_control") need.ccs.insert(s.value);
+    };
     for (const auto& t : exp.trials) {
         for (const auto& p : t.probes)
             if (auto it = p.options.find("congestion_control"); it != p.options.end())
-                if (auto cc = std::get_if<std::string>(&it->second); cc && !cc->empty()) socket_ccs.insert(*cc);
-        auto note = [&](const sysctl::Setting& s) {
-            keys.insert(s.key);
-            if (s.key == "net.ipv4.tcp_congestion_control") ccs.insert(s.value);
-        };
+                if (auto cc = std::get_if<std::string>(&it->second); cc && !cc->empty()) need.socket_ccs.insert(*cc);
         for (const auto& s : t.sysctl.global) note(s);
         for (const auto& [host, settings] : t.sysctl.per_host)
             for (const auto& s : settings) {
                 if (!remote(host))
                     note(s);
-                else if (!keys.count(s.key))
-                    elsewhere.emplace(s.key, host);
+                else if (!need.keys.count(s.key))
+                    need.elsewhere.emplace(s.key, host);
             }
     }
-    for (const auto& [k, role] : elsewhere)
-        if (!keys.count(k))
-            out.push_back(
-                {"sysctl " + k, "there",
-                 fmt::format("set on {} ({}) by its agent, which checks it first", role, lab.machine(role)->ssh)});
-    for (const auto& k : keys) {
-        std::string path = "/proc/sys/" + k;
-        std::replace(path.begin() + 10, path.end(), '.', '/');
-        std::error_code ec;
-        if (moves)
-            out.push_back({"sysctl " + k, "micro-VM", "set in the micro-VM's stock kernel"});
-        else if (std::filesystem::exists(path, ec))
-            out.push_back({"sysctl " + k, "yes", ""});
-        else
-            out.push_back({"sysctl " + k, "NO", fmt::format("this kernel has no {}", path)});
+    return need;
+}
+
+Verdict sysctl_verdict(const std::string& key, bool moves) {
+    std::string path = "/proc/sys/" + key;
+    std::replace(path.begin() + 10, path.end(), '.', '/');
+    std::error_code ec;
+    if (moves) return {"sysctl " + key, "micro-VM", "set in the micro-VM's stock kernel"};
+    if (std::filesystem::exists(path, ec)) return {"sysctl " + key, "yes", ""};
+    return {"sysctl " + key, "NO", fmt::format("this kernel has no {}", path)};
+}
+
+bool cc_available(const Here& m, const std::string& cc) {
+    return std::find(m.cc_available.begin(), m.cc_available.end(), cc) != m.cc_available.end();
+}
+
+std::string cc_missing(const Here& m, const std::string& cc) {
+    return fmt::format("not available here (available: {}): modprobe tcp_{}", fmt::join(m.cc_available, " "), cc);
+}
+
+/// A congestion control a sysctl chooses: a namespace may choose only the allowed ones.
+Verdict cc_verdict(const std::string& cc, const Here& m, bool netns, bool moves) {
+    if (moves) return {"congestion control " + cc, "micro-VM", "chosen in the micro-VM's stock kernel"};
+    if (!cc_available(m, cc)) return {"congestion control " + cc, "NO", cc_missing(m, cc)};
+    if (auto fix = cc_fix(m, {cc}); netns && !fix.empty()) return {"congestion control " + cc, "NO", fix};
+    return {"congestion control " + cc, "yes", ""};
+}
+
+/// A probe's own congestion control is set per socket (TCP_CONGESTION): root may choose any
+/// the kernel has, in any namespace.
+Verdict socket_cc_verdict(const std::string& cc, const Here& m, bool moves) {
+    if (moves)
+        return {"congestion control " + cc + " (per socket)", "micro-VM", "chosen in the micro-VM's stock kernel"};
+    bool available = cc_available(m, cc);
+    return {"congestion control " + cc + " (per socket)", available ? "yes" : "NO", available ? "" : cc_missing(m, cc)};
+}
+
+/// The program a probe runs: a command's, or its external tool; "" when built in.
+std::string probe_program(const probes::ProbeSpec& p) {
+    std::string program = p.kind == "command" && !p.command.empty() ? p.command.front() : "";
+    if (p.kind != "command") {
+        auto it = p.options.find("tool");
+        if (it != p.options.end()) program = std::get<std::string>(it->second);
+        if (program == "builtin") program.clear();
     }
-    for (const auto& cc : ccs) {
-        bool available = std::find(m.cc_available.begin(), m.cc_available.end(), cc) != m.cc_available.end();
-        if (moves) {
-            out.push_back({"congestion control " + cc, "micro-VM", "chosen in the micro-VM's stock kernel"});
-        } else if (!available) {
-            out.push_back({"congestion control " + cc, "NO",
-                           fmt::format("not available here (available: {}): modprobe tcp_{}",
-                                       fmt::join(m.cc_available, " "), cc)});
-        } else if (auto fix = cc_fix(m, {cc}); netns && !fix.empty()) {
-            out.push_back({"congestion control " + cc, "NO", fix});
-        } else {
-            out.push_back({"congestion control " + cc, "yes", ""});
-        }
-    }
-    // A probe's own congestion control is set per socket (TCP_CONGESTION): root may choose any
-    // the kernel has, in any namespace.
-    for (const auto& cc : socket_ccs) {
-        bool available = std::find(m.cc_available.begin(), m.cc_available.end(), cc) != m.cc_available.end();
-        if (moves)
-            out.push_back(
-                {"congestion control " + cc + " (per socket)", "micro-VM", "chosen in the micro-VM's stock kernel"});
-        else
-            out.push_back({"congestion control " + cc + " (per socket)", available ? "yes" : "NO",
-                           available ? ""
-                                     : fmt::format("not available here (available: {}): modprobe tcp_{}",
-                                                   fmt::join(m.cc_available, " "), cc)});
-    }
-    // Probes and services: the programs they run.
+    return program;
+}
+
+/// Whether `program` is installed: its path, or the package that brings it.
+Verdict program_verdict(std::string what, const std::string& program) {
+    auto path = sys::find_program(program);
+    const Tool* known = sys::known_tool(program);
+    return {std::move(what), path.empty() ? "NO" : "yes",
+            path.empty() ? fmt::format("{} is not installed{}", program,
+                                       known ? fmt::format(": apt-get install {}", known->package) : "")
+                         : path};
+}
+
+/// The programs the probes and services run, each probe and service once.
+void check_programs(const lab::Experiment& exp, std::vector<Verdict>& out) {
     std::set<std::string> seen;
     for (const auto& t : exp.trials)
         for (const auto& p : t.probes) {
             if (!seen.insert("probe " + p.name).second) continue;
-            std::string program = p.kind == "command" && !p.command.empty() ? p.command.front() : "";
-            if (p.kind != "command") {
-                auto it = p.options.find("tool");
-                if (it != p.options.end()) program = std::get<std::string>(it->second);
-                if (program == "builtin") program.clear();
-            }
-            if (program.empty()) {
+            std::string program = probe_program(p);
+            if (program.empty())
                 out.push_back({fmt::format("probe {} ({})", p.name, p.kind), "yes", "built in"});
-                continue;
-            }
-            auto path = sys::find_program(program);
-            const Tool* known = sys::known_tool(program);
-            out.push_back({fmt::format("probe {} ({}, {})", p.name, p.kind, program), path.empty() ? "NO" : "yes",
-                           path.empty() ? fmt::format("{} is not installed{}", program,
-                                                      known ? fmt::format(": apt-get install {}", known->package) : "")
-                                        : path});
+            else
+                out.push_back(program_verdict(fmt::format("probe {} ({}, {})", p.name, p.kind, program), program));
         }
     for (const auto& t : exp.trials)
         for (const auto& s : t.services) {
             if (!seen.insert("service " + s.name).second || s.command.empty()) continue;
-            auto path = sys::find_program(s.command.front());
-            const Tool* known = sys::known_tool(s.command.front());
-            out.push_back({fmt::format("service {} ({})", s.name, s.command.front()), path.empty() ? "NO" : "yes",
-                           path.empty() ? fmt::format("{} is not installed{}", s.command.front(),
-                                                      known ? fmt::format(": apt-get install {}", known->package) : "")
-                                        : path});
+            out.push_back(
+                program_verdict(fmt::format("service {} ({})", s.name, s.command.front()), s.command.front()));
         }
+}
+
+/// Every thing `exp` needs from this machine, each with its verdict: the lab, the link
+/// conditions' qdiscs, the kernel settings, then the programs.
+std::vector<Verdict> check_experiment(const lab::Experiment& exp, const Here& m) {
+    const auto& lab = exp.trials.front().lab;
+    const bool netns = lab.mode == lab::LabSpec::Mode::netns;
+    std::vector<Verdict> out{lab_verdict(lab, m)};
+    bool moves = false;
+    const lab::Machine* linker = lab.mode == lab::LabSpec::Mode::hosts ? lab.machine(lab.link_machine()) : nullptr;
+    for (const auto& q : lab::needed_qdiscs(exp)) out.push_back(qdisc_verdict(q, linker, m, netns, moves));
+    auto need = settings_needed(exp, lab);
+    for (const auto& [k, role] : need.elsewhere)
+        if (!need.keys.count(k))
+            out.push_back(
+                {"sysctl " + k, "there",
+                 fmt::format("set on {} ({}) by its agent, which checks it first", role, lab.machine(role)->ssh)});
+    for (const auto& k : need.keys) out.push_back(sysctl_verdict(k, moves));
+    for (const auto& cc : need.ccs) out.push_back(cc_verdict(cc, m, netns, moves));
+    for (const auto& cc : need.socket_ccs) out.push_back(socket_cc_verdict(cc, m, moves));
+    check_programs(exp, out);
     return out;
 }
 

@@ -77,7 +77,6 @@ public:
     VethPair& operator=(const VethPair&) = delete;
 
     const std::string& name() const { return name_; }
-    const std::string& peer() const { return peer_; }
 
     /// Deletes device `name` in namespace `ns`; does nothing when either is gone.
     static void remove(const std::string& ns, const std::string& name);

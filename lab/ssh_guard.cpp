@@ -348,13 +348,6 @@ std::vector<SshSession> ssh_sessions(const std::string& netns) {
     return out;
 }
 
-std::vector<std::string> interface_addresses(const std::string& netns, const std::string& dev) {
-    std::vector<std::string> out;
-    for (auto& [name, address] : all_addresses(netns))
-        if (name == dev) out.push_back(std::move(address));
-    return out;
-}
-
 void refuse_if_ssh(const std::string& netns, const std::string& dev, const std::string& prefix, std::uint16_t port,
                    bool force) {
     if (force) return;

@@ -74,8 +74,6 @@ std::string sysctl_cuts_session(const std::string& key, const std::string& value
 
 /// The sessions visible from namespace `netns` ("" = wanlab's own; else a name).
 std::vector<SshSession> ssh_sessions(const std::string& netns);
-/// The addresses `dev` holds in namespace `netns`.
-std::vector<std::string> interface_addresses(const std::string& netns, const std::string& dev);
 
 /// Throws wanlab::InputError (exit 2) naming the session, the device that carries it (`dev`
 /// or one stacked on it) and the way out when impairing `dev` in `netns` with the given

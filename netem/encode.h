@@ -58,9 +58,6 @@ struct TreeLayout {
     std::uint32_t shaper = 0x00020000;
     std::uint32_t queue = 0x00030000;
 };
-inline constexpr std::uint32_t kNetemHandle = 0x00010000;
-inline constexpr std::uint32_t kShaperHandle = 0x00020000;
-inline constexpr std::uint32_t kQueueHandle = 0x00030000;
 inline constexpr TreeLayout kFilteredLayout{0x00010002, 0x00100000, 0x00200000, 0x00300000};
 /// The shaper and the queue each have a second handle, the layout's plus this (2: and 6:,
 /// 3: and 7:): a trial that changes their kind, or any queue, grafts the new one at the

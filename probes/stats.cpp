@@ -5,7 +5,6 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <random>
 
 namespace wanlab::probes::stats {
 namespace {
@@ -67,21 +66,6 @@ Interval wilson_interval(double k, double n, double z) {
     // Exactly 0 and 1 at the ends, not a rounding error's 1e-19 beside them.
     return {k <= 0 ? 0 : std::max(0.0, (centre - spread) / (1 + z2 / n)),
             k >= n ? 1 : std::min(1.0, (centre + spread) / (1 + z2 / n))};
-}
-
-Interval bootstrap_median_ci(const std::vector<double>& x, double level, int resamples, std::uint64_t seed) {
-    if (x.empty() || resamples < 1) return {kNaN, kNaN};
-    std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<std::size_t> pick(0, x.size() - 1);
-    std::vector<double> medians, sample(x.size());
-    medians.reserve(static_cast<std::size_t>(resamples));
-    for (int r = 0; r < resamples; ++r) {
-        for (auto& v : sample) v = x[pick(rng)];
-        medians.push_back(median(sample));
-    }
-    double tail = (1 - level) / 2 * 100;
-    auto q = percentiles(std::move(medians), {tail, 100 - tail});
-    return {q[0], q[1]};
 }
 
 std::size_t Histogram::index_of(std::uint64_t v) {

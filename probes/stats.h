@@ -1,12 +1,11 @@
-// Statistics shared by the probes and by reports: summaries of samples, percentiles, a
-// bootstrap confidence interval of the median, and an HDR-style latency histogram.
+// Statistics shared by the probes and by reports: summaries of samples, percentiles,
+// intervals and tests, and an HDR-style latency histogram.
 //
 // Contract: pure functions over a copy or a const view of the samples; empty input gives
 // NaN (never throws). Percentiles use the nearest-rank definition: the p-th percentile is
 // the smallest sample with at least p% of the samples at or below it, so it is always a
-// value that was actually observed (as wrk and HdrHistogram report them). The bootstrap is
-// seeded and deterministic for a given seed. Thread-safe (no shared state); Histogram is
-// not thread-safe: give each thread its own and merge().
+// value that was actually observed (as wrk and HdrHistogram report them). Thread-safe (no
+// shared state); Histogram is not thread-safe: give each thread its own and merge().
 #pragma once
 
 #include <cstddef>
@@ -36,10 +35,6 @@ struct Interval {
 /// n = 0; exactly 0 (1) at its low (high) end when k = 0 (k = n). Holds its coverage near 0,
 /// where the normal approximation does not.
 Interval wilson_interval(double k, double n, double z);
-/// Percentile bootstrap CI of the median: `resamples` resamples with replacement, a
-/// mt19937_64 seeded with `seed`, confidence `level` (0.95 = 95%).
-Interval bootstrap_median_ci(const std::vector<double>& x, double level = 0.95, int resamples = 2000,
-                             std::uint64_t seed = 1);
 
 /// I_x(a, b), the regularized incomplete beta function; NaN unless a, b > 0 and x is a number.
 double incomplete_beta(double a, double b, double x);

@@ -47,7 +47,6 @@ public:
     void table(const detail::TextTable& t);
     /// Places `c` here, with a caption under it.
     void chart(Chart c, const std::string& caption = "");
-    const std::vector<Chart>& charts() const { return charts_; }
     std::string document() const;
 
 private:

@@ -58,8 +58,6 @@ public:
     std::string stop();
 
     const ServiceSpec& spec() const { return spec_; }
-    const std::filesystem::path& stderr_path() const { return err_; }
-    const std::filesystem::path& stdout_path() const { return out_; }
     pid_t pid() const { return pid_; }
 
 private:

@@ -262,8 +262,6 @@ std::optional<std::string> value_for(const std::string& key, const Node& n, Diag
 
 }  // namespace
 
-const std::vector<KeyInfo>& known_keys() { return kKeys; }
-
 const KeyInfo* lookup(std::string_view key) {
     for (const auto& k : kKeys)
         if (key == k.key) return &k;

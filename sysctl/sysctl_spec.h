@@ -39,7 +39,6 @@ bool valid_key_syntax(std::string_view key);
 
 /// nullptr for a key wanlab has no table entry for.
 const KeyInfo* lookup(std::string_view key);
-const std::vector<KeyInfo>& known_keys();
 
 /// One setting, its value as /proc/sys takes it ("4096 131072 6291456", "bbr", "67108864").
 struct Setting {

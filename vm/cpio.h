@@ -32,9 +32,6 @@ public:
     /// Appends the trailer and returns the whole archive.
     std::string finish();
 
-    /// Size of the archive so far, in bytes.
-    std::size_t size_bytes() const noexcept { return out_.size(); }
-
 private:
     struct Entry {
         std::string name;

@@ -145,6 +145,214 @@ std::string qemu_failure(int status, const std::string& stderr_text) {
     return fmt::format("QEMU ended ({}): {}", how, text);
 }
 
+/// The --out folder as an absolute path, created if missing ("" without --out); throws
+/// InputError when it is not a usable directory or is "/".
+std::string usable_out_dir(const std::optional<fs::path>& out) {
+    if (!out) return "";
+    std::error_code ec;
+    fs::create_directories(*out, ec);
+    fs::path abs = fs::weakly_canonical(fs::absolute(*out), ec);
+    if (ec || !fs::is_directory(abs)) throw InputError(fmt::format("--out {}: not a usable directory", out->string()));
+    if (abs == "/") throw InputError("--out /: refusing to share the whole file system");
+    return abs.string();
+}
+
+/// The control folder the guest's /init reads: run.sh (the command, in this cwd) and
+/// vm.conf (where --out is shared).
+void write_control_files(const fs::path& ctl, const std::vector<std::string>& argv, const std::string& out_dir) {
+    std::error_code ec;
+    std::string cwd = fs::current_path(ec).string();
+    write_file_atomic(ctl / "run.sh", guest_script(argv, cwd.empty() ? "/" : cwd));
+    write_file_atomic(ctl / "vm.conf", fmt::format("WANLAB_OUT={}\n", shell_quote(out_dir)));
+}
+
+/// How waiting for QEMU ended.
+struct Ending {
+    int status = 0;  // QEMU's wait status
+    bool boot_timed_out = false;
+    bool timed_out = false;    // the command outlived --timeout
+    bool interrupted = false;  // by SIGINT, SIGTERM or SIGHUP: `signal_number`
+    int signal_number = 0;
+};
+
+/// QEMU running one command, and the four pipes it writes: the guest console (to a
+/// Console), its own stderr (the first 64 KiB kept for errors), the command's stdout and
+/// stderr (copied to out_fd and err_fd). SIGINT, SIGTERM and SIGHUP are events while it
+/// lives. Starts QEMU in the constructor; wait() returns once QEMU is reaped, killing it at
+/// a deadline or on a signal; the ChildProcess's destructor kills and reaps it otherwise.
+class QemuRun {
+public:
+    QemuRun(const QemuSpec& spec, bool verbose, int out_fd, int err_fd)
+        : qemu_(qemu_argv(spec), child_fds(), "QEMU"), con_(verbose, out_fd), out_fd_(out_fd), err_fd_(err_fd) {
+        for (Pipe* p : {&console_, &qerr_, &out_, &err_}) {
+            p->write.reset();
+            set_nonblocking(p->read.get());
+        }
+    }
+
+    /// Waits until QEMU is gone: killed at the deadline of the phase it is in (boot, command,
+    /// power-off) or on a signal; then reads what the pipes still hold.
+    Ending wait(std::chrono::seconds boot_timeout, std::chrono::seconds timeout) {
+        Ending end;
+        std::optional<int> status;
+        while (!status) {
+            auto deadline = phase_deadline(boot_timeout, timeout), now = Clock::now();
+            if (now >= deadline) {
+                end.boot_timed_out = !con_.started();
+                end.timed_out = con_.started() && !con_.done();
+                status = qemu_.kill_and_reap();
+                break;
+            }
+            status = poll_once(deadline - now, end);
+        }
+        for (int i = 0; i < 4; ++i) drain(i);
+        con_.flush();
+        end.status = *status;
+        return end;
+    }
+
+    Clock::time_point started() const noexcept { return t0_; }
+    const Console& console() const noexcept { return con_; }
+    const std::string& qemu_stderr() const noexcept { return qemu_stderr_; }
+
+private:
+    std::vector<std::pair<int, int>> child_fds() const {
+        return {{devnull_.get(), 0},
+                {console_.write.get(), 1},
+                {qerr_.write.get(), 2},
+                {out_.write.get(), 3},
+                {err_.write.get(), 4}};
+    }
+
+    /// The deadline of the current phase: boot, command, or power-off.
+    Clock::time_point phase_deadline(std::chrono::seconds boot_timeout, std::chrono::seconds timeout) const {
+        if (!con_.started()) return t0_ + boot_timeout;
+        if (con_.done()) return con_.done_time() + kPoweroffGrace;
+        if (timeout.count() > 0) return con_.start_time() + timeout;
+        return Clock::time_point::max();
+    }
+
+    /// One poll of the open pipes, the signals and QEMU's exit, for at most `left`. QEMU's
+    /// wait status once it is gone, else nullopt.
+    std::optional<int> poll_once(Clock::duration left, Ending& end) {
+        auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(left);
+        const long long cap_ms = qemu_.exit_fd() >= 0 ? 1000 : 100;  // no pidfd: poll waitpid
+        int timeout_ms = static_cast<int>(std::min<long long>(wait_ms.count() + 1, cap_ms));
+        pollfd pfd[6];
+        int n = 0;
+        int index_of[6];
+        for (int i = 0; i < 4; ++i)
+            if (open_[i]) {
+                index_of[n] = i;
+                pfd[n++] = {read_fd(i), POLLIN, 0};
+            }
+        const int sig_at = n;
+        pfd[n++] = {signals_.fd(), POLLIN, 0};
+        const int exit_at = qemu_.exit_fd() >= 0 ? n : -1;
+        if (exit_at >= 0) pfd[n++] = {qemu_.exit_fd(), POLLIN, 0};
+        if (::poll(pfd, static_cast<nfds_t>(n), timeout_ms) < 0) {
+            if (errno == EINTR) return std::nullopt;
+            check_sys(-1, "waiting for the VM (poll)");
+        }
+        for (int k = 0; k < sig_at; ++k)
+            if (pfd[k].revents != 0) drain(index_of[k]);
+        if (pfd[sig_at].revents != 0) return on_signal(end);
+        if (exit_at < 0 || pfd[exit_at].revents != 0) return qemu_.try_reap();
+        return std::nullopt;
+    }
+
+    /// A signal is pending: QEMU is killed, and its wait status returned.
+    std::optional<int> on_signal(Ending& end) {
+        // Consume it: left pending, it would kill us once the mask is restored.
+        auto signo = signals_.wait(std::chrono::milliseconds(0));
+        if (!signo) return std::nullopt;
+        end.interrupted = true;
+        end.signal_number = *signo;
+        return qemu_.kill_and_reap();
+    }
+
+    int read_fd(int i) const {
+        const Pipe* pipes[4] = {&console_, &qerr_, &out_, &err_};
+        return pipes[i]->read.get();
+    }
+
+    /// Reads pipe `i` (0 console, 1 QEMU's stderr, 2 stdout, 3 stderr) until it is empty or closed.
+    void drain(int i) {
+        while (open_[i]) {
+            if (!read_some(read_fd(i), chunk_)) {
+                open_[i] = false;
+                break;
+            }
+            if (chunk_.empty()) break;
+            if (i == 0) con_.feed(chunk_);
+            if (i == 1 && qemu_stderr_.size() < 65536) qemu_stderr_ += chunk_;
+            if (i == 2) write_all(out_fd_, chunk_);
+            if (i == 3) write_all(err_fd_, chunk_);
+        }
+    }
+
+    Pipe console_ = make_pipe(), qerr_ = make_pipe(), out_ = make_pipe(), err_ = make_pipe();
+    Fd devnull_{static_cast<int>(check_sys(::open("/dev/null", O_RDONLY | O_CLOEXEC), "opening /dev/null"))};
+    sys::SignalEvents signals_;  // SIGPIPE is ignored process-wide (cli/main.cpp)
+    const Clock::time_point t0_ = Clock::now();
+    sys::ChildProcess qemu_;
+    Console con_;
+    int out_fd_, err_fd_;
+    std::string qemu_stderr_, chunk_;
+    bool open_[4] = {true, true, true, true};
+};
+
+/// A RunResult with how the wait ended and the time each phase took, up to `end_time`.
+RunResult timed_result(const Ending& end, const Console& con, Clock::time_point t0, Clock::time_point end_time) {
+    RunResult result;
+    result.timed_out = end.timed_out;
+    result.interrupted = end.interrupted;
+    result.total_seconds = seconds_between(t0, end_time);
+    if (con.started()) {
+        result.boot_seconds = seconds_between(t0, con.start_time());
+        result.command_seconds = seconds_between(con.start_time(), con.done() ? con.done_time() : end_time);
+    }
+    return result;
+}
+
+Error boot_timeout_error(std::chrono::seconds boot_timeout, Accel accel, const Console& con) {
+    return Error(
+        fmt::format("the VM did not finish booting within {} s (accelerator {}){}.\n"
+                    "Last console lines:\n{}",
+                    boot_timeout.count(), accel_name(accel),
+                    accel == Accel::kvm ? "; KVM guests hang on some hosts: try WANLAB_VM_ACCEL=tcg"
+                                        : "; the machine may be overloaded: raise --boot-timeout",
+                    con.last_lines()));
+}
+
+/// The guest never started the command: its /init's own failure, or QEMU's.
+Error stopped_in_boot(const Console& con, int status, const std::string& qemu_stderr) {
+    if (!con.failure().empty())
+        return Error(
+            fmt::format("the VM's init stopped: {}.\nLast console lines:\n{}", con.failure(), con.last_lines()));
+    return Error(fmt::format("the VM stopped during boot. {}\nLast console lines:\n{}",
+                             qemu_failure(status, qemu_stderr), con.last_lines()));
+}
+
+/// The command's exit status and OOM report, as the guest left them in the control folder
+/// `ctl`; throws when the VM stopped before the command finished.
+void read_guest_exit(const fs::path& ctl, unsigned memory_mib, const QemuRun& qemu, int status, RunResult& result) {
+    const fs::path exit_file = ctl / "exit";
+    if (!fs::exists(exit_file)) {
+        bool oom = qemu.console().mentions("Out of memory");
+        throw Error(fmt::format("the VM stopped before the command finished{}.\n{}\nLast console lines:\n{}",
+                                oom ? fmt::format(": the guest ran out of memory; give it more with --memory "
+                                                  "(now {} MiB)",
+                                                  memory_mib)
+                                    : "",
+                                qemu_failure(status, qemu.qemu_stderr()), qemu.console().last_lines()));
+    }
+    std::string text = read_file(exit_file);
+    result.exit_status = std::atoi(text.c_str());
+    if (fs::exists(ctl / "oom")) result.oom_report = read_file(ctl / "oom");
+    result.out_of_memory = !result.oom_report.empty();
+}
+
 }  // namespace
 
 std::string shell_quote(std::string_view text) {
@@ -248,25 +456,7 @@ bool Vm::probe_kvm() {
     return works;
 }
 
-RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) {
-    if (argv.empty()) throw InputError("vm run: no command given");
-    RunResult result;
-    TempDir ctl(fs::temp_directory_path(), "wanlab-vm-");
-    std::string out_dir;
-    if (options_.out_dir) {
-        std::error_code ec;
-        fs::create_directories(*options_.out_dir, ec);
-        fs::path abs = fs::weakly_canonical(fs::absolute(*options_.out_dir), ec);
-        if (ec || !fs::is_directory(abs))
-            throw InputError(fmt::format("--out {}: not a usable directory", options_.out_dir->string()));
-        if (abs == "/") throw InputError("--out /: refusing to share the whole file system");
-        out_dir = abs.string();
-    }
-    std::error_code ec;
-    std::string cwd = fs::current_path(ec).string();
-    write_file_atomic(ctl.path() / "run.sh", guest_script(argv, cwd.empty() ? "/" : cwd));
-    write_file_atomic(ctl.path() / "vm.conf", fmt::format("WANLAB_OUT={}\n", shell_quote(out_dir)));
-
+QemuSpec Vm::qemu_spec(const fs::path& ctl, const std::string& out_dir) const {
     QemuSpec spec;
     spec.qemu = qemu_;
     spec.accel = accel_.accel;
@@ -277,144 +467,32 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
         spec.append += std::string(" ") + extra;  // debugging: e.g. "loglevel=7 printk.time=1"
     spec.memory_mib = options_.memory_mib;
     spec.cpus = cpus();
-    spec.shares = {{"wanlabctl", ctl.path(), false}, {"hostroot", "/", true}};
+    spec.shares = {{"wanlabctl", ctl, false}, {"hostroot", "/", true}};
     if (!out_dir.empty()) spec.shares.push_back({"wanlabout", out_dir, false});
     spec.stdout_fd = 3;
     spec.stderr_fd = 4;
+    return spec;
+}
 
-    Pipe console = make_pipe(), qerr = make_pipe(), out = make_pipe(), err = make_pipe();
-    Fd devnull(static_cast<int>(check_sys(::open("/dev/null", O_RDONLY | O_CLOEXEC), "opening /dev/null")));
-    sys::SignalEvents signals;  // SIGPIPE is ignored process-wide (cli/main.cpp)
-    const auto t0 = Clock::now();
-    sys::ChildProcess qemu(qemu_argv(spec),
-                           {{devnull.get(), 0},
-                            {console.write.get(), 1},
-                            {qerr.write.get(), 2},
-                            {out.write.get(), 3},
-                            {err.write.get(), 4}},
-                           "QEMU");
-    for (Pipe* p : {&console, &qerr, &out, &err}) {
-        p->write.reset();
-        set_nonblocking(p->read.get());
-    }
-
-    Console con(options_.verbose, out_fd);
-    std::string qemu_stderr, chunk;
-    bool boot_timed_out = false;
-    int signal_number = 0;
-    std::optional<int> status;
-    bool open[4] = {true, true, true, true};
-    const int fds[4] = {console.read.get(), qerr.read.get(), out.read.get(), err.read.get()};
-    auto drain = [&](int i) {
-        while (open[i]) {
-            if (!read_some(fds[i], chunk)) {
-                open[i] = false;
-                break;
-            }
-            if (chunk.empty()) break;
-            if (i == 0) con.feed(chunk);
-            if (i == 1 && qemu_stderr.size() < 65536) qemu_stderr += chunk;
-            if (i == 2) write_all(out_fd, chunk);
-            if (i == 3) write_all(err_fd, chunk);
-        }
-    };
-
-    while (!status) {
-        // The deadline of the current phase: boot, command, or power-off.
-        Clock::time_point deadline = Clock::time_point::max();
-        if (!con.started())
-            deadline = t0 + options_.boot_timeout;
-        else if (con.done())
-            deadline = con.done_time() + kPoweroffGrace;
-        else if (options_.timeout.count() > 0)
-            deadline = con.start_time() + options_.timeout;
-        auto now = Clock::now();
-        if (now >= deadline) {
-            if (!con.started())
-                boot_timed_out = true;
-            else if (!con.done())
-                result.timed_out = true;
-            status = qemu.kill_and_reap();
-            break;
-        }
-        auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-        const long long cap_ms = qemu.exit_fd() >= 0 ? 1000 : 100;  // no pidfd: poll waitpid
-        int timeout_ms = static_cast<int>(std::min<long long>(wait_ms.count() + 1, cap_ms));
-        pollfd pfd[6];
-        int n = 0;
-        int index_of[6];
-        for (int i = 0; i < 4; ++i)
-            if (open[i]) {
-                index_of[n] = i;
-                pfd[n++] = {fds[i], POLLIN, 0};
-            }
-        const int sig_at = n;
-        pfd[n++] = {signals.fd(), POLLIN, 0};
-        const int exit_at = qemu.exit_fd() >= 0 ? n : -1;
-        if (exit_at >= 0) pfd[n++] = {qemu.exit_fd(), POLLIN, 0};
-        if (::poll(pfd, static_cast<nfds_t>(n), timeout_ms) < 0) {
-            if (errno == EINTR) continue;
-            check_sys(-1, "waiting for the VM (poll)");
-        }
-        for (int k = 0; k < sig_at; ++k)
-            if (pfd[k].revents != 0) drain(index_of[k]);
-        if (pfd[sig_at].revents != 0) {
-            // Consume it: left pending, it would kill us once the mask is restored.
-            auto signo = signals.wait(std::chrono::milliseconds(0));
-            if (!signo) continue;
-            result.interrupted = true;
-            signal_number = *signo;
-            status = qemu.kill_and_reap();
-            break;
-        }
-        if (exit_at < 0 || pfd[exit_at].revents != 0) status = qemu.try_reap();
-    }
-    for (int i = 0; i < 4; ++i) drain(i);
-    con.flush();
-    const auto t_end = Clock::now();
-    result.total_seconds = seconds_between(t0, t_end);
-    if (con.started()) {
-        result.boot_seconds = seconds_between(t0, con.start_time());
-        result.command_seconds = seconds_between(con.start_time(), con.done() ? con.done_time() : t_end);
-    }
-
+RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) {
+    if (argv.empty()) throw InputError("vm run: no command given");
+    TempDir ctl(fs::temp_directory_path(), "wanlab-vm-");
+    std::string out_dir = usable_out_dir(options_.out_dir);
+    write_control_files(ctl.path(), argv, out_dir);
+    QemuRun qemu(qemu_spec(ctl.path(), out_dir), options_.verbose, out_fd, err_fd);
+    Ending end = qemu.wait(options_.boot_timeout, options_.timeout);
+    RunResult result = timed_result(end, qemu.console(), qemu.started(), Clock::now());
     if (result.interrupted) {
-        result.exit_status = 128 + signal_number;  // as a shell reports it: SIGINT 130
+        result.exit_status = 128 + end.signal_number;  // as a shell reports it: SIGINT 130
         return result;
     }
-    if (boot_timed_out)
-        throw Error(
-            fmt::format("the VM did not finish booting within {} s (accelerator {}){}.\n"
-                        "Last console lines:\n{}",
-                        options_.boot_timeout.count(), accel_name(accel_.accel),
-                        accel_.accel == Accel::kvm ? "; KVM guests hang on some hosts: try WANLAB_VM_ACCEL=tcg"
-                                                   : "; the machine may be overloaded: raise --boot-timeout",
-                        con.last_lines()));
+    if (end.boot_timed_out) throw boot_timeout_error(options_.boot_timeout, accel_.accel, qemu.console());
     if (result.timed_out) {
         result.exit_status = 124;
         return result;
     }
-    if (!con.started()) {
-        if (!con.failure().empty())
-            throw Error(
-                fmt::format("the VM's init stopped: {}.\nLast console lines:\n{}", con.failure(), con.last_lines()));
-        throw Error(fmt::format("the VM stopped during boot. {}\nLast console lines:\n{}",
-                                qemu_failure(*status, qemu_stderr), con.last_lines()));
-    }
-    const fs::path exit_file = ctl.path() / "exit";
-    if (!fs::exists(exit_file)) {
-        bool oom = con.mentions("Out of memory");
-        throw Error(fmt::format("the VM stopped before the command finished{}.\n{}\nLast console lines:\n{}",
-                                oom ? fmt::format(": the guest ran out of memory; give it more with --memory "
-                                                  "(now {} MiB)",
-                                                  options_.memory_mib)
-                                    : "",
-                                qemu_failure(*status, qemu_stderr), con.last_lines()));
-    }
-    std::string text = read_file(exit_file);
-    result.exit_status = std::atoi(text.c_str());
-    if (fs::exists(ctl.path() / "oom")) result.oom_report = read_file(ctl.path() / "oom");
-    result.out_of_memory = !result.oom_report.empty();
+    if (!qemu.console().started()) throw stopped_in_boot(qemu.console(), end.status, qemu.qemu_stderr());
+    read_guest_exit(ctl.path(), options_.memory_mib, qemu, end.status, result);
     return result;
 }
 

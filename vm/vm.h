@@ -65,6 +65,8 @@ public:
 
 private:
     bool probe_kvm();
+    /// The QEMU command line of one run: `ctl` the control folder, `out_dir` --out or "".
+    QemuSpec qemu_spec(const std::filesystem::path& ctl, const std::string& out_dir) const;
 
     VmOptions options_;
     std::filesystem::path qemu_;

@@ -44,7 +44,7 @@ TEST_CASE("applying a direction replaces the tree and reads it back", "[netem][d
         CHECK(k.sent[2].what == "replace htb class 2:1 on wl-rs");
         CHECK(k.sent[3].what == "replace bfifo 3: on wl-rs");
         for (const auto& r : k.sent) CHECK(type_of(r) != RTM_DELQDISC);  // never delete-then-add
-        auto n = decode_netem(find(k.qdiscs[7], kNetemHandle)->options, Psched{});
+        auto n = decode_netem(find(k.qdiscs[7], TreeLayout{}.netem)->options, Psched{});
         CHECK(n.delay == std::chrono::milliseconds(20));
         CHECK(n.loss.probability == Approx(0.01));
     }
@@ -61,7 +61,7 @@ TEST_CASE("moving to the next trial replaces in place, with every netem field st
     dev.apply(up_of("delay = \"20ms\"\ncorrupt = \"1%\"\nslot = { min_delay = \"1ms\" }\n"), 1500, Psched{});
     dev.apply(up_of("delay = \"40ms\"\n"), 1500, Psched{});
     REQUIRE(k.sent.size() == 2);
-    auto n = decode_netem(find(k.qdiscs[7], kNetemHandle)->options, Psched{});
+    auto n = decode_netem(find(k.qdiscs[7], TreeLayout{}.netem)->options, Psched{});
     CHECK(n.delay == std::chrono::milliseconds(40));
     CHECK(n.corrupt == 0);  // cleared, not kept from the first trial
     CHECK_FALSE(n.slot.has_value());
@@ -73,7 +73,7 @@ TEST_CASE("a read-back that differs from the request is an error naming the fiel
     int ifindex = k.ifindex("wl-rs");
     for (const auto& r : tree_requests(d, ifindex, "wl-rs", 1500, Psched{})) k.send(r);
     // The "kernel" changed limit and delay on its own.
-    auto& opts = find(k.qdiscs[ifindex], kNetemHandle)->options;
+    auto& opts = find(k.qdiscs[ifindex], TreeLayout{}.netem)->options;
     tc_netem_qopt q;
     std::memcpy(&q, opts.data(), sizeof q);
     q.limit = 1000;

@@ -1,6 +1,6 @@
 // Experiments across machines without a network: [lab] mode = "hosts" as the loader reads it,
 // ssh's command line and its quoting, the hello's version check, a service on the wire, and
-// the sysctls each machine gets. The machines themselves: tests/root/hosts_root_test.cpp.
+// the sysctls each machine gets. The machines themselves: tests/remote/hosts_root_test.cpp.
 #include <cmath>
 
 #include <fmt/format.h>

@@ -1,6 +1,6 @@
 // The SSH guard against a real kernel (root): a session on a port other than 22, held by a
 // process named sshd, whose local address sits on a bridge stacked on the device to impair.
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

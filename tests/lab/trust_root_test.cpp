@@ -1,7 +1,7 @@
 // The trust boundaries of docs/security.md on the real machine (root), through the binary:
 // a value someone else changed during a run, a planted symlink for /run/wanlab, journals
 // wanlab did not write.
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 #include <sys/stat.h>
 #include <algorithm>

@@ -1,7 +1,7 @@
 // The lab on the real machine (root): namespaces, veth, addresses, routes, offloads,
 // sysctls and the journal, built in-process through LabSession and checked from outside
 // with ip(8), ping(8) and /proc/sys.
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 #include <regex>
 

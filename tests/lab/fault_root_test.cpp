@@ -2,7 +2,7 @@
 // SIGKILL, `wanlab restore` must give the machine back exactly (ip -j link, ip netns list,
 // tc -j qdisc show, every touched sysctl), and the next run must refuse to start until then;
 // after SIGINT or SIGTERM, the run must give everything back by itself.
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 using namespace wanlab::root_testing;
 

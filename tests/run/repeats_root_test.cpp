@@ -3,7 +3,7 @@
 // noisy, so Stein's rule must ask for 3, 7 and the maximum of 8 repeats; the run measures
 // exactly those, the report shows each cell's count and marks the noisy one, and the
 // machine ends as it started.
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 #include <cstdlib>
 #include <fstream>

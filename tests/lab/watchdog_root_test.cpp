@@ -1,7 +1,7 @@
 // The --auto-restore watchdog (root): armed before the change it guards, it runs the wanlab
 // image that armed it even after the binary file is replaced, and stands down when the
 // change failed and was undone.
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 #include <sys/stat.h>
 #include <regex>

@@ -4,7 +4,7 @@
 // services to `wanlab restore`, which stops every process of them. Needs no netem.
 #include <sys/wait.h>
 
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 using namespace wanlab::root_testing;
 

@@ -2,7 +2,7 @@
 // the shards of one file measure every trial of the unsharded run exactly once, each a normal
 // run in its own results database that records which shard it was; `wanlab results merge` makes
 // them one run that reports as the whole run does, and refuses runs that overlap.
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 #include <set>
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 using namespace wanlab::root_testing;
 

@@ -1,7 +1,7 @@
 // `wanlab shell` on the real machine (root), through the binary: a command runs in the trial's
 // client namespace with the trial's sysctls, its exit status is wanlab's, a signal to wanlab
 // ends the command's whole process group, and the machine is given back exactly.
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 using namespace wanlab::root_testing;
 

@@ -1,7 +1,7 @@
 // `wanlab doctor` and `wanlab doctor FILE` (root) against the real machine: each verdict is
 // checked against the kernel's own answer (a netem qdisc tried here, /proc's congestion
 // control lists), a program that is not installed, and a killed lab's stale journal.
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 #include <algorithm>
 #include <sstream>

@@ -1,7 +1,7 @@
 // A tool's refusal is that measurement's error, on the real machine (root), through the
 // binary: iperf3 refuses a -w the trial's rmem_max clamps; the run goes on, the other variant
 // is measured, and the report says which measurements failed, why and what fixes it.
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 using namespace wanlab::root_testing;
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lab/capabilities.h"
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 using namespace wanlab::root_testing;
 

@@ -3,7 +3,7 @@
 // rest, into one run and one report; a run whose terminal goes away (SIGHUP from a
 // pseudo-terminal) restores the machine and says how to continue; --detach goes on without
 // the terminal. The machine ends as it started each time.
-#include "tests/root/root_helper.h"
+#include "tests/support/root_helper.h"
 
 #include <pty.h>
 
