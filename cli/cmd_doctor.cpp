@@ -281,8 +281,9 @@ std::vector<Verdict> check_experiment(const lab::Experiment& exp, const Here& m)
     for (const auto& t : exp.trials)
         for (const auto& p : t.probes) {
             if (!seen.insert("probe " + p.name).second) continue;
-            std::string program = p.kind == "command" && !p.command.empty() ? p.command.front() : "";
-            if (p.kind != "command") {
+            const bool own = probes::traits_of(p.kind).user_command;
+            std::string program = own && !p.command.empty() ? p.command.front() : "";
+            if (!own) {
                 auto it = p.options.find("tool");
                 if (it != p.options.end()) program = std::get<std::string>(it->second);
                 if (program == "builtin") program.clear();

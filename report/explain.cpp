@@ -357,7 +357,7 @@ diagnosis::Evidence evidence_of(const results::Trial& t, const Measurements& ms)
                            [](const auto& n) { return n.starts_with(probes::kUnderLoadNote); });
     });
     e.latency_mean = metric_median(ms, "latency_mean");
-    e.transactions = metric_median(ms, e.kind == "http" ? "requests" : "transactions");
+    if (const char* count = probes::traits_of(e.kind).exchanges_metric) e.transactions = metric_median(ms, count);
     e.client_delayed_acks = counter_median(ms, "client", "TcpExt.DelayedACKs");
     std::vector<double> cpu;
     for (const auto* m : ms) {
@@ -389,7 +389,7 @@ std::vector<std::string> explain(const results::RunData& data) {
         auto probes = by_probe(data, t);
         Measurements bulk;
         for (const auto& [name, ms] : probes)
-            if (ms.front()->kind == "throughput") bulk.insert(bulk.end(), ms.begin(), ms.end());
+            if (probes::traits_of(ms.front()->kind).bulk_tcp) bulk.insert(bulk.end(), ms.begin(), ms.end());
         if (auto v = diagnosis::emulation_not_held(t.check.held, t.check.note))
             out.push_back(fmt::format("{}: {}", where(t), v->text));
         // Every probe's diagnosis (diagnosis/rules.h), on the repeats that measured.

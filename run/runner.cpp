@@ -53,7 +53,7 @@ const char* const kUsualKeys[] = {
 
 // rtt and udp probes carry no state to warm (no congestion window); a command's warm-up is
 // the user's (a command has no duration to shorten).
-bool warms_up(const probes::ProbeSpec& p) { return p.kind != "rtt" && p.kind != "udp" && p.kind != "command"; }
+bool warms_up(const probes::ProbeSpec& p) { return probes::traits_of(p.kind).warms_up; }
 
 // Whether the trial gets an emulation check: it has link conditions, on a testbed where the
 // configured RTT and rate can be compared with a measurement.
@@ -342,7 +342,7 @@ public:
         if (group.empty()) return;
         probes::ProbeSpec record;
         record.name = group;
-        record.kind = "group";
+        record.kind = probes::group_kind().name;
         auto g = record_of(record, probes::group_result(runs), t.index, r, started);
         g.counters = delta;
         if (tally) tally->add_series(g.series);
@@ -357,7 +357,7 @@ public:
         const auto& rule = exp_.run;
         std::vector<std::pair<std::string, std::string>> settle;  // (probe, metric)
         for (const auto& m : members)
-            if (m.spec.kind == "command" && !m.spec.outputs.empty())  // the program's own number, not its start-up
+            if (probes::traits_of(m.spec.kind).user_command && !m.spec.outputs.empty())  // the program's own number, not its start-up
                 settle.emplace_back(m.spec.name, m.spec.outputs.front().name);
             else if (const char* main = probes::main_metric(m.spec.kind))
                 settle.emplace_back(m.spec.name, main);
@@ -378,7 +378,7 @@ public:
     static std::string load_beside(const std::vector<Member>& members, const probes::ProbeSpec& self) {
         std::string out;
         for (const auto& m : members)
-            if (m.spec.kind == "throughput" && m.spec.name != self.name) out += (out.empty() ? "" : ", ") + m.spec.name;
+            if (probes::traits_of(m.spec.kind).bulk_tcp && m.spec.name != self.name) out += (out.empty() ? "" : ", ") + m.spec.name;
         return out;
     }
 
