@@ -98,8 +98,7 @@ double counter_median(const Repeats& ms, const std::string& host, const std::str
 
 // One direction's queues from the "qdisc" counters of each repeat (diagnosis/qdisc_watch.h);
 // nullopt when no repeat recorded that direction.
-std::optional<QueueEvidence> queue_of(const results::Trial& t, const Repeats& ms,
-                                                 const std::string& direction) {
+std::optional<QueueEvidence> queue_of(const results::Trial& t, const Repeats& ms, const std::string& direction) {
     // NaN when no repeat has the counter (a role the tree does not have), unlike counter_median.
     auto median = [&](const std::string& role, const std::string& what) {
         std::vector<double> v;

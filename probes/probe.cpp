@@ -80,13 +80,15 @@ std::string remote_incapable(const ProbeSpec& spec, std::uint16_t port) {
         case RemoteTarget::own: return "";
         case RemoteTarget::external_tool:
             if (tool_of(spec) != "builtin") return "";
-            return fmt::format("the built-in {} probe needs wanlab's own receiver on the far side, which does not run "
-                               "on a remote target; use tool = \"iperf3\" with `iperf3 -s` running on the target",
-                               spec.kind);
+            return fmt::format(
+                "the built-in {} probe needs wanlab's own receiver on the far side, which does not run "
+                "on a remote target; use tool = \"iperf3\" with `iperf3 -s` running on the target",
+                spec.kind);
         case RemoteTarget::never:
-            return fmt::format("the {} probe needs wanlab's own server, which does not run on a remote target; in host "
-                               "mode measure with an http probe with a `url` or an rtt probe",
-                               spec.kind);
+            return fmt::format(
+                "the {} probe needs wanlab's own server, which does not run on a remote target; in host "
+                "mode measure with an http probe with a `url` or an rtt probe",
+                spec.kind);
         case RemoteTarget::url:
             if (!option_string(spec, "url").empty()) return "";
             return fmt::format("an {} probe against a remote target needs `url`", spec.kind);

@@ -337,8 +337,7 @@ std::vector<Chart> latency_charts(const Model& m) {
             }
         }
         bool log = lo > 0 && hi / lo >= 20;
-        auto title = fmt::format("{}: distribution of {} (every repeat's samples)", p.name,
-                                 samples->plural);
+        auto title = fmt::format("{}: distribution of {} (every repeat's samples)", p.name, samples->plural);
         json spec = base_spec(title, "quantiles", values);
         if (points.size() > 1) {
             spec["params"] = json::array({{{"name", "point"},

@@ -357,7 +357,7 @@ public:
         const auto& rule = exp_.run;
         std::vector<std::pair<std::string, std::string>> settle;  // (probe, metric)
         for (const auto& m : members)
-            if (probes::traits_of(m.spec.kind).user_command && !m.spec.outputs.empty())  // the program's own number, not its start-up
+            if (probes::traits_of(m.spec.kind).user_command && !m.spec.outputs.empty())  // the program's own number
                 settle.emplace_back(m.spec.name, m.spec.outputs.front().name);
             else if (const char* main = probes::main_metric(m.spec.kind))
                 settle.emplace_back(m.spec.name, main);
@@ -378,7 +378,8 @@ public:
     static std::string load_beside(const std::vector<Member>& members, const probes::ProbeSpec& self) {
         std::string out;
         for (const auto& m : members)
-            if (probes::traits_of(m.spec.kind).bulk_tcp && m.spec.name != self.name) out += (out.empty() ? "" : ", ") + m.spec.name;
+            if (probes::traits_of(m.spec.kind).bulk_tcp && m.spec.name != self.name)
+                out += (out.empty() ? "" : ", ") + m.spec.name;
         return out;
     }
 

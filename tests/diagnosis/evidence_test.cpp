@@ -48,9 +48,10 @@ TEST_CASE("evidence: medians over the repeats, TCP_INFO over every connection, N
     std::vector<results::Measurement> ms;
     for (unsigned r = 1; r <= 3; ++r) {
         auto m = repeat_of("bulk", "throughput", r, {{"throughput", 10e6 * r}, {"rwnd_limited", 0.1 * r}});
-        m.connections.push_back({{"direction", "upload"},
-                                 {"congestion_control", "cubic"},
-                                 {"values", {{"min_rtt", 0.040 + 0.001 * r}, {"rtt", 0.050}, {"rcvbuf_granted", 1e6}}}});
+        m.connections.push_back(
+            {{"direction", "upload"},
+             {"congestion_control", "cubic"},
+             {"values", {{"min_rtt", 0.040 + 0.001 * r}, {"rtt", 0.050}, {"rcvbuf_granted", 1e6}}}});
         ms.push_back(m);
     }
     auto e = evidence_of(evidence_trial(), pointers(ms));
@@ -112,9 +113,9 @@ TEST_CASE("evidence: each direction's queues from the qdisc counters, none for a
     auto t = evidence_trial();
     t.link_loss = 0.01;
     auto m = repeat_of("bulk", "throughput", 1, {{"throughput", 5e6}});
-    m.counters["qdisc"] = {{"up.netem.sent_packets", 2062}, {"up.netem.drops", 76},      {"up.netem.limit", 1000},
-                           {"up.netem.qlen_peak", 20},      {"up.shaper.drops", 70},     {"up.queue.sent_packets", 2000},
-                           {"up.queue.limit", 100},         {"up.queue.drops", 70},      {"up.queue.qlen_peak", 100}};
+    m.counters["qdisc"] = {{"up.netem.sent_packets", 2062}, {"up.netem.drops", 76},  {"up.netem.limit", 1000},
+                           {"up.netem.qlen_peak", 20},      {"up.shaper.drops", 70}, {"up.queue.sent_packets", 2000},
+                           {"up.queue.limit", 100},         {"up.queue.drops", 70},  {"up.queue.qlen_peak", 100}};
     std::vector<results::Measurement> ms{m};
     auto e = evidence_of(t, pointers(ms));
     REQUIRE(e.queues.size() == 1);
@@ -131,9 +132,10 @@ TEST_CASE("evidence: each direction's queues from the qdisc counters, none for a
     CHECK(std::isnan(q.bottleneck_limit_bytes));
 }
 
-TEST_CASE("diagnose_trial: each probe in the order first measured, on the repeats that measured, none without a "
-          "verdict",
-          "[diagnosis]") {
+TEST_CASE(
+    "diagnose_trial: each probe in the order first measured, on the repeats that measured, none without a "
+    "verdict",
+    "[diagnosis]") {
     results::RunData d;
     d.trials = {evidence_trial()};
     auto busy = [](results::Measurement m) {

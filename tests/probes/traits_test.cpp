@@ -120,7 +120,8 @@ TEST_CASE("each kind's built-in probe reports the metrics, series and samples it
 TEST_CASE("a kind's remote-target trait is what remote_unsupported says of its defaults", "[probes][traits]") {
     for (const auto& kind : probe_kinds()) {
         INFO(kind.name);
-        auto why = remote_unsupported(traits_spec(kind.name, kind.traits.user_command ? "command = [\"true\"]\n" : ""), 80);
+        auto why =
+            remote_unsupported(traits_spec(kind.name, kind.traits.user_command ? "command = [\"true\"]\n" : ""), 80);
         // Only a kind that goes where it goes, or one whose default (TCP rtt to the port) can,
         // measures against a remote target with its defaults.
         bool refused = kind.traits.remote != RemoteTarget::own && kind.traits.remote != RemoteTarget::protocol;
