@@ -201,7 +201,7 @@ std::vector<std::pair<std::string, Repeats>> repeats_by_probe(const results::Run
     return out;
 }
 
-std::vector<ProbeDiagnosis> diagnose_trial(const results::RunData& data, const results::Trial& t) {
+std::vector<ProbeDiagnosis> diagnose_probes(const results::RunData& data, const results::Trial& t) {
     std::vector<ProbeDiagnosis> out;
     for (const auto& [name, ms] : repeats_by_probe(data, t)) {
         Repeats measured;
@@ -212,6 +212,20 @@ std::vector<ProbeDiagnosis> diagnose_trial(const results::RunData& data, const r
             out.push_back({name, std::move(verdicts)});
     }
     return out;
+}
+
+TrialDiagnosis diagnose_trial(const results::RunData& data, const results::Trial& t) {
+    TrialDiagnosis d;
+    d.emulation = emulation_not_held(t.check.held, t.check.note);
+    d.probes = diagnose_probes(data, t);
+    for (const auto& p : d.probes)
+        for (const auto& v : p.verdicts)
+            if (v.rule == "rate-bound") return d;
+    Repeats bulk;
+    for (const auto& [name, ms] : repeats_by_probe(data, t))
+        if (probes::traits_of(ms.front()->kind).bulk_tcp) bulk.insert(bulk.end(), ms.begin(), ms.end());
+    d.buffers = buffer_advice(data, t, bulk);
+    return d;
 }
 
 }  // namespace wanlab::diagnosis

@@ -5,14 +5,16 @@
 //
 // Contract: pure functions of the results model (results/model.h). Evidence holds medians
 // over the repeats in base units; NaN where no repeat recorded the value. diagnose_trial()
-// applies the rules to every probe of a trial; report/ words and places what it concludes.
+// is everything diagnosis/ concludes of a trial; report/ only words and places it.
 // Thread-safe.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "diagnosis/buffers.h"
 #include "diagnosis/rules.h"
 #include "results/model.h"
 
@@ -36,6 +38,18 @@ struct ProbeDiagnosis {
 
 /// Each probe of trial `t` that any rule has a verdict for, judged on its repeats that
 /// measured (a repeat whose tool refused has no metrics), in repeats_by_probe()'s order.
-std::vector<ProbeDiagnosis> diagnose_trial(const results::RunData& data, const results::Trial& t);
+std::vector<ProbeDiagnosis> diagnose_probes(const results::RunData& data, const results::Trial& t);
+
+/// What diagnosis/ concludes of one trial, in the order a report gives it.
+struct TrialDiagnosis {
+    std::optional<Verdict> emulation;     ///< emulation_not_held(), the trial's own rule
+    std::vector<ProbeDiagnosis> probes;   ///< diagnose_probes()
+    std::optional<BufferAdvice> buffers;  ///< for its bulk transfers; none when one is rate-bound
+};
+
+/// The trial's own rule, each probe's verdicts, and bandwidth-delay advice for the bulk
+/// transfers' buffers (diagnosis/buffers.h) unless a probe is rate-bound: a link whose rate
+/// is the bound gains nothing from bigger buffers.
+TrialDiagnosis diagnose_trial(const results::RunData& data, const results::Trial& t);
 
 }  // namespace wanlab::diagnosis

@@ -150,7 +150,7 @@ TEST_CASE(
         busy(repeat_of("web", "http", 2, {{"requests", 10}})),
     };
     d.measurements[3].trial = 2;  // another trial's
-    auto found = diagnose_trial(d, d.trials[0]);
+    auto found = diagnose_probes(d, d.trials[0]);
     REQUIRE(found.size() == 1);
     CHECK(found[0].probe == "web");
     REQUIRE(found[0].verdicts.size() == 1);
@@ -161,4 +161,34 @@ TEST_CASE(
     CHECK(by_probe[0].second.size() == 2);
     CHECK(by_probe[1].first == "quiet");
     CHECK(by_probe[2].first == "failed");
+}
+
+TEST_CASE("buffer advice: the maxima short of 2 x BDP that could limit the bulk transfers, none without a rate",
+          "[diagnosis]") {
+    auto t = evidence_trial();  // 100 Mbit/s x 40 ms: BDP 500,000 bytes, 2 x BDP 1,000,000
+    t.sysctls = {{"net.core.rmem_max", "212992"},
+                 {"server:net.ipv4.tcp_rmem", "4096\t131072\t600000"},
+                 {"client:net.ipv4.tcp_rmem", "4096\t131072\t400000"}};
+    results::RunData d;
+    d.run.env.sysctls_before = {{"net.ipv4.tcp_wmem", "4096\t16384\t4194304"}};
+    auto m = repeat_of("bulk", "throughput", 1, {{"throughput", 50e6}});
+    m.notes = {probes::kRcvbufAutotuned, probes::kSndbufAutotuned};
+    m.connections.push_back({{"direction", "upload"}});
+    std::vector<results::Measurement> ms{m};
+    auto a = buffer_advice(d, t, pointers(ms));
+    REQUIRE(a);
+    CHECK(a->bdp_bytes == Approx(500000));
+    CHECK(a->target_bytes == 1048576);
+    // Autotuned: tcp_rmem caps it, rmem_max does not; upload: the server receives, so the
+    // client's tcp_rmem does not apply; tcp_wmem's 4 MiB is enough.
+    REQUIRE(a->short_buffers.size() == 1);
+    const auto& b = a->short_buffers[0];
+    CHECK(b.key == "net.ipv4.tcp_rmem");
+    CHECK(b.host == "server");
+    CHECK(b.triple);
+    CHECK(b.fields == std::vector<std::uint64_t>{4096, 131072, 600000});
+    CHECK_FALSE(b.below_bdp);
+    CHECK_FALSE(b.before);
+    t.link_rate = results::kNaN;
+    CHECK_FALSE(buffer_advice(d, t, pointers(ms)));
 }
