@@ -23,7 +23,7 @@ public:
     ProbeResult run(const Endpoints& where, const Tick& tick) override {
         auto r = fn_(spec_, where, tick);
         // Each tool's streams the same way: Jain's index over their goodput.
-        if (spec_.kind == "throughput")
+        if (traits_of(spec_.kind).bulk_tcp)
             if (double f = flow_fairness(r); std::isfinite(f)) r.metrics["fairness"] = f;
         return r;
     }

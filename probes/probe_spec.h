@@ -64,7 +64,8 @@ enum class RemoteTarget {
 
 /// What the rest of wanlab asks of a probe kind, answered once in the kind's row beside its
 /// options and metrics, so that no code outside probes/ compares kind names and a new kind
-/// is one row. Defaults answer "no"; traits_of() gives an unknown kind all defaults.
+/// is one row. Defaults answer "no" (and `remote` own: nothing to refuse); traits_of() gives
+/// an unknown kind all defaults.
 struct ProbeTraits {
     /// The metric a probe is judged by first: the report's first column for it, the one
     /// adaptive repeats settle. One of the kind's metrics.
@@ -83,6 +84,7 @@ struct ProbeTraits {
     /// Has a far side wanlab may start (a server, receiver, listener or echo server, as its
     /// options choose), which a lab mode must be able to place; false: the user's command.
     bool has_server_half = false;
+    /// How it measures against a remote target (host mode); remote_unsupported() words it.
     RemoteTarget remote = RemoteTarget::own;
     /// Runs on the machine wanlab runs on, never on a client machine of its own (hosts mode).
     bool runs_here_only = false;
