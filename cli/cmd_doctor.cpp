@@ -258,8 +258,9 @@ Verdict socket_cc_verdict(const std::string& cc, const Here& m, bool moves) {
 
 /// The program a probe runs: a command's, or its external tool; "" when built in.
 std::string probe_program(const probes::ProbeSpec& p) {
-    std::string program = p.kind == "command" && !p.command.empty() ? p.command.front() : "";
-    if (p.kind != "command") {
+    const bool own = probes::traits_of(p.kind).user_command;
+    std::string program = own && !p.command.empty() ? p.command.front() : "";
+    if (!own) {
         auto it = p.options.find("tool");
         if (it != p.options.end()) program = std::get<std::string>(it->second);
         if (program == "builtin") program.clear();

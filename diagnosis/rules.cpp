@@ -4,6 +4,7 @@
 
 #include "diagnosis/qdisc_watch.h"
 #include "probes/human.h"
+#include "probes/probe_spec.h"
 
 namespace wanlab::diagnosis {
 namespace {
@@ -14,6 +15,8 @@ std::string ms(double s) { return probes::human(Unit::seconds, s); }
 std::string rate(double bps) { return probes::human(Unit::bits_per_second, bps); }
 std::string bytes(double b) { return probes::human(Unit::bytes, b); }
 bool known(double x) { return std::isfinite(x); }
+// The measurement's kind, as the rules ask about it (probes/probe_spec.h).
+const probes::ProbeTraits& kind_of(const Evidence& e) { return probes::traits_of(e.kind); }
 
 // The window per round trip a buffer allows: with the default tcp_adv_win_scale (1) the
 // kernel counts skb overhead against a socket buffer and about half of it carries data.
@@ -24,7 +27,7 @@ constexpr double kWindowShare = 0.5;
 // it (exceeds it by more than 25%).
 std::optional<Verdict> buffer_limited(const Evidence& e, double share, double buffer, const char* rule,
                                       const char* limited, const char* which) {
-    if (e.kind != "throughput" || !(share > 0.5)) return std::nullopt;
+    if (!kind_of(e).bulk_tcp || !(share > 0.5)) return std::nullopt;
     auto text = fmt::format("{} {:.0f}% of the time", limited, share * 100);
     double rtt = path_rtt(e);
     double cap = buffer * kWindowShare * 8 / rtt;
@@ -108,7 +111,7 @@ std::string bottleneck_overflow(const Evidence& e, const QueueEvidence& q) {
     double bdp = bdp_bytes(e);
     // A larger queue can only raise the goodput of a link that was not already full.
     bool full = e.rate_configured > 0 && e.throughput >= 0.85 * e.rate_configured;
-    if (known(bdp) && limit_bytes < bdp && !full && e.kind == "throughput")
+    if (known(bdp) && limit_bytes < bdp && !full && kind_of(e).bulk_tcp)
         text += fmt::format(
             "; the queue is below the bandwidth-delay product {} ({:.0f} packets), so a loss-based stream backs off "
             "before it fills the link: a queue of one BDP ([link] qdisc_limit = {:.0f}) lets it, at the cost of "
@@ -139,7 +142,8 @@ std::optional<Verdict> send_buffer_limited(const Evidence& e) {
 }
 
 std::optional<Verdict> delayed_ack_stall(const Evidence& e) {
-    if (e.kind != "rr" && e.kind != "http") return std::nullopt;
+    const char* one = kind_of(e).exchange;  // "transaction", "request"
+    if (!one) return std::nullopt;
     if (!known(e.latency_mean) || !(e.transactions > 0) || !known(e.client_delayed_acks)) return std::nullopt;
     double base = known(path_rtt(e)) ? path_rtt(e) : 0;
     double excess = e.latency_mean - base;
@@ -148,7 +152,6 @@ std::optional<Verdict> delayed_ack_stall(const Evidence& e) {
     if (excess < kDelackMin * 0.85 || excess > kDelackMax * 1.1) return std::nullopt;
     double per_request = e.client_delayed_acks / e.transactions;
     if (per_request < 0.5) return std::nullopt;  // most requests did not wait on the timer
-    const char* one = e.kind == "http" ? "request" : "transaction";
     auto over = base > 0 ? fmt::format(", {} more than the path's RTT ({})", ms(excess), ms(base)) : std::string();
     auto text = fmt::format(
         "delayed-ACK stall: a {} took {} on average{}, near the kernel's {} delayed-ACK timer; the client's timer "
@@ -162,7 +165,7 @@ std::optional<Verdict> delayed_ack_stall(const Evidence& e) {
 }
 
 std::optional<Verdict> rate_bound(const Evidence& e) {
-    if (e.kind != "throughput" || !(e.rate_configured > 0) || !known(e.throughput)) return std::nullopt;
+    if (!kind_of(e).bulk_tcp || !(e.rate_configured > 0) || !known(e.throughput)) return std::nullopt;
     double share = e.throughput / e.rate_configured;
     // Goodput is the rate less the headers (~5% at a 1500-byte MTU): 85% is the link, full.
     if (share < 0.85) return std::nullopt;
@@ -173,7 +176,7 @@ std::optional<Verdict> rate_bound(const Evidence& e) {
 }
 
 std::optional<Verdict> loss_bound(const Evidence& e) {
-    if (e.kind != "throughput" || !(e.loss_configured > 0) || !known(e.throughput)) return std::nullopt;
+    if (!kind_of(e).bulk_tcp || !(e.loss_configured > 0) || !known(e.throughput)) return std::nullopt;
     double rtt = path_rtt(e);
     if (!(rtt > 0)) return std::nullopt;
     if (e.rate_configured > 0 && e.throughput >= 0.85 * e.rate_configured) return std::nullopt;
@@ -207,8 +210,8 @@ std::optional<Verdict> queue_overflow(const Evidence& e) {
 
 std::optional<Verdict> bufferbloat(const Evidence& e) {
     // The loaded RTT: TCP's own under its load, or an rtt probe's beside a group's bulk flows.
-    const bool pinged = e.kind == "rtt" && e.under_load;
-    if (e.kind != "throughput" && !pinged) return std::nullopt;
+    const bool pinged = kind_of(e).measures_rtt && e.under_load;
+    if (!kind_of(e).bulk_tcp && !pinged) return std::nullopt;
     double loaded = pinged ? e.rtt_p50 : e.srtt;
     if (!known(loaded)) return std::nullopt;
     double base = path_rtt(e);

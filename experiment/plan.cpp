@@ -49,7 +49,7 @@ json probe_json(const probes::ProbeSpec& p) {
         options[name] = option_json(value, spec);
     }
     json out{{"name", p.name}, {"kind", p.kind}, {"options", options}};
-    if (p.kind == "command") {
+    if (probes::traits_of(p.kind).user_command) {
         json metrics = json::array();
         for (const auto& m : p.outputs)
             metrics.push_back({{"name", m.name},
@@ -218,7 +218,7 @@ std::vector<BufferClamp> buffer_clamps(const Trial& t) {
     std::vector<BufferClamp> out;
     const auto rmem = maximum(t, "net.core.rmem_max"), wmem = maximum(t, "net.core.wmem_max");
     for (const auto& p : t.probes) {
-        if (p.kind != "throughput") continue;
+        if (!probes::traits_of(p.kind).bulk_tcp) continue;  // the kind that asks for socket buffers
         auto rcv = static_cast<std::uint64_t>(probes::option_int(p, "rcvbuf")),
              snd = static_cast<std::uint64_t>(probes::option_int(p, "sndbuf"));
         if (probes::option_string(p, "tool") == "iperf3") {

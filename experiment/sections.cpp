@@ -257,7 +257,7 @@ void check_host_probes(const Trial& t, Diagnostics& diag) {
             where("`server_port` is for a [[service]] in the namespace lab; toward a target, set [lab] port");
             continue;
         }
-        if (p.kind == "command") continue;  // the user's own command goes where it goes
+        if (!probes::traits_of(p.kind).has_server_half) continue;  // the user's own command goes where it goes
         if (auto why = probes::remote_unsupported(p, lab.port); !why.empty()) {
             where(why);
             continue;
@@ -403,7 +403,7 @@ void check_groups(Trial& t, Diagnostics& diag) {
         for (auto& p : t.probes) {
             if (probes::group_of(p) != g.name) continue;
             p.options["duration"] = duration;
-            if (p.kind == "rtt" && !p.written.count("count")) {
+            if (probes::traits_of(p.kind).counted && !p.written.count("count")) {
                 auto interval = std::max<std::int64_t>(1, std::get<std::int64_t>(p.options.at("interval")));
                 p.options["count"] = std::clamp<std::int64_t>((duration + interval - 1) / interval, 1, 10'000'000);
             }
@@ -418,13 +418,13 @@ void check_machines_trial(const Trial& t, const Node*, Diagnostics& diag) {
     const auto* client = t.lab.machine("client");
     const bool remote_client = client && !client->ssh.empty() && client->ssh != "local";
     for (const auto& p : t.probes) {
-        if (p.kind == "command" && remote_client)
+        if (probes::traits_of(p.kind).runs_here_only && remote_client)
             diag.error(p.at,
                        fmt::format("probe `{}`: a command probe runs on the machine wanlab runs on, and [hosts.client] "
                                    "is another one",
                                    p.name),
                        "run wanlab on the client machine (ssh = \"local\"), or measure with a built-in probe there");
-        if (p.kind.empty() || p.kind == "command") continue;
+        if (!probes::traits_of(p.kind).has_server_half) continue;  // nothing of its own on the server machine
         auto sp = p.options.find("server_port");
         std::uint16_t port = sp != p.options.end() ? static_cast<std::uint16_t>(std::get<std::int64_t>(sp->second)) : 0;
         if (port == 0 && probes::far_servable(p)) continue;

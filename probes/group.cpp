@@ -24,16 +24,6 @@ public:
     Cancelled() : Error("cancelled: another probe of the group stopped") {}
 };
 
-// The series of each member kind that the group's record carries, on the group's clock.
-std::vector<std::string> main_series(const std::string& kind) {
-    if (kind == "throughput") return {"throughput", "throughput_upload", "throughput_download"};
-    if (kind == "rtt") return {"rtt"};
-    if (kind == "udp") return {"throughput", "jitter"};
-    if (kind == "rr") return {"transactions_per_second", "latency_mean"};
-    if (kind == "http") return {"requests_per_second", "latency_mean"};
-    return {};
-}
-
 }  // namespace
 
 std::string group_of(const ProbeSpec& spec) {
@@ -185,13 +175,14 @@ ProbeResult group_result(const std::vector<MemberRun>& members) {
         }
         ++measured;
         const auto& r = *m.result;
-        if (m.spec->kind == "throughput") {
+        const auto& traits = traits_of(m.spec->kind);
+        if (traits.bulk_tcp) {
             any_throughput = true;
             if (auto it = r.metrics.find("throughput"); it != r.metrics.end()) throughput += it->second;
             for (const auto& c : r.connections)
                 if (auto it = c.values.find("throughput"); it != c.values.end()) flows.push_back(it->second);
         }
-        for (const auto& name : main_series(m.spec->kind))
+        for (const char* name : traits.group_series)
             if (auto it = r.series.find(name); it != r.series.end()) g.series[m.spec->name + "." + name] = it->second;
     }
     g.metrics["members"] = measured;

@@ -23,7 +23,7 @@ public:
     ProbeResult run(const Endpoints& where, const Tick& tick) override {
         auto r = fn_(spec_, where, tick);
         // Each tool's streams the same way: Jain's index over their goodput.
-        if (spec_.kind == "throughput")
+        if (traits_of(spec_.kind).bulk_tcp)
             if (double f = flow_fairness(r); std::isfinite(f)) r.metrics["fairness"] = f;
         return r;
     }
@@ -76,18 +76,24 @@ std::string rtt_protocol(const ProbeSpec& spec) {
 /// What keeps `spec` from measuring against a remote target at all, whoever asks: a server of
 /// wanlab's own it would need there, or a port it would need to connect to. "" if nothing.
 std::string remote_incapable(const ProbeSpec& spec, std::uint16_t port) {
-    if (spec.kind == "throughput" && tool_of(spec) == "builtin")
-        return "the built-in throughput probe needs wanlab's own receiver on the far side, which does not run on a "
-               "remote target; use tool = \"iperf3\" with `iperf3 -s` running on the target";
-    if (spec.kind == "udp" && tool_of(spec) == "builtin")
-        return "the built-in udp probe needs wanlab's own receiver on the far side, which does not run on a remote "
-               "target; use tool = \"iperf3\" with `iperf3 -s` running on the target";
-    if (spec.kind == "rr")
-        return "the rr probe needs wanlab's own server, which does not run on a remote target; in host mode measure "
-               "with an http probe with a `url` or an rtt probe";
-    if (spec.kind == "http" && option_string(spec, "url").empty())
-        return "an http probe against a remote target needs `url`";
-    if (spec.kind != "rtt") return "";
+    switch (traits_of(spec.kind).remote) {
+        case RemoteTarget::own: return "";
+        case RemoteTarget::external_tool:
+            if (tool_of(spec) != "builtin") return "";
+            return fmt::format(
+                "the built-in {} probe needs wanlab's own receiver on the far side, which does not run "
+                "on a remote target; use tool = \"iperf3\" with `iperf3 -s` running on the target",
+                spec.kind);
+        case RemoteTarget::never:
+            return fmt::format(
+                "the {} probe needs wanlab's own server, which does not run on a remote target; in host "
+                "mode measure with an http probe with a `url` or an rtt probe",
+                spec.kind);
+        case RemoteTarget::url:
+            if (!option_string(spec, "url").empty()) return "";
+            return fmt::format("an {} probe against a remote target needs `url`", spec.kind);
+        case RemoteTarget::protocol: break;
+    }
     auto protocol = rtt_protocol(spec);
     if (protocol == "udp")
         return "rtt method \"udp\" needs wanlab's UDP echo server, which does not run on a remote target; use "

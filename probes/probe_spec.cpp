@@ -47,6 +47,10 @@ std::vector<OptionSpec> common(std::vector<OptionSpec> own) {
     return all;
 }
 
+// The distributions the latency charts draw (ProbeTraits::samples).
+constexpr SampleTraits kRttSamples{"rtt", "round-trip time", "round-trip times"};
+constexpr SampleTraits kLatencySamples{"latency", "latency", "latencies"};
+
 const std::vector<ProbeKind> kKinds{
     {"throughput",
      "TCP bulk transfer: goodput, retransmits, and why it is what it is (TCP_INFO)",
@@ -82,6 +86,16 @@ const std::vector<ProbeKind> kKinds{
          {"delivery_rate", Unit::bits_per_second, true, "TCP_INFO delivery rate at the end, summed"},
          {"sndbuf_granted", Unit::bytes, true, "send buffer the kernel granted"},
          {"fairness", Unit::fraction, true, "Jain's index over the streams' goodput (2 streams or more)"},
+     },
+     {
+         .main_metric = "throughput",
+         .headline = {"throughput", "retransmits", "rwnd_limited"},
+         .charted_series = {"throughput", "stream1.cwnd", "stream1.srtt"},
+         .group_series = {"throughput", "throughput_upload", "throughput_download"},
+         .has_server_half = true,
+         .remote = RemoteTarget::external_tool,
+         .warms_up = true,
+         .bulk_tcp = true,
      }},
     {"udp",
      "a paced UDP stream: goodput, loss, jitter (RFC 3550), reordering and one-way delay at the receiver",
@@ -116,6 +130,14 @@ const std::vector<ProbeKind> kKinds{
          {"delay_avg", Unit::seconds, false, "mean one-way delay"},
          {"sent", Unit::count, true, "datagrams sent"},
          {"received", Unit::count, true, "distinct datagrams received"},
+     },
+     {
+         .main_metric = "throughput",
+         .headline = {"throughput", "loss", "jitter"},
+         .charted_series = {"throughput", "jitter"},
+         .group_series = {"throughput", "jitter"},
+         .has_server_half = true,
+         .remote = RemoteTarget::external_tool,
      }},
     {"rtt",
      "round-trip time: TCP handshake, ICMP echo or UDP echo",
@@ -139,6 +161,17 @@ const std::vector<ProbeKind> kKinds{
          {"rtt_mdev", Unit::seconds, false, "mean deviation, as ping prints it"},
          {"loss", Unit::fraction, false, "probes without an answer"},
          {"sent", Unit::count, true, "probes sent"},
+     },
+     {
+         .main_metric = "rtt_avg",
+         .headline = {"rtt_avg", "loss"},
+         .charted_series = {"rtt"},
+         .group_series = {"rtt"},
+         .samples = &kRttSamples,
+         .has_server_half = true,
+         .remote = RemoteTarget::protocol,
+         .measures_rtt = true,
+         .counted = true,
      }},
     {"rr",
      "TCP request/response (netperf TCP_RR): latency per transaction",
@@ -164,6 +197,18 @@ const std::vector<ProbeKind> kKinds{
          {"latency_max", Unit::seconds, false, "slowest transaction"},
          {"transactions", Unit::count, true, "completed request/response pairs"},
          {"errors", Unit::count, false, "connections that failed or timed out mid-transaction"},
+     },
+     {
+         .main_metric = "transactions_per_second",
+         .headline = {"transactions_per_second", "latency_p50", "latency_p99"},
+         .charted_series = {"transactions_per_second", "latency_mean"},
+         .group_series = {"transactions_per_second", "latency_mean"},
+         .samples = &kLatencySamples,
+         .has_server_half = true,
+         .remote = RemoteTarget::never,
+         .warms_up = true,
+         .exchange = "transaction",
+         .exchanges_metric = "transactions",
      }},
     {"http",
      "HTTP/1.1 keep-alive load (wrk-like): requests/s and latency percentiles",
@@ -199,6 +244,18 @@ const std::vector<ProbeKind> kKinds{
          {"non_2xx", Unit::count, false, "answers with a status outside 200-299"},
          {"requests", Unit::count, true, "completed requests (any status)"},
          {"throughput", Unit::bits_per_second, true, "response bytes (headers and body) received"},
+     },
+     {
+         .main_metric = "requests_per_second",
+         .headline = {"requests_per_second", "latency_p50", "latency_p99"},
+         .charted_series = {"requests_per_second", "latency_mean"},
+         .group_series = {"requests_per_second", "latency_mean"},
+         .samples = &kLatencySamples,
+         .has_server_half = true,
+         .remote = RemoteTarget::url,
+         .warms_up = true,
+         .exchange = "request",
+         .exchanges_metric = "requests",
      }},
     {"command",
      "your own command, timed per repeat on the client host; more metrics from its output",
@@ -208,6 +265,12 @@ const std::vector<ProbeKind> kKinds{
      }),
      {
          {"wall_time", Unit::seconds, false, "from the start of the command to its exit"},
+     },
+     {
+         .main_metric = "wall_time",
+         .headline = {"wall_time"},
+         .runs_here_only = true,
+         .user_command = true,
      }},
 };
 
@@ -405,6 +468,11 @@ const ProbeKind& group_kind() {
             {"throughput", Unit::bits_per_second, true, "goodput of the group's throughput probes, summed"},
             {"flows", Unit::count, true, "TCP connections of the group's throughput probes"},
             {"members", Unit::count, true, "probes of the group that measured"},
+        },
+        {
+            .main_metric = "fairness",
+            .headline = {"fairness", "throughput"},
+            .charts_recorded_series = true,
         }};
     return kGroup;
 }
@@ -416,20 +484,13 @@ const ProbeKind* find_kind(std::string_view name) {
     return nullptr;
 }
 
-const char* main_metric(std::string_view kind) {
-    static const std::pair<const char*, const char*> kMain[] = {
-        {"throughput", "throughput"},
-        {"udp", "throughput"},
-        {"rtt", "rtt_avg"},
-        {"rr", "transactions_per_second"},
-        {"http", "requests_per_second"},
-        {"command", "wall_time"},
-        {"group", "fairness"},
-    };
-    for (const auto& [k, metric] : kMain)
-        if (kind == k) return metric;
-    return nullptr;
+const ProbeTraits& traits_of(std::string_view kind) {
+    static const ProbeTraits kUnknown{};
+    const ProbeKind* k = find_kind(kind);
+    return k ? k->traits : kUnknown;
 }
+
+const char* main_metric(std::string_view kind) { return traits_of(kind).main_metric; }
 
 const MetricSpec* find_metric(const ProbeKind& kind, std::string_view metric) {
     for (const auto& m : kind.metrics)

@@ -44,11 +44,79 @@ struct MetricSpec {
     const char* help;
 };
 
+/// The distribution a kind records per answered probe or per exchange (ProbeResult::samples),
+/// and what a chart of it calls one value and many.
+struct SampleTraits {
+    const char* name;      ///< the samples' key: "rtt", "latency"
+    const char* singular;  ///< "round-trip time", "latency"
+    const char* plural;    ///< "round-trip times", "latencies"
+};
+
+/// How a probe of a kind measures against a remote target (host mode: a machine wanlab does
+/// not run on, where only the target's own servers listen). remote_unsupported() says why not.
+enum class RemoteTarget {
+    own,            ///< it goes where it goes (the user's command; a group): nothing to refuse
+    external_tool,  ///< with an external tool (iperf3 -s on the target), not the built-in receiver
+    never,          ///< needs wanlab's own server there
+    url,            ///< with a `url` to load
+    protocol,       ///< by what it sends: ICMP, or TCP to a port the target listens on; not UDP echo
+};
+
+/// What the rest of wanlab asks of a probe kind, answered once in the kind's row beside its
+/// options and metrics, so that no code outside probes/ compares kind names and a new kind
+/// is one row. Defaults answer "no" (and `remote` own: nothing to refuse); traits_of() gives
+/// an unknown kind all defaults.
+struct ProbeTraits {
+    /// The metric a probe is judged by first: the report's first column for it, the one
+    /// adaptive repeats settle. One of the kind's metrics.
+    const char* main_metric = nullptr;
+    /// The report's default rows for a probe of the kind (the before/after table, compare), in
+    /// order; each one of the kind's metrics.
+    std::vector<const char*> headline = {};
+    /// The time series the HTML report charts per repeat, in order.
+    std::vector<const char*> charted_series = {};
+    /// Charts every series its records carry instead (a group: its members' and the queues').
+    bool charts_recorded_series = false;
+    /// The series a probe group's record carries of a member of this kind, on the group's clock.
+    std::vector<const char*> group_series = {};
+    /// The latency distribution it records, charted per trial; nullptr: none.
+    const SampleTraits* samples = nullptr;
+    /// Has a far side wanlab may start (a server, receiver, listener or echo server, as its
+    /// options choose), which a lab mode must be able to place; false: the user's command.
+    bool has_server_half = false;
+    /// How it measures against a remote target (host mode); remote_unsupported() words it.
+    RemoteTarget remote = RemoteTarget::own;
+    /// Runs on the machine wanlab runs on, never on a client machine of its own (hosts mode).
+    bool runs_here_only = false;
+    /// Measures the user's own argv: the program it runs is `command`'s first word, not a
+    /// `tool`, and its own metrics are read from the output (ProbeSpec::outputs, noted as
+    /// kOutputMetricNote in the record).
+    bool user_command = false;
+    /// Carries state a warm-up settles before it measures (a congestion window; rtt and udp
+    /// carry none, and a command's warm-up is the user's, with no duration to shorten).
+    bool warms_up = false;
+    /// A bulk TCP transfer: it loads the path (what else in its group measures "under load"),
+    /// its goodput is bound by socket buffers, the link's rate and loss, and it asks for
+    /// socket buffers (`sndbuf`, `rcvbuf`, iperf3 -w).
+    bool bulk_tcp = false;
+    /// Measures the round-trip time with small probes of its own, so beside a group's bulk
+    /// transfers it measures the loaded RTT.
+    bool measures_rtt = false;
+    /// A repeat is `count` probes at `interval`; in a group, the count stretches to the group's
+    /// duration unless the file gives it.
+    bool counted = false;
+    /// A request/response kind: what one exchange is called ("transaction", "request") and
+    /// the metric that counts them ("transactions", "requests"); nullptr: not one.
+    const char* exchange = nullptr;
+    const char* exchanges_metric = nullptr;
+};
+
 struct ProbeKind {
     const char* name;
     const char* summary;
     std::vector<OptionSpec> options;
     std::vector<MetricSpec> metrics;
+    ProbeTraits traits;
 };
 
 const std::vector<ProbeKind>& probe_kinds();
@@ -58,6 +126,9 @@ const ProbeKind* find_kind(std::string_view name);
 /// with metrics and no options.
 const ProbeKind& group_kind();
 const MetricSpec* find_metric(const ProbeKind& kind, std::string_view metric);
+/// The traits of `kind` (a [[probe]] kind, or "group"); for any other name (a record of a
+/// kind this wanlab does not know) a row of defaults, which answers "no" to every question.
+const ProbeTraits& traits_of(std::string_view kind);
 /// The metric a probe of `kind` is judged by first (the report's first column for it, the
 /// one adaptive repeats settle): "throughput", "rtt_avg", "transactions_per_second",
 /// "requests_per_second", "wall_time", "fairness" for a group; nullptr for an unknown kind.

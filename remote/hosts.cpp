@@ -111,7 +111,8 @@ public:
     probes::ProbeResult run_probe(const probes::ProbeSpec& spec, const probes::Endpoints& where,
                                   const probes::Tick& tick) const override {
         if (!client_) return probes::make_probe(spec)->run(where, tick);
-        if (spec.kind == "command") throw Error("a command probe runs on this machine, not on the client machine");
+        if (probes::traits_of(spec.kind).runs_here_only)
+            throw Error("a command probe runs on this machine, not on the client machine");
         // The far server's report, which the probe asks for as it ends, comes from the server
         // machine's agent through this controller.
         auto far = where.server.far;

@@ -200,16 +200,6 @@ std::vector<Chart> before_after_charts(const Model& m) {
 
 // --- time series per repeat ---------------------------------------------------------------
 
-/// The series a probe's chart shows, in order, by its kind.
-std::vector<std::string> series_shown(const std::string& kind) {
-    if (kind == "throughput") return {"throughput", "stream1.cwnd", "stream1.srtt"};
-    if (kind == "rr") return {"transactions_per_second", "latency_mean"};
-    if (kind == "http") return {"requests_per_second", "latency_mean"};
-    if (kind == "rtt") return {"rtt"};
-    if (kind == "udp") return {"throughput", "jitter"};
-    return {};
-}
-
 std::string series_label(const std::string& name, const AxisUnit& u) {
     std::string what = name == "stream1.cwnd" ? "cwnd, stream 1" : name == "stream1.srtt" ? "srtt, stream 1" : name;
     return axis_title(what, u);
@@ -236,7 +226,10 @@ std::vector<Chart> series_charts(const Model& m, std::vector<std::string>& notes
     const auto& data = *m.data;
     std::vector<Chart> out;
     for (const auto& p : detail::probes_of(data)) {
-        auto shown = p.kind == "group" ? group_series(data, p.name) : series_shown(p.kind);
+        const auto& traits = probes::traits_of(p.kind);
+        auto shown = traits.charts_recorded_series
+                         ? group_series(data, p.name)
+                         : std::vector<std::string>(traits.charted_series.begin(), traits.charted_series.end());
         if (shown.empty()) continue;
         // Each series' scale over every repeat of the probe; the points, thinned if many.
         std::map<std::string, double> top;
@@ -309,8 +302,9 @@ std::vector<Chart> latency_charts(const Model& m) {
     const auto& data = *m.data;
     std::vector<Chart> out;
     for (const auto& p : detail::probes_of(data)) {
-        const char* sample = p.kind == "rtt" ? "rtt" : (p.kind == "rr" || p.kind == "http") ? "latency" : nullptr;
-        if (!sample) continue;
+        const probes::SampleTraits* samples = probes::traits_of(p.kind).samples;
+        if (!samples) continue;
+        const char* sample = samples->name;
         // Every repeat's samples of a trial, pooled.
         std::map<std::size_t, std::vector<double>> pooled;
         for (const auto& ms : data.measurements)
@@ -343,8 +337,7 @@ std::vector<Chart> latency_charts(const Model& m) {
             }
         }
         bool log = lo > 0 && hi / lo >= 20;
-        auto title = fmt::format("{}: distribution of {} (every repeat's samples)", p.name,
-                                 p.kind == "rtt" ? "round-trip times" : "latencies");
+        auto title = fmt::format("{}: distribution of {} (every repeat's samples)", p.name, samples->plural);
         json spec = base_spec(title, "quantiles", values);
         if (points.size() > 1) {
             spec["params"] = json::array({{{"name", "point"},
@@ -358,7 +351,7 @@ std::vector<Chart> latency_charts(const Model& m) {
              {{"field", "latency"},
               {"type", "quantitative"},
               {"scale", {{"type", log ? "log" : "linear"}}},
-              {"title", axis_title(p.kind == "rtt" ? "round-trip time" : "latency", u)}}},
+              {"title", axis_title(samples->singular, u)}}},
             {"y",
              {{"field", "fraction"},
               {"type", "quantitative"},

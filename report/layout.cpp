@@ -13,22 +13,6 @@ void add_unique(std::vector<std::string>& list, const std::string& s) {
     if (std::find(list.begin(), list.end(), s) == list.end()) list.push_back(s);
 }
 
-// What a performance engineer looks at first for each kind; metrics a kind does not declare
-// (yet) are dropped by headline_metrics(), so the table never shows a row that cannot exist.
-struct Headline {
-    const char* kind;
-    std::vector<const char*> metrics;
-};
-const std::vector<Headline> kHeadlines{
-    {"throughput", {"throughput", "retransmits", "rwnd_limited"}},
-    {"udp", {"throughput", "loss", "jitter"}},
-    {"rtt", {"rtt_avg", "loss"}},
-    {"rr", {"transactions_per_second", "latency_p50", "latency_p99"}},
-    {"http", {"requests_per_second", "latency_p50", "latency_p99"}},
-    {"command", {"wall_time"}},
-    {"group", {"fairness", "throughput"}},
-};
-
 // A command probe's own metrics, as the notes of its measurements declare them.
 std::shared_ptr<const OwnMetrics> own_metrics(const results::RunData& data, const std::string& probe) {
     auto own = std::make_shared<OwnMetrics>();
@@ -91,7 +75,8 @@ std::vector<ProbeRef> probes_of(const results::RunData& data) {
     for (const auto& m : data.measurements) {
         auto same = [&m](const ProbeRef& p) { return p.name == m.probe; };
         if (std::none_of(probes.begin(), probes.end(), same))
-            probes.push_back(ProbeRef{m.probe, m.kind, m.kind == "command" ? own_metrics(data, m.probe) : nullptr});
+            probes.push_back(ProbeRef{m.probe, m.kind,
+                                      probes::traits_of(m.kind).user_command ? own_metrics(data, m.probe) : nullptr});
     }
     return probes;
 }
@@ -114,10 +99,10 @@ const probes::MetricSpec* metric_spec(const ProbeRef& probe, const std::string& 
 
 std::vector<std::string> headline_metrics(const ProbeRef& probe) {
     std::vector<std::string> out;
-    for (const auto& h : kHeadlines)
-        if (probe.kind == h.kind)
-            for (const char* m : h.metrics)
-                if (metric_spec(probe, m)) out.emplace_back(m);
+    // What a performance engineer looks at first for each kind (probes/probe_spec.h); a metric
+    // the kind does not declare is dropped, so the table never shows a row that cannot exist.
+    for (const char* m : probes::traits_of(probe.kind).headline)
+        if (metric_spec(probe, m)) out.emplace_back(m);
     if (probe.own)
         for (const auto& s : probe.own->specs) out.emplace_back(s.name);
     return out;

@@ -35,7 +35,7 @@ bool checks_emulation(const lab::Trial& t) {
     return lab::unverifiable(t.lab).empty() && (e.rtt > 0 || e.rate_up > 0 || e.rate_down > 0);
 }
 
-bool warms_up(const probes::ProbeSpec& p) { return p.kind != "rtt" && p.kind != "udp" && p.kind != "command"; }
+bool warms_up(const probes::ProbeSpec& p) { return probes::traits_of(p.kind).warms_up; }
 
 double longest(const probes::ProbeGroup& g) {
     double s = 0;
@@ -236,7 +236,7 @@ void TrialRunner::measure(const lab::Trial& t, const std::string& label, const s
     if (group.empty()) return;
     probes::ProbeSpec record;
     record.name = group;
-    record.kind = "group";
+    record.kind = probes::group_kind().name;
     auto g = record_of(record, probes::group_result(runs), t.index, r, started);
     g.counters = delta;
     if (tally) tally->add_series(g.series);
@@ -252,7 +252,7 @@ unsigned TrialRunner::repeats_needed(const lab::Trial& t, const probes::ProbeGro
     const auto& rule = exp_.run;
     std::vector<std::pair<std::string, std::string>> settle;  // (probe, metric)
     for (const auto& m : members)
-        if (m.spec.kind == "command" && !m.spec.outputs.empty())  // the program's own number, not its start-up
+        if (probes::traits_of(m.spec.kind).user_command && !m.spec.outputs.empty())  // the program's own number
             settle.emplace_back(m.spec.name, m.spec.outputs.front().name);
         else if (const char* main = probes::main_metric(m.spec.kind))
             settle.emplace_back(m.spec.name, main);
@@ -272,7 +272,8 @@ unsigned TrialRunner::repeats_needed(const lab::Trial& t, const probes::ProbeGro
 std::string TrialRunner::load_beside(const std::vector<Member>& members, const probes::ProbeSpec& self) {
     std::string out;
     for (const auto& m : members)
-        if (m.spec.kind == "throughput" && m.spec.name != self.name) out += (out.empty() ? "" : ", ") + m.spec.name;
+        if (probes::traits_of(m.spec.kind).bulk_tcp && m.spec.name != self.name)
+            out += (out.empty() ? "" : ", ") + m.spec.name;
     return out;
 }
 

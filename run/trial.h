@@ -38,8 +38,8 @@ inline constexpr double kCheckSeconds = 2;
 /// configured RTT and rate can be compared with a measurement.
 bool checks_emulation(const lab::Trial& t);
 
-/// Whether a probe gets a warm-up: rtt and udp probes carry no state to warm (no congestion
-/// window); a command's warm-up is the user's (a command has no duration to shorten).
+/// Whether a probe gets a warm-up (its kind's trait: rtt and udp probes carry no state to
+/// warm; a command's warm-up is the user's, a command has no duration to shorten).
 bool warms_up(const probes::ProbeSpec& p);
 
 /// The seconds a repeat of a probe, or of a group's members together, is planned to take.

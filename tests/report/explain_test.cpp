@@ -103,14 +103,6 @@ TEST_CASE("report says nothing the data does not support", "[report]") {
     CHECK(explain(d).empty());
 }
 
-TEST_CASE("report works out the limited share from connections when the metric is absent", "[report]") {
-    auto d = fixtures::buffer_sweep();
-    for (auto& m : d.measurements) m.metrics.erase("rwnd_limited");
-    auto rwnd = containing(explain(d), "receive-window limited");
-    REQUIRE(rwnd.size() == 2);
-    CHECK_THAT(rwnd[1], Contains("92% of the time"));
-}
-
 TEST_CASE("report names tcp_rmem and never rmem_max for a probe that asked for no buffer", "[report]") {
     auto d = fixtures::buffer_sweep();
     for (auto& m : d.measurements) m.notes = {probes::kRcvbufAutotuned, probes::kSndbufAutotuned};
