@@ -21,7 +21,7 @@
 #include "core/signals.h"
 #include "vm/fetch.h"
 #include "vm/kernel.h"
-#include "vm/sys.h"
+#include "vm/files.h"
 #include "vm/vm.h"
 
 namespace wanlab::cli {

@@ -12,7 +12,7 @@
 #include "core/text.h"
 #include "probes/output_match.h"
 #include "probes/probe.h"
-#include "probes/sys.h"
+#include "probes/sockets.h"
 
 namespace wanlab::probes {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "probes/stats.h"
-#include "probes/sys.h"
+#include "probes/sockets.h"
 #include "probes/udp.h"
 
 namespace wanlab::probes {

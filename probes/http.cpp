@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "probes/sys.h"
+#include "probes/sockets.h"
 
 namespace wanlab::probes {
 namespace http {

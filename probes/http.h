@@ -20,7 +20,7 @@
 
 #include "probes/probe.h"
 #include "probes/stats.h"
-#include "probes/sys.h"
+#include "probes/sockets.h"
 
 namespace wanlab::probes::http {
 

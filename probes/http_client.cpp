@@ -275,7 +275,7 @@ private:
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
         if (k < 0) return fail(c, Failure::socket, std::strerror(errno), now);
         if (k == 0) return on_eof(c, now);
-        // Not sticky: the kernel may leave quick-ack mode after any segment (see sys.cpp).
+        // Not sticky: the kernel may leave quick-ack mode after any segment (see sockets.cpp).
         if (o_.quickack) set_int(c.fd.get(), IPPROTO_TCP, TCP_QUICKACK, 1, "TCP_QUICKACK");
         if (c.state != Conn::State::busy) return fail(c, Failure::socket, "bytes nobody asked for", now);
         auto n = static_cast<std::size_t>(k);

@@ -87,7 +87,7 @@ private:
         ssize_t k = ::recv(c.fd.get(), buffer_.data(), buffer_.size(), 0);
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
         if (k <= 0) return close(c);
-        // Not sticky: the kernel may leave quick-ack mode after any segment (see sys.cpp).
+        // Not sticky: the kernel may leave quick-ack mode after any segment (see sockets.cpp).
         if (s_.options.quickack) set_int(c.fd.get(), IPPROTO_TCP, TCP_QUICKACK, 1, "TCP_QUICKACK");
         c.owed += c.scanner.scan(std::string_view(buffer_.data(), static_cast<std::size_t>(k)));
         return write(c);

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "probes/probe.h"
 #include "probes/stats.h"
-#include "probes/sys.h"
+#include "probes/sockets.h"
 
 namespace wanlab::probes {
 namespace {

@@ -21,7 +21,7 @@
 #include "core/error.h"
 #include "core/units.h"
 #include "probes/probe.h"
-#include "probes/sys.h"
+#include "probes/sockets.h"
 #include "probes/tcp_info.h"
 
 namespace wanlab::probes {

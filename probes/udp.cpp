@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "probes/probe.h"
 #include "probes/stats.h"
-#include "probes/sys.h"
+#include "probes/sockets.h"
 #include "probes/udp.h"
 
 namespace wanlab::probes {

@@ -13,7 +13,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "probes/stats.h"
-#include "probes/sys.h"
+#include "probes/sockets.h"
 
 namespace wanlab::run {
 namespace {

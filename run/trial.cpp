@@ -13,7 +13,7 @@
 #include "probes/http.h"
 #include "probes/probe_spec.h"
 #include "probes/stats.h"
-#include "probes/sys.h"
+#include "probes/sockets.h"
 #include "run/check.h"
 #include "run/record.h"
 

@@ -19,7 +19,7 @@
 #include "core/placeholders.h"
 #include "core/proc.h"
 #include "core/sys.h"
-#include "probes/sys.h"
+#include "probes/sockets.h"
 
 namespace wanlab::services {
 namespace {

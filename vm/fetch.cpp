@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/text.h"
-#include "vm/sys.h"
+#include "vm/files.h"
 
 namespace wanlab::vm {
 

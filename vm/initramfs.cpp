@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "vm/cpio.h"
-#include "vm/sys.h"
+#include "vm/files.h"
 
 namespace wanlab::vm {
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "vm/sys.h"
+#include "vm/files.h"
 
 namespace wanlab::vm {
 

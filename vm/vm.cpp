@@ -20,7 +20,7 @@
 #include "core/process.h"
 #include "core/signals.h"
 #include "core/tools.h"
-#include "vm/sys.h"
+#include "vm/files.h"
 #include "vm/vmlinux.h"
 
 namespace wanlab::vm {

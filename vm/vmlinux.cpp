@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "vm/initramfs.h"
-#include "vm/sys.h"
+#include "vm/files.h"
 
 namespace wanlab::vm {
 

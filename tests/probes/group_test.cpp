@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "probes/group.h"
-#include "probes/sys.h"
+#include "probes/sockets.h"
 
 using namespace wanlab;
 using namespace std::chrono_literals;

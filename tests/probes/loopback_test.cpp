@@ -10,7 +10,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "probes/probe.h"
-#include "probes/sys.h"
+#include "probes/sockets.h"
 
 using namespace wanlab;
 using namespace wanlab::probes;

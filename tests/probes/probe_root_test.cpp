@@ -29,7 +29,7 @@
 #include "probes/external.h"
 #include "probes/http.h"
 #include "probes/probe.h"
-#include "probes/sys.h"
+#include "probes/sockets.h"
 
 using namespace wanlab;
 using namespace wanlab::probes;

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "vm/kernel.h"
-#include "vm/sys.h"
+#include "vm/files.h"
 #include "vm/vmlinux.h"
 
 using namespace wanlab::vm;

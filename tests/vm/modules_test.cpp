@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "vm/initramfs.h"
 #include "vm/modules.h"
-#include "vm/sys.h"
+#include "vm/files.h"
 
 using wanlab::vm::module_name;
 using wanlab::vm::ModuleIndex;

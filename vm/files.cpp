@@ -1,4 +1,4 @@
-#include "vm/sys.h"
+#include "vm/files.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "probes/sys.h"
+#include "probes/sockets.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
