@@ -115,12 +115,12 @@ results::RunData resumable(const RunArgs& a) {
                                      db.string()));
     auto data = results::Store(db, results::Store::Access::read_only).load_run(a.resume.empty() ? "latest" : a.resume);
     const auto& r = data.run;
-    if (r.status == "complete")
+    if (r.status == results::RunStatus::complete)
         throw InputError(
             fmt::format("--resume: run {} in {} is complete ({} trials done): nothing to resume; its "
                         "report: wanlab results show {} --out {}",
                         r.id, db.string(), r.planned_trials, r.id, text::shell_quote(a.out)));
-    if (r.status == "running" && !a.inner)
+    if (r.status == results::RunStatus::running && !a.inner)
         for (const auto& j : lab::find_journals(lab::kRunDir))
             if (j.run == r.id && j.live())
                 throw InputError(
@@ -184,13 +184,13 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
     auto outcome = run::run_experiment(exp, text, ro, store, progress, [&signals] { signals.check(); });
     watchdog.retire();
     auto& run = outcome.data.run;
-    if (run.status != "complete") {
+    if (run.status != results::RunStatus::complete) {
         auto again = run::resume_command(a.file, run.id, a.out);
         progress.line(fmt::format("run {} {}: {}; machine restored; {} measurement{} kept in {}; continue it with: {}",
                                   run.id, run.status, run.error, outcome.data.measurements.size(),
                                   outcome.data.measurements.size() == 1 ? "" : "s", store.path().string(), again));
         // Said where it outlives the terminal (SIGHUP: it went away): `wanlab results list`.
-        if (run.status == "interrupted") {
+        if (run.status == results::RunStatus::interrupted) {
             run.error += "; continue with: " + again;
             run::end_session(run);
             store.finish_run(run);
@@ -198,7 +198,7 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
     }
     if (a.inner) return outcome.exit_code;
     int status = report_and_gate(a, exp, outcome.data, outcome.exit_code);
-    if (run.status == "failed") throw Error(run.error, outcome.exit_code);
+    if (run.status == results::RunStatus::failed) throw Error(run.error, outcome.exit_code);
     return status;
 }
 
@@ -292,8 +292,8 @@ int run_in_vm(const RunArgs& a, const lab::Experiment& exp, const results::RunDa
         if (r.interrupted) return r.exit_status;
         throw Error(fmt::format("the run in the micro-VM ended (exit {}) before recording anything", r.exit_status));
     }
-    if (data.run.status == "running") {  // the VM was killed mid-run: keep what it committed
-        data.run.status = r.interrupted ? "interrupted" : "failed";
+    if (data.run.status == results::RunStatus::running) {  // the VM was killed mid-run: keep what it committed
+        data.run.status = r.interrupted ? results::RunStatus::interrupted : results::RunStatus::failed;
         data.run.error = r.interrupted ? "interrupted; the micro-VM was stopped"
                                        : fmt::format("the micro-VM ended mid-run (exit {})", r.exit_status);
         data.run.finished = run::utc_now();

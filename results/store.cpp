@@ -634,7 +634,7 @@ void Store::resume_run(const Run& run, const std::vector<Trial>& trials) {
     Statement drop(db_, path_, "DELETE FROM measurements WHERE run_id = ? AND trial = ?", action);
     Statement put(db_, path_, insert_sql("INSERT OR REPLACE", record::trials(), true), action);
     for (const auto& t : trials) {
-        if (t.status == "done") continue;
+        if (t.status == TrialStatus::done) continue;
         drop.reset();
         drop.bind(run.id, t.index).run();
         put.reset();

@@ -450,7 +450,8 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 }
 
 struct Ending {
-    std::string status, error;
+    results::RunStatus status;
+    std::string error;
     int exit_code;
 };
 
@@ -460,13 +461,13 @@ Ending ending_of(const std::exception_ptr& e) {
     try {
         std::rethrow_exception(e);
     } catch (const sys::Interrupted& x) {
-        return {"interrupted", x.what(), 130};
+        return {results::RunStatus::interrupted, x.what(), 130};
     } catch (const Error& x) {
-        return {"failed", x.what(), x.exit_code()};
+        return {results::RunStatus::failed, x.what(), x.exit_code()};
     } catch (const std::exception& x) {
-        return {"failed", x.what(), 1};
+        return {results::RunStatus::failed, x.what(), 1};
     } catch (...) {
-        return {"failed", "an unknown exception", 1};
+        return {results::RunStatus::failed, "an unknown exception", 1};
     }
 }
 
@@ -561,7 +562,7 @@ int recorded_run(results::Store& store, results::RunData& data,
     try {
         measure(current);
         restore();  // before the run counts as complete
-        data.run.status = "complete";
+        data.run.status = results::RunStatus::complete;
     } catch (...) {
         restore();
         auto end = ending_of(std::current_exception());
@@ -570,7 +571,7 @@ int recorded_run(results::Store& store, results::RunData& data,
         exit_code = end.exit_code;
     }
     if (current) {
-        current->status = data.run.status == "interrupted" ? "interrupted" : "failed";
+        current->status = data.run.status == results::RunStatus::interrupted ? results::TrialStatus::interrupted : results::TrialStatus::failed;
         current->error = data.run.error;
         store.put_trial(data.run.id, *current);
     }
@@ -589,17 +590,17 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
     if (options.resume) {  // the same run, its finished trials kept (run/resume.h checked the plan)
         const auto& before = *options.resume;
         data.run = before.run;
-        data.run.status = "running";
+        data.run.status = results::RunStatus::running;
         data.run.error.clear();
         data.run.finished.clear();
         data.run.sessions = sessions_of(before.run);
-        if (auto& last = data.run.sessions.back(); last.status == "running") {  // nobody recorded its end
-            last.status = "killed";
+        if (auto& last = data.run.sessions.back(); last.status == results::RunStatus::running) {  // nobody recorded its end
+            last.status = results::RunStatus::killed;
             last.error = "it ended without recording how (kill -9, a reboot, a crash)";
         }
         for (const auto& t : exp.trials) {
             const auto* was = before.trial(t.index);
-            if (was && was->id == t.id && was->status == "done") {
+            if (was && was->id == t.id && was->status == results::TrialStatus::done) {
                 data.trials.push_back(*was);
                 if (!data.trials.back().session) data.trials.back().session = 1;  // recorded before sessions
                 continue;
@@ -610,7 +611,7 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
         }
         for (const auto& m : before.measurements) {
             const auto* t = data.trial(m.trial);
-            if (t && t->status == "done") data.measurements.push_back(m);
+            if (t && t->status == results::TrialStatus::done) data.measurements.push_back(m);
         }
     } else {
         data.run.id = options.run_id.empty() ? lab::new_run_id() : options.run_id;
@@ -637,7 +638,7 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
     data.run.sessions.push_back(this_session);
     const std::size_t session_number = data.run.sessions.size();
     const std::size_t left = static_cast<std::size_t>(
-        std::count_if(data.trials.begin(), data.trials.end(), [](const auto& t) { return t.status != "done"; }));
+        std::count_if(data.trials.begin(), data.trials.end(), [](const auto& t) { return t.status != results::TrialStatus::done; }));
     progress.plan(1s * planned);
 
     sysctl::RealProcSys proc;
@@ -700,7 +701,7 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
             std::vector<std::string> failed;
             for (std::size_t i = 0; i < exp.trials.size(); ++i) {
                 const auto& t = exp.trials[i];
-                if (data.trials[i].status == "done") continue;  // measured by an earlier session
+                if (data.trials[i].status == results::TrialStatus::done) continue;  // measured by an earlier session
                 current = &data.trials[i];
                 current->session = session_number;
                 session->apply_trial(t);
@@ -715,12 +716,12 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
                     session->check_services();
                     session->stop_services();
                     move_folder(work, keep);
-                    current->status = "done";
+                    current->status = results::TrialStatus::done;
                 } catch (const services::ServiceFailure& e) {
                     // The trial's own program failed, not the lab: that trial fails, the run goes on.
                     session->stop_services();
                     move_folder(work, keep);
-                    current->status = "failed";
+                    current->status = results::TrialStatus::failed;
                     current->error = replace_all(e.what(), work.string(), keep.string());
                     failed.push_back(fmt::format("trial {} ({}): {}", t.index, t.id, current->error));
                     progress.line(fmt::format("{}: failed: {}", runner.trial_label(t), current->error));

@@ -26,7 +26,7 @@ namespace {
 
 void store_whole(Store& store, const RunData& d) {
     Run started = d.run;
-    started.status = "running";
+    started.status = RunStatus::running;
     started.finished.clear();
     store.begin_run(started);
     for (const auto& t : d.trials) store.put_trial(d.run.id, t);
@@ -112,17 +112,17 @@ TEST_CASE("an interrupted run keeps the measurements committed before it stopped
     store.add_measurement(d.run.id, d.measurements[0]);
 
     RunData partial = Store(dir.path / "results.db").load_run(d.run.id);
-    CHECK(partial.run.status == "running");
+    CHECK(partial.run.status == RunStatus::running);
     CHECK(partial.run.finished.empty());
     CHECK(partial.measurements.size() == 1);
 
     Run stopped = d.run;
-    stopped.status = "interrupted";
+    stopped.status = RunStatus::interrupted;
     stopped.finished = "2026-11-30T04:12:30Z";
     stopped.error = "interrupted by SIGINT";
     store.finish_run(stopped);
     RunData after = store.load_run(d.run.id);
-    CHECK(after.run.status == "interrupted");
+    CHECK(after.run.status == RunStatus::interrupted);
     CHECK(after.run.finished == "2026-11-30T04:12:30Z");
     CHECK(after.run.error == "interrupted by SIGINT");
     REQUIRE(after.trials.size() == 1);
@@ -136,7 +136,7 @@ TEST_CASE("putting a trial again replaces it", "[results]") {
     Store store(dir.path / "results.db");
     store.begin_run(d.run);
     Trial planned = d.trials[0];
-    planned.status = "pending";
+    planned.status = TrialStatus::pending;
     planned.check = {};
     store.put_trial(d.run.id, planned);
     store.put_trial(d.run.id, d.trials[0]);
@@ -442,10 +442,10 @@ TEST_CASE(
     auto d = sample_run();
     d.run.shard = "2/4";
     d.trials[1].origin = "run r1 (shard 1/2) of /tmp/a, \"b\" on lab-1, kernel 6.1.0";
-    d.run.sessions = {
-        {"2026-11-30T04:12:09Z", "2026-11-30T04:12:30Z", "interrupted", "killed", "lab-1", "6.1.0", "host", ""},
-        {"2026-11-30T05:00:00Z", "2026-11-30T05:01:00Z", "complete", "", "lab-1", "6.1.0", "host",
-         "kernel 6.1.0-27 -> 6.1.0, forced"}};
+    d.run.sessions = {{"2026-11-30T04:12:09Z", "2026-11-30T04:12:30Z", RunStatus::interrupted, "killed", "lab-1",
+                       "6.1.0", "host", ""},
+                      {"2026-11-30T05:00:00Z", "2026-11-30T05:01:00Z", RunStatus::complete, "", "lab-1", "6.1.0",
+                       "host", "kernel 6.1.0-27 -> 6.1.0, forced"}};
     d.trials[0].session = 1;
     d.trials[1].session = 2;
     {
@@ -565,7 +565,8 @@ RunData every_column_set() {
     auto d = sample_run();
     d.run.error = "a trial failed";
     d.run.shard = "1/2";
-    d.run.sessions = {{"2026-11-30T04:12:09Z", "2026-11-30T04:13:00Z", "complete", "", "lab-1", "6.1.0", "host", ""}};
+    d.run.sessions = {
+        {"2026-11-30T04:12:09Z", "2026-11-30T04:13:00Z", RunStatus::complete, "", "lab-1", "6.1.0", "host", ""}};
     d.run.repeats = {true, 3, 9, 0.05};
     d.trials[0].link_loss = 0.01;
     d.trials[1].error = "iperf3 exited with status 1";
