@@ -174,7 +174,7 @@ int run(const ProbeArgs& o) {
     results::Trial trial;
     trial.index = 1;
     trial.variant = "this path";
-    trial.status = "done";
+    trial.status = results::TrialStatus::done;
     data.trials.push_back(trial);
     data.measurements.push_back(run::record_of(spec, result, 1, 1, ""));
     data.measurements.back().counters = counters.delta();

@@ -151,7 +151,7 @@ int merge(const MergeArgs& a) {
     store.begin_run(merged.run, merged.trials);
     for (const auto& m : merged.measurements) store.add_measurement(merged.run.id, m);
     std::size_t done = 0;
-    for (const auto& t : merged.trials) done += t.status == "done";
+    for (const auto& t : merged.trials) done += t.status == results::TrialStatus::done;
     std::fputs(text::terminal_safe(fmt::format("wanlab: merged {} runs into run {} in {}: {} of {} trials done\n",
                                                inputs.size(), merged.run.id, store.path().string(), done,
                                                merged.run.planned_trials))

@@ -78,7 +78,7 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
     auto outcome = run::measure_here(a.request, exp, text, before, on_trial);
     if (a.request.inner) return outcome.exit_code;
     int status = report_and_gate(a, exp, outcome.data, outcome.exit_code);
-    if (outcome.data.run.status == "failed") throw Error(outcome.data.run.error, outcome.exit_code);
+    if (outcome.data.run.status == results::RunStatus::failed) throw Error(outcome.data.run.error, outcome.exit_code);
     return status;
 }
 

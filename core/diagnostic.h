@@ -29,6 +29,8 @@ struct Location {
     std::uint32_t line = 0;
     std::uint32_t column = 0;
     std::uint32_t end_column = 0;  ///< exclusive; 0 or <= column means a single caret
+
+    bool operator==(const Location&) const = default;
 };
 
 enum class Severity { error, warning };

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "core/units.h"
 #include "netem/queue.h"
 
@@ -338,6 +339,93 @@ json slot_json(const std::optional<Slot>& slot) {
             {"bytes", s.bytes}};
 }
 
+// ---- the agent's JSON ---------------------------------------------------------------------
+
+// A value as the agent's JSON carries it: exactly, durations as integer nanoseconds.
+template <class T>
+json agent_value(const T& v) {
+    return v;
+}
+json agent_value(nanoseconds v) { return v.count(); }
+template <class T>
+void agent_value_of(const json& j, T& out) {
+    j.get_to(out);
+}
+void agent_value_of(const json& j, nanoseconds& out) { out = nanoseconds{j.get<std::int64_t>()}; }
+
+// A field of the netem qdisc that travels under "netem" by its row's key.
+template <auto Field>
+void send_netem(const Attribute& a, const Direction& d, json& j) {
+    j["netem"][a.key] = agent_value(d.netem.*Field);
+}
+template <auto Field>
+void receive_netem(const Attribute& a, const json& j, Direction& d) {
+    agent_value_of(j.at("netem").at(a.key), d.netem.*Field);
+}
+
+template <class E>
+E enum_of(const json& j, E last, const char* what) {
+    auto v = j.get<int>();
+    if (v < 0 || v > static_cast<int>(last)) throw Error(what);
+    return static_cast<E>(v);
+}
+
+void send_loss(const Attribute& a, const Direction& d, json& j) {
+    const Loss& l = d.netem.loss;
+    auto& o = j["netem"][a.key];
+    o["model"] = static_cast<int>(l.model);
+    o["probability"] = l.probability;
+    o["r"] = l.r;
+    o["one_minus_h"] = l.one_minus_h;
+    o["one_minus_k"] = l.one_minus_k;
+    o["p14"] = l.p14;
+}
+
+void receive_loss(const Attribute& a, const json& j, Direction& d) {
+    const auto& o = j.at("netem").at(a.key);
+    Loss& l = d.netem.loss;
+    l.model = enum_of(o.at("model"), Loss::Model::state, "an unknown loss model");
+    o.at("probability").get_to(l.probability);
+    o.at("r").get_to(l.r);
+    o.at("one_minus_h").get_to(l.one_minus_h);
+    o.at("one_minus_k").get_to(l.one_minus_k);
+    o.at("p14").get_to(l.p14);
+}
+
+json slot_agent_json(const std::optional<Slot>& s) {
+    if (!s) return nullptr;
+    return {{"min_delay", s->min_delay.count()},
+            {"max_delay", s->max_delay.count()},
+            {"distribution", s->distribution},
+            {"dist_delay", s->dist_delay.count()},
+            {"dist_jitter", s->dist_jitter.count()},
+            {"packets", s->packets},
+            {"bytes", s->bytes}};
+}
+
+std::optional<Slot> slot_of_agent_json(const json& j) {
+    if (j.is_null()) return std::nullopt;
+    Slot s;
+    agent_value_of(j.at("min_delay"), s.min_delay);
+    agent_value_of(j.at("max_delay"), s.max_delay);
+    j.at("distribution").get_to(s.distribution);
+    agent_value_of(j.at("dist_delay"), s.dist_delay);
+    agent_value_of(j.at("dist_jitter"), s.dist_jitter);
+    j.at("packets").get_to(s.packets);
+    j.at("bytes").get_to(s.bytes);
+    return s;
+}
+
+// An optional number: null when unset.
+template <class T>
+json optional_json(const std::optional<T>& v) {
+    return v ? json(*v) : json(nullptr);
+}
+template <class T>
+void optional_of(const json& j, std::optional<T>& out) {
+    if (!j.is_null()) out = j.get<T>();
+}
+
 // ---- rows ---------------------------------------------------------------------------------
 
 // A percentage of the netem qdisc (a probability or a correlation): parsed, compared at the
@@ -360,7 +448,9 @@ Attribute percent(const char* key, int tc_rank, decltype(Attribute::encode) enco
                 probability_field(out, a.key, x.*Field, k.*Field);
             },
             tc,
-            [](const Attribute& a, const Direction& d, json& j) { j[a.key] = d.netem.*Field; }};
+            [](const Attribute& a, const Direction& d, json& j) { j[a.key] = d.netem.*Field; },
+            send_netem<Field>,
+            receive_netem<Field>};
 }
 
 // A whole number of the netem qdisc in [Lo, Hi], compared exactly.
@@ -376,7 +466,9 @@ Attribute number(const char* key, decltype(Attribute::encode) encode, decltype(A
                 exact_field(out, a.key, x.*Field, k.*Field);
             },
             nullptr,
-            [](const Attribute& a, const Direction& d, json& j) { j[a.key] = d.netem.*Field; }};
+            [](const Attribute& a, const Direction& d, json& j) { j[a.key] = d.netem.*Field; },
+            send_netem<Field>,
+            receive_netem<Field>};
 }
 
 std::vector<Attribute> make_rows() {
@@ -395,7 +487,8 @@ std::vector<Attribute> make_rows() {
          [](const Attribute& a, const Netem& x, const Netem& k, std::vector<Mismatch>& out) {
              duration_field(out, a.key, x.delay, k.delay);
          },
-         tc_delay, [](const Attribute& a, const Direction& d, json& j) { j[a.key] = seconds(d.netem.delay); }});
+         tc_delay, [](const Attribute& a, const Direction& d, json& j) { j[a.key] = seconds(d.netem.delay); },
+         send_netem<&Netem::delay>, receive_netem<&Netem::delay>});
     rows.push_back(
         {"jitter", true, -1,
          [](const Attribute& a, Reader& r, Direction& d) { bounded_duration(r, a.key, kMaxJitter, d.netem.jitter, d); },
@@ -409,18 +502,27 @@ std::vector<Attribute> make_rows() {
          [](const Attribute& a, const Netem& x, const Netem& k, std::vector<Mismatch>& out) {
              duration_field(out, a.key, x.jitter, k.jitter);
          },
-         nullptr, [](const Attribute& a, const Direction& d, json& j) { j[a.key] = seconds(d.netem.jitter); }});
+         nullptr, [](const Attribute& a, const Direction& d, json& j) { j[a.key] = seconds(d.netem.jitter); },
+         send_netem<&Netem::jitter>, receive_netem<&Netem::jitter>});
     rows.push_back(percent<&Netem::delay_correlation>(
         "correlation", -1,
         [](const Netem& n, const Psched&, NetemWire& w) { w.corr.delay_corr = probability(n.delay_correlation); },
         [](const NetemWire& w, const Psched&, Netem& n) { n.delay_correlation = fraction(w.corr.delay_corr); }));
+    // The agent's JSON names it by its field, as agent protocol 1 did.
+    rows.back().send = [](const Attribute&, const Direction& d, json& j) {
+        j["netem"]["delay_correlation"] = d.netem.delay_correlation;
+    };
+    rows.back().receive = [](const Attribute&, const json& j, Direction& d) {
+        j.at("netem").at("delay_correlation").get_to(d.netem.delay_correlation);
+    };
     // The table itself is loaded and sent by encode.cpp; the kernel never dumps it.
     rows.push_back({"distribution", true, -1,
                     [](const Attribute&, Reader& r, Direction& d) { parse_distribution(r, d); }, nullptr, nullptr,
                     nullptr, nullptr,
                     [](const Attribute& a, const Direction& d, json& j) {
                         j[a.key] = d.netem.distribution.empty() ? "uniform" : d.netem.distribution;
-                    }});
+                    },
+                    send_netem<&Netem::distribution>, receive_netem<&Netem::distribution>});
     rows.push_back({"limit", true, 0, parse_limit,
                     [](const Netem& n, const Psched&, NetemWire& w) { w.qopt.limit = n.limit_packets; },
                     [](const NetemWire& w, const Psched&, Netem& n) {
@@ -434,6 +536,14 @@ std::vector<Attribute> make_rows() {
                     [](const Attribute& a, const Direction& d, json& j) {
                         j[a.key] = d.netem.limit_packets;
                         j["limit_auto"] = !d.netem.limit.has_value();
+                    },
+                    [](const Attribute& a, const Direction& d, json& j) {
+                        j["netem"][a.key] = optional_json(d.netem.limit);
+                        j["netem"]["limit_packets"] = d.netem.limit_packets;
+                    },
+                    [](const Attribute& a, const json& j, Direction& d) {
+                        optional_of(j.at("netem").at(a.key), d.netem.limit);
+                        j.at("netem").at("limit_packets").get_to(d.netem.limit_packets);
                     }});
     rows.push_back(
         {"loss", true, 2, parse_loss,
@@ -463,7 +573,8 @@ std::vector<Attribute> make_rows() {
              }
          },
          compare_loss, tc_loss,
-         [](const Attribute& a, const Direction& d, json& j) { j[a.key] = loss_json(d.netem.loss); }});
+         [](const Attribute& a, const Direction& d, json& j) { j[a.key] = loss_json(d.netem.loss); }, send_loss,
+         receive_loss});
     // Random loss's correlation (the models carry their own); printed by loss, in its JSON.
     rows.push_back({"loss_correlation", true, -1,
                     [](const Attribute& a, Reader& r, Direction& d) {
@@ -482,7 +593,13 @@ std::vector<Attribute> make_rows() {
                         if (x.loss.model == Loss::Model::random)
                             probability_field(out, a.key, x.loss.correlation, k.loss.correlation);
                     },
-                    nullptr, nullptr});
+                    nullptr, nullptr,
+                    [](const Attribute&, const Direction& d, json& j) {
+                        j["netem"]["loss"]["correlation"] = d.netem.loss.correlation;
+                    },
+                    [](const Attribute&, const json& j, Direction& d) {
+                        j.at("netem").at("loss").at("correlation").get_to(d.netem.loss.correlation);
+                    }});
     rows.push_back(percent<&Netem::duplicate>(
         "duplicate", 5,
         [](const Netem& n, const Psched&, NetemWire& w) { w.qopt.duplicate = probability(n.duplicate); },
@@ -531,7 +648,15 @@ std::vector<Attribute> make_rows() {
                         if (x.rate_bps / 8 != k.rate_bps / 8)
                             out.push_back({a.key, units::format_rate(x.rate_bps), units::format_rate(k.rate_bps)});
                     },
-                    tc_rate, [](const Attribute& a, const Direction& d, json& j) { j[a.key] = d.rate_bps; }});
+                    tc_rate, [](const Attribute& a, const Direction& d, json& j) { j[a.key] = d.rate_bps; },
+                    [](const Attribute&, const Direction& d, json& j) {
+                        j["rate_bps"] = d.rate_bps;
+                        j["netem"]["rate_bps"] = d.netem.rate_bps;
+                    },
+                    [](const Attribute&, const json& j, Direction& d) {
+                        j.at("rate_bps").get_to(d.rate_bps);
+                        j.at("netem").at("rate_bps").get_to(d.netem.rate_bps);
+                    }});
     rows.push_back(number<std::int32_t, &Netem::packet_overhead, kS32Min, kS32Max>(
         "packet_overhead",
         [](const Netem& n, const Psched&, NetemWire& w) { w.rate.packet_overhead = n.packet_overhead; },
@@ -544,7 +669,11 @@ std::vector<Attribute> make_rows() {
         [](const NetemWire& w, const Psched&, Netem& n) { n.cell_overhead = w.rate.cell_overhead; }));
     // The qdiscs below netem (encode.h builds them, readback.h checks them).
     rows.push_back({"shaper", true, -1, parse_shaper, nullptr, nullptr, nullptr, nullptr,
-                    [](const Attribute& a, const Direction& d, json& j) { j[a.key] = to_string(d.shaper); }});
+                    [](const Attribute& a, const Direction& d, json& j) { j[a.key] = to_string(d.shaper); },
+                    [](const Attribute& a, const Direction& d, json& j) { j[a.key] = static_cast<int>(d.shaper); },
+                    [](const Attribute& a, const json& j, Direction& d) {
+                        d.shaper = enum_of(j.at(a.key), Shaper::htb, "an unknown shaper or queue");
+                    }});
     // `qdisc` (a name or a table) and `qdisc_limit` are read together (netem/queue.h).
     rows.push_back({"qdisc", true, -1, [](const Attribute&, Reader& r, Direction& d) { parse_queue(r, d); }, nullptr,
                     nullptr, nullptr, nullptr,
@@ -553,9 +682,19 @@ std::vector<Attribute> make_rows() {
                         json params = json::object();
                         for (const auto& [k, v] : queue_param_list(d)) params[k] = v;
                         if (!params.empty()) j["qdisc_params"] = params;
+                    },
+                    [](const Attribute&, const Direction& d, json& j) {
+                        j["queue"] = static_cast<int>(d.queue);
+                        j["queue_params"] = d.queue_params;
+                    },
+                    [](const Attribute&, const json& j, Direction& d) {
+                        d.queue = enum_of(j.at("queue"), Queue::fq, "an unknown shaper or queue");
+                        j.at("queue_params").get_to(d.queue_params);
                     }});
     rows.push_back({"qdisc_limit", true, -1, [](const Attribute&, Reader&, Direction&) {}, nullptr, nullptr, nullptr,
-                    nullptr, [](const Attribute& a, const Direction& d, json& j) { j[a.key] = d.queue_limit; }});
+                    nullptr, [](const Attribute& a, const Direction& d, json& j) { j[a.key] = d.queue_limit; },
+                    [](const Attribute&, const Direction& d, json& j) { j["queue_limit"] = d.queue_limit; },
+                    [](const Attribute&, const json& j, Direction& d) { j.at("queue_limit").get_to(d.queue_limit); }});
     rows.push_back({"ecn", true, 3, parse_ecn,
                     [](const Netem& n, const Psched&, NetemWire& w) { w.ecn = n.ecn ? 1 : 0; },
                     [](const NetemWire& w, const Psched&, Netem& n) { n.ecn = w.ecn != 0; },
@@ -565,7 +704,8 @@ std::vector<Attribute> make_rows() {
                     [](const Netem& n, std::string& out) {
                         if (n.ecn) out += " ecn";
                     },
-                    [](const Attribute& a, const Direction& d, json& j) { j[a.key] = d.netem.ecn; }});
+                    [](const Attribute& a, const Direction& d, json& j) { j[a.key] = d.netem.ecn; },
+                    send_netem<&Netem::ecn>, receive_netem<&Netem::ecn>});
     rows.push_back({"slot", false, 8, parse_slot,
                     [](const Netem& n, const Psched&, NetemWire& w) {
                         tc_netem_slot slot{};
@@ -593,7 +733,13 @@ std::vector<Attribute> make_rows() {
                         n.slot = s;
                     },
                     compare_slot, tc_slot,
-                    [](const Attribute& a, const Direction& d, json& j) { j[a.key] = slot_json(d.netem.slot); }});
+                    [](const Attribute& a, const Direction& d, json& j) { j[a.key] = slot_json(d.netem.slot); },
+                    [](const Attribute& a, const Direction& d, json& j) {
+                        j["netem"][a.key] = slot_agent_json(d.netem.slot);
+                    },
+                    [](const Attribute& a, const json& j, Direction& d) {
+                        d.netem.slot = slot_of_agent_json(j.at("netem").at(a.key));
+                    }});
     // netem's PRNG seed. A kernel before 6.6 drops the attribute unread and dumps none: an
     // error where `seed` was written, silence where it came from [run] seed. A kernel that
     // has it dumps the seed it picked when none was sent: compared only when one was asked.
@@ -623,6 +769,14 @@ std::vector<Attribute> make_rows() {
                     },
                     [](const Attribute& a, const Direction& d, json& j) {
                         j[a.key] = d.netem.seed ? json(*d.netem.seed) : json(nullptr);
+                    },
+                    [](const Attribute& a, const Direction& d, json& j) {
+                        j["netem"][a.key] = optional_json(d.netem.seed);
+                        j["netem"]["seed_explicit"] = d.netem.seed_explicit;
+                    },
+                    [](const Attribute& a, const json& j, Direction& d) {
+                        optional_of(j.at("netem").at(a.key), d.netem.seed);
+                        j.at("netem").at("seed_explicit").get_to(d.netem.seed_explicit);
                     }});
     return rows;
 }
@@ -646,6 +800,18 @@ Netem from_wire(const NetemWire& w, const Psched& psched) {
     for (const auto& a : attributes())
         if (a.decode) a.decode(w, psched, n);
     return n;
+}
+
+json to_agent_json(const Direction& d) {
+    json j = json::object();
+    for (const auto& a : attributes()) a.send(a, d, j);
+    return j;
+}
+
+Direction from_agent_json(const json& j) {
+    Direction d;
+    for (const auto& a : attributes()) a.receive(a, j, d);
+    return d;
 }
 
 }  // namespace wanlab::netem

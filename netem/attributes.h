@@ -1,7 +1,8 @@
 // The per-direction [link] keys, one row each in one table. Every face of a key comes from its
 // row: how it is read from a [link] table, put into and read out of the kernel's netem
-// options, compared after read-back, printed as tc arguments and as plan JSON, and offered as
-// a `wanlab link` flag. Adding a netem attribute is one row here (and, if the kernel carries
+// options, compared after read-back, printed as tc arguments and as plan JSON, offered as a
+// `wanlab link` flag, and carried in the JSON a run across machines sends `wanlab agent`
+// (remote/protocol.h). Adding a netem attribute is one row here (and, if the kernel carries
 // it in a struct wanlab does not send yet, one field of NetemWire and its line in
 // encode.cpp's serializer and readback.cpp's parser).
 //
@@ -80,6 +81,12 @@ struct Attribute {
     void (*tc)(const Netem& n, std::string& out);
     /// Sets the key (and any companion key) in a direction's plan JSON, in base units.
     void (*json)(const Attribute& self, const Direction& d, nlohmann::json& j);
+    /// Writes the value, exactly (durations in ns), into a direction's JSON for `wanlab agent`
+    /// (remote/protocol.h): netem's fields under "netem", the shaper's and queue's beside it.
+    void (*send)(const Attribute& self, const Direction& d, nlohmann::json& j);
+    /// Reads it back out of that JSON; throws nlohmann::json::exception, or wanlab::Error for
+    /// a value no row takes.
+    void (*receive)(const Attribute& self, const nlohmann::json& j, Direction& d);
 };
 
 /// Every per-direction [link] key, in parse order.
@@ -89,5 +96,12 @@ std::span<const Attribute> attributes();
 NetemWire to_wire(const Netem& n, const Psched& psched);
 /// The Netem a dump holds (every row's decode face).
 Netem from_wire(const NetemWire& w, const Psched& psched);
+
+/// A direction as it travels to `wanlab agent` (every row's send face), without `at`, the
+/// controller's source locations. Agent protocol 1's layout.
+nlohmann::json to_agent_json(const Direction& d);
+/// The direction such JSON holds (every row's receive face); throws nlohmann::json::exception,
+/// or wanlab::Error for an unknown loss model, shaper or queue.
+Direction from_agent_json(const nlohmann::json& j);
 
 }  // namespace wanlab::netem

@@ -30,6 +30,8 @@ struct Loss {
     double one_minus_h = 0;  ///< gemodel: 1-h (loss probability in bad state); state: p32
     double one_minus_k = 0;  ///< gemodel: 1-k (loss probability in good state); state: p23
     double p14 = 0;          ///< state only
+
+    bool operator==(const Loss&) const = default;
 };
 
 /// tc's `slot`: packets leave in bursts ("slots"), as on Wi-Fi or DOCSIS.
@@ -41,6 +43,8 @@ struct Slot {
     std::chrono::nanoseconds dist_jitter{0};
     std::uint32_t packets = 0;  ///< 0 = unlimited
     std::uint32_t bytes = 0;    ///< 0 = unlimited
+
+    bool operator==(const Slot&) const = default;
 };
 
 /// The netem qdisc of one direction.
@@ -69,6 +73,8 @@ struct Netem {
     /// same file draws the same losses and delays. nullopt: the kernel picks one.
     std::optional<std::uint64_t> seed;
     bool seed_explicit = false;  ///< written as `seed`: a kernel that ignores it is an error
+
+    bool operator==(const Netem&) const = default;
 };
 
 enum class Shaper { netem, tbf, htb };
@@ -89,6 +95,7 @@ struct Direction {
     std::map<std::string, Location> at;
 
     bool impaired() const;  ///< anything other than a pass-through
+    bool operator==(const Direction&) const = default;
 };
 
 /// cake sizes its queue in bytes of memory: a packet limit becomes this many bytes a packet.

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/version.h"
+#include "netem/attributes.h"
 #include "remote/agent.h"
 
 namespace wanlab::remote {
@@ -31,117 +32,13 @@ ReadyCheck::Kind kind_of(const std::string& s) {
     return ReadyCheck::Kind::none;
 }
 
-std::int64_t ns(std::chrono::nanoseconds d) { return d.count(); }
-std::chrono::nanoseconds ns_of(const json& j, const char* key) {
-    return std::chrono::nanoseconds(j.at(key).get<std::int64_t>());
-}
-
 }  // namespace
 
-json direction_json(const netem::Direction& d) {
-    const auto& n = d.netem;
-    json loss = {{"model", static_cast<int>(n.loss.model)},
-                 {"probability", n.loss.probability},
-                 {"correlation", n.loss.correlation},
-                 {"r", n.loss.r},
-                 {"one_minus_h", n.loss.one_minus_h},
-                 {"one_minus_k", n.loss.one_minus_k},
-                 {"p14", n.loss.p14}};
-    json slot = nullptr;
-    if (n.slot)
-        slot = {{"min_delay", ns(n.slot->min_delay)},
-                {"max_delay", ns(n.slot->max_delay)},
-                {"distribution", n.slot->distribution},
-                {"dist_delay", ns(n.slot->dist_delay)},
-                {"dist_jitter", ns(n.slot->dist_jitter)},
-                {"packets", n.slot->packets},
-                {"bytes", n.slot->bytes}};
-    json netem = {{"delay", ns(n.delay)},
-                  {"jitter", ns(n.jitter)},
-                  {"delay_correlation", n.delay_correlation},
-                  {"distribution", n.distribution},
-                  {"loss", loss},
-                  {"duplicate", n.duplicate},
-                  {"duplicate_correlation", n.duplicate_correlation},
-                  {"reorder", n.reorder},
-                  {"reorder_correlation", n.reorder_correlation},
-                  {"gap", n.gap},
-                  {"corrupt", n.corrupt},
-                  {"corrupt_correlation", n.corrupt_correlation},
-                  {"rate_bps", n.rate_bps},
-                  {"packet_overhead", n.packet_overhead},
-                  {"cell_size", n.cell_size},
-                  {"cell_overhead", n.cell_overhead},
-                  {"slot", slot},
-                  {"ecn", n.ecn},
-                  {"limit", n.limit ? json(*n.limit) : json(nullptr)},
-                  {"limit_packets", n.limit_packets},
-                  {"seed", n.seed ? json(*n.seed) : json(nullptr)},
-                  {"seed_explicit", n.seed_explicit}};
-    return {{"netem", netem},
-            {"shaper", static_cast<int>(d.shaper)},
-            {"rate_bps", d.rate_bps},
-            {"queue", static_cast<int>(d.queue)},
-            {"queue_limit", d.queue_limit},
-            {"queue_params", d.queue_params}};
-}
+json direction_json(const netem::Direction& d) { return netem::to_agent_json(d); }
 
 netem::Direction direction_of(const json& j) {
     try {
-        netem::Direction d;
-        const auto& n = j.at("netem");
-        auto& o = d.netem;
-        o.delay = ns_of(n, "delay");
-        o.jitter = ns_of(n, "jitter");
-        n.at("delay_correlation").get_to(o.delay_correlation);
-        n.at("distribution").get_to(o.distribution);
-        const auto& l = n.at("loss");
-        auto model = l.at("model").get<int>();
-        if (model < 0 || model > static_cast<int>(netem::Loss::Model::state)) throw Error("an unknown loss model");
-        o.loss.model = static_cast<netem::Loss::Model>(model);
-        l.at("probability").get_to(o.loss.probability);
-        l.at("correlation").get_to(o.loss.correlation);
-        l.at("r").get_to(o.loss.r);
-        l.at("one_minus_h").get_to(o.loss.one_minus_h);
-        l.at("one_minus_k").get_to(o.loss.one_minus_k);
-        l.at("p14").get_to(o.loss.p14);
-        n.at("duplicate").get_to(o.duplicate);
-        n.at("duplicate_correlation").get_to(o.duplicate_correlation);
-        n.at("reorder").get_to(o.reorder);
-        n.at("reorder_correlation").get_to(o.reorder_correlation);
-        n.at("gap").get_to(o.gap);
-        n.at("corrupt").get_to(o.corrupt);
-        n.at("corrupt_correlation").get_to(o.corrupt_correlation);
-        n.at("rate_bps").get_to(o.rate_bps);
-        n.at("packet_overhead").get_to(o.packet_overhead);
-        n.at("cell_size").get_to(o.cell_size);
-        n.at("cell_overhead").get_to(o.cell_overhead);
-        if (const auto& s = n.at("slot"); !s.is_null()) {
-            netem::Slot slot;
-            slot.min_delay = ns_of(s, "min_delay");
-            slot.max_delay = ns_of(s, "max_delay");
-            s.at("distribution").get_to(slot.distribution);
-            slot.dist_delay = ns_of(s, "dist_delay");
-            slot.dist_jitter = ns_of(s, "dist_jitter");
-            s.at("packets").get_to(slot.packets);
-            s.at("bytes").get_to(slot.bytes);
-            o.slot = slot;
-        }
-        n.at("ecn").get_to(o.ecn);
-        if (const auto& lim = n.at("limit"); !lim.is_null()) o.limit = lim.get<std::uint32_t>();
-        n.at("limit_packets").get_to(o.limit_packets);
-        if (const auto& s = n.at("seed"); !s.is_null()) o.seed = s.get<std::uint64_t>();
-        n.at("seed_explicit").get_to(o.seed_explicit);
-        auto shaper = j.at("shaper").get<int>(), queue = j.at("queue").get<int>();
-        if (shaper < 0 || shaper > static_cast<int>(netem::Shaper::htb) || queue < 0 ||
-            queue > static_cast<int>(netem::Queue::fq))
-            throw Error("an unknown shaper or queue");
-        d.shaper = static_cast<netem::Shaper>(shaper);
-        d.queue = static_cast<netem::Queue>(queue);
-        j.at("rate_bps").get_to(d.rate_bps);
-        j.at("queue_limit").get_to(d.queue_limit);
-        j.at("queue_params").get_to(d.queue_params);
-        return d;
+        return netem::from_agent_json(j);
     } catch (const json::exception& e) {
         throw Error(fmt::format("link conditions as the controller sent them: {}", e.what()));
     }

@@ -24,7 +24,8 @@ nlohmann::json hello(const std::string& hostname, const std::string& kernel, con
 std::string hello_problem(const nlohmann::json& hello, const std::string& host, const std::string& wanlab);
 
 /// A direction's link conditions, every field exactly (durations in ns); without the keys'
-/// source locations, which are the controller's.
+/// source locations, which are the controller's. Each [link] key's row in netem's attribute
+/// table writes and reads its own fields (netem::to_agent_json), so a new row needs no edit here.
 nlohmann::json direction_json(const netem::Direction& d);
 /// Throws wanlab::Error for a malformed one.
 netem::Direction direction_of(const nlohmann::json& j);

@@ -35,7 +35,8 @@ std::string missing(const Cell& c, const std::string& variant, const std::string
     if (!c.trial)
         return point.empty() ? fmt::format("variant {} has no trial in this run", variant)
                              : fmt::format("variant {} has no trial at {}", variant, point);
-    if (c.trial->status != "done") return fmt::format("trial {} is {}", c.trial->index, c.trial->status);
+    if (c.trial->status != results::TrialStatus::done)
+        return fmt::format("trial {} is {}", c.trial->index, c.trial->status);
     return fmt::format("no repeat of trial {} reported it", c.trial->index);
 }
 

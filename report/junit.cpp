@@ -21,7 +21,7 @@ std::string property(const char* name, const std::string& value) {
 
 std::string junit_xml(const results::RunData& data, const std::vector<AssertOutcome>& outcomes) {
     const auto& run = data.run;
-    bool partial = run.status == "interrupted" || run.status == "failed";
+    bool partial = run.status == results::RunStatus::interrupted || run.status == results::RunStatus::failed;
     std::size_t failures = 0;
     for (const auto& o : outcomes) failures += o.passed ? 0 : 1;
     std::size_t tests = outcomes.size() + (partial ? 1 : 0), errors = partial ? 1 : 0;
@@ -36,7 +36,7 @@ std::string junit_xml(const results::RunData& data, const std::vector<AssertOutc
     if (!run.env.hostname.empty()) out += fmt::format(" hostname=\"{}\"", xml(run.env.hostname));
     out += ">\n    <properties>\n";
     out += property("run", run.id);
-    out += property("status", run.status);
+    out += property("status", to_string(run.status));
     out += property("file", run.file);
     out += property("baseline", detail::baseline_of(data));
     out += property("kernel", run.env.kernel);
@@ -47,7 +47,8 @@ std::string junit_xml(const results::RunData& data, const std::vector<AssertOutc
         std::string why = fmt::format("run {} is {}: partial results{}{}", run.id, run.status,
                                       run.error.empty() ? "" : ": ", run.error);
         out += fmt::format("    <testcase classname=\"{}\" name=\"run complete\">\n", xml(suite));
-        out += fmt::format("      <error message=\"{}\" type=\"{}\">{}</error>\n", xml(why), xml(run.status), xml(why));
+        out += fmt::format("      <error message=\"{}\" type=\"{}\">{}</error>\n", xml(why), xml(to_string(run.status)),
+                           xml(why));
         out += "    </testcase>\n";
     }
     for (const auto& o : outcomes) {

@@ -230,15 +230,16 @@ std::string capture_line(const Model& m, const results::Trial& t, const results:
 
 std::string status_text(const results::Run& run) {
     std::string why = run.error.empty() ? "" : ": " + run.error;
-    if (run.status == "interrupted") return "interrupted: partial results" + why;
-    if (run.status == "failed") return "failed: partial results" + why;
-    if (run.status == "running") return "running: partial results";
-    return run.status + why;
+    if (run.status == results::RunStatus::interrupted) return "interrupted: partial results" + why;
+    if (run.status == results::RunStatus::failed) return "failed: partial results" + why;
+    if (run.status == results::RunStatus::running) return "running: partial results";
+    return to_string(run.status) + why;
 }
 
 std::size_t trials_done(const results::RunData& data) {
-    return static_cast<std::size_t>(std::count_if(data.trials.begin(), data.trials.end(),
-                                                  [](const results::Trial& t) { return t.status == "done"; }));
+    return static_cast<std::size_t>(std::count_if(data.trials.begin(), data.trials.end(), [](const results::Trial& t) {
+        return t.status == results::TrialStatus::done;
+    }));
 }
 
 std::size_t trials_planned(const results::RunData& data) {
@@ -286,7 +287,7 @@ std::vector<std::string> trial_warnings(const results::RunData& data) {
         if (detail::emulation_failed(&t))
             out.push_back(fmt::format("! {}: emulation did not hold{}{}", trial_name(t),
                                       t.check.note.empty() ? "" : ": ", t.check.note));
-        if (t.status == "failed" || t.status == "interrupted")
+        if (t.status == results::TrialStatus::failed || t.status == results::TrialStatus::interrupted)
             out.push_back(fmt::format("x {}: {}{}{}", trial_name(t), t.status, t.error.empty() ? "" : ": ", t.error));
         for (auto& line : refused_measurements(data, t)) out.push_back(std::move(line));
     }

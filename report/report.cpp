@@ -131,7 +131,8 @@ std::string render_json(const Model& m) {
     const auto& run = data.run;
     json trials_flagged = json::array();
     for (const auto& t : data.trials)
-        if (detail::emulation_failed(&t) || t.status == "failed" || t.status == "interrupted")
+        if (detail::emulation_failed(&t) || t.status == results::TrialStatus::failed ||
+            t.status == results::TrialStatus::interrupted)
             trials_flagged.push_back({{"trial", t.index},
                                       {"id", t.id},
                                       {"variant", t.variant},
@@ -145,7 +146,7 @@ std::string render_json(const Model& m) {
                 {"experiment", run.experiment},
                 {"file", run.file},
                 {"status", run.status},
-                {"partial", run.status != "complete"},
+                {"partial", run.status != results::RunStatus::complete},
                 {"error", run.error},
                 {"baseline", m.baseline},
                 {"started", run.started},

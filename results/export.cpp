@@ -9,16 +9,15 @@
 #include "core/error.h"
 #include "probes/probe.h"
 #include "probes/probe_spec.h"
+#include "results/records.h"
 
 namespace wanlab::results {
 namespace {
 
 using nlohmann::json;
 
-/// A number, or null for NaN ("not measured").
-json number(double v) { return std::isnan(v) ? json(nullptr) : json(v); }
-
-double number_from(const json& j) { return j.is_null() ? kNaN : j.get<double>(); }
+using record::number;
+using record::number_from;
 
 json numbers(const std::vector<double>& values) {
     json out = json::array();
@@ -32,82 +31,6 @@ std::vector<double> numbers_from(const json& j) {
     return out;
 }
 
-json run_json(const Run& run) {
-    return {{"id", run.id},
-            {"experiment", run.experiment},
-            {"file", run.file},
-            {"text", run.text},
-            {"sets", run.sets},
-            {"baseline", run.baseline},
-            {"started", run.started},
-            {"finished", run.finished},
-            {"status", run.status},
-            {"error", run.error},
-            {"planned_trials", run.planned_trials},
-            {"shard", run.shard},
-            {"sessions", run.sessions},
-            {"repeats", run.repeats},
-            {"env", run.env}};
-}
-
-Run run_from(const json& j) {
-    Run run;
-    j.at("id").get_to(run.id);
-    j.at("experiment").get_to(run.experiment);
-    j.at("file").get_to(run.file);
-    j.at("text").get_to(run.text);
-    j.at("sets").get_to(run.sets);
-    j.at("baseline").get_to(run.baseline);
-    j.at("started").get_to(run.started);
-    j.at("finished").get_to(run.finished);
-    j.at("status").get_to(run.status);
-    j.at("error").get_to(run.error);
-    j.at("planned_trials").get_to(run.planned_trials);
-    j.at("env").get_to(run.env);
-    if (auto it = j.find("shard"); it != j.end()) it->get_to(run.shard);  // older exports have none
-    if (auto it = j.find("sessions"); it != j.end()) it->get_to(run.sessions);
-    if (auto it = j.find("repeats"); it != j.end()) it->get_to(run.repeats);
-    return run;
-}
-
-json trial_json(const Trial& t) {
-    return {{"index", t.index},
-            {"id", t.id},
-            {"variant", t.variant},
-            {"sweep", t.sweep},
-            {"link_rtt", number(t.link_rtt)},
-            {"link_rate", number(t.link_rate)},
-            {"link_loss", number(t.link_loss)},
-            {"link_loss_down", number(t.link_loss_down)},
-            {"sysctls", t.sysctls},
-            {"check", t.check},
-            {"status", t.status},
-            {"error", t.error},
-            {"captures", t.captures},
-            {"origin", t.origin},
-            {"session", t.session}};
-}
-
-Trial trial_from(const json& j) {
-    Trial t;
-    j.at("index").get_to(t.index);
-    j.at("id").get_to(t.id);
-    j.at("variant").get_to(t.variant);
-    j.at("sweep").get_to(t.sweep);
-    t.link_rtt = number_from(j.at("link_rtt"));
-    t.link_rate = number_from(j.at("link_rate"));
-    t.link_loss = number_from(j.at("link_loss"));
-    if (auto it = j.find("link_loss_down"); it != j.end()) t.link_loss_down = number_from(*it);
-    j.at("sysctls").get_to(t.sysctls);
-    j.at("check").get_to(t.check);
-    j.at("status").get_to(t.status);
-    j.at("error").get_to(t.error);
-    if (auto it = j.find("captures"); it != j.end()) it->get_to(t.captures);  // older exports have none
-    if (auto it = j.find("origin"); it != j.end()) it->get_to(t.origin);
-    if (auto it = j.find("session"); it != j.end()) it->get_to(t.session);
-    return t;
-}
-
 json measurement_json(const Measurement& m) {
     json metrics = json::object();
     for (const auto& [name, value] : m.metrics) metrics[name] = number(value);
@@ -115,28 +38,17 @@ json measurement_json(const Measurement& m) {
     for (const auto& [name, values] : m.samples) samples[name] = numbers(values);
     json series = json::object();
     for (const auto& [name, s] : m.series) series[name] = {{"t", numbers(s.t)}, {"value", numbers(s.value)}};
-    return {{"trial", m.trial},
-            {"probe", m.probe},
-            {"series", series},
-            {"kind", m.kind},
-            {"tool", m.tool},
-            {"repeat", m.repeat},
-            {"started", m.started},
-            {"metrics", metrics},
-            {"samples", samples},
-            {"notes", m.notes},
-            {"connections", m.connections},
-            {"counters", m.counters}};
+    // Its columns, then its child tables.
+    json j = record::to_json(record::measurements(), m);
+    j["metrics"] = metrics;
+    j["samples"] = samples;
+    j["series"] = series;
+    return j;
 }
 
 Measurement measurement_from(const json& j) {
     Measurement m;
-    j.at("trial").get_to(m.trial);
-    j.at("probe").get_to(m.probe);
-    j.at("kind").get_to(m.kind);
-    j.at("tool").get_to(m.tool);
-    j.at("repeat").get_to(m.repeat);
-    j.at("started").get_to(m.started);
+    record::from_json(record::measurements(), j, m);
     for (const auto& [name, value] : j.at("metrics").items()) m.metrics[name] = number_from(value);
     for (const auto& [name, values] : j.at("samples").items()) m.samples[name] = numbers_from(values);
     if (auto it = j.find("series"); it != j.end())  // older exports have none
@@ -147,9 +59,6 @@ Measurement measurement_from(const json& j) {
             if (out.t.size() != out.value.size())
                 throw json::other_error::create(501, "series " + name + ": t and value differ in length", &s);
         }
-    j.at("notes").get_to(m.notes);
-    m.connections = j.at("connections");
-    if (auto it = j.find("counters"); it != j.end() && it->is_object()) m.counters = *it;  // older exports have none
     return m;
 }
 
@@ -332,18 +241,18 @@ void from_json(const json& j, EmulationCheck& c) {
 
 json to_json(const RunData& data) {
     json trials = json::array();
-    for (const auto& t : data.trials) trials.push_back(trial_json(t));
+    for (const auto& t : data.trials) trials.push_back(record::to_json(record::trials(), t));
     json measurements = json::array();
     for (const auto& m : data.measurements) measurements.push_back(measurement_json(m));
-    return {{"run", run_json(data.run)}, {"trials", trials}, {"measurements", measurements}};
+    return {{"run", record::to_json(record::runs(), data.run)}, {"trials", trials}, {"measurements", measurements}};
 }
 
 // A malformed document throws wanlab::Error with nlohmann's message (which names the key).
 RunData from_json(const json& j) {
     try {
         RunData data;
-        data.run = run_from(j.at("run"));
-        for (const auto& t : j.at("trials")) data.trials.push_back(trial_from(t));
+        record::from_json(record::runs(), j.at("run"), data.run);
+        for (const auto& t : j.at("trials")) record::from_json(record::trials(), t, data.trials.emplace_back());
         for (const auto& m : j.at("measurements")) data.measurements.push_back(measurement_from(m));
         return data;
     } catch (const json::exception& e) {

@@ -14,11 +14,14 @@ namespace {
 
 /// Which copy of a trial a merge keeps: a finished measurement over a failed one over one an
 /// interruption cut short. Two "done" copies are an overlap.
-int rank_of(const std::string& status) {
-    if (status == "done") return 3;
-    if (status == "failed") return 2;
-    if (status == "interrupted") return 1;
-    return 0;  // pending: never measured
+int rank_of(TrialStatus status) {
+    switch (status) {
+        case TrialStatus::done: return 3;
+        case TrialStatus::failed: return 2;
+        case TrialStatus::interrupted: return 1;
+        case TrialStatus::pending: break;  // never measured
+    }
+    return 0;
 }
 
 std::string differs(const Run& a, const Run& b) {
@@ -97,14 +100,14 @@ RunData merge_runs(const std::vector<MergeInput>& inputs, const MergeOptions& op
     out.run.id = options.run_id;
     out.run.shard.clear();
     out.run.error.clear();
-    out.run.status = "complete";
+    out.run.status = RunStatus::complete;
     out.run.finished.clear();
     out.run.sessions.clear();  // each trial's origin says where it was measured
     for (const auto& in : inputs) {
         const auto& r = in.data.run;
         if (!r.started.empty() && (out.run.started.empty() || r.started < out.run.started)) out.run.started = r.started;
         if (r.finished > out.run.finished) out.run.finished = r.finished;
-        if (r.status != "complete" && out.run.status == "complete") {
+        if (r.status != RunStatus::complete && out.run.status == RunStatus::complete) {
             out.run.status = r.status;
             out.run.error = fmt::format("run {} of {} ended {}{}", r.id, in.source, r.status,
                                         r.error.empty() ? "" : ": " + r.error);

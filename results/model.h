@@ -7,13 +7,18 @@
 // behaviour here beyond small helpers; thread-safe.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
@@ -22,6 +27,62 @@
 namespace wanlab::results {
 
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/// Where a run (and each of its sessions) stands: running, then complete, interrupted
+/// (Ctrl-C/SIGTERM: partial) or failed (an error: partial). A session a later `--resume`
+/// found still running (nobody recorded its end) is killed; a run never is.
+enum class RunStatus { running, complete, interrupted, failed, killed };
+/// Where a trial stands: pending (not measured yet), done, interrupted or failed.
+enum class TrialStatus { pending, done, interrupted, failed };
+
+/// Each status's word, as stored, exported and printed, in the enum's order: the one table
+/// to_string() and status_named() read.
+template <class Status>
+struct StatusWords;
+template <>
+struct StatusWords<RunStatus> {
+    static constexpr std::array<const char*, 5> words = {"running", "complete", "interrupted", "failed", "killed"};
+};
+template <>
+struct StatusWords<TrialStatus> {
+    static constexpr std::array<const char*, 4> words = {"pending", "done", "interrupted", "failed"};
+};
+
+template <class Status>
+concept AStatus = requires {
+    StatusWords<Status>::words;
+};
+
+template <AStatus Status>
+constexpr const char* to_string(Status s) {
+    return StatusWords<Status>::words[static_cast<std::size_t>(s)];
+}
+
+/// The status `word` names; nullopt for none.
+template <AStatus Status>
+constexpr std::optional<Status> status_named(std::string_view word) {
+    const auto& words = StatusWords<Status>::words;
+    for (std::size_t i = 0; i < words.size(); ++i)
+        if (word == words[i]) return static_cast<Status>(i);
+    return std::nullopt;
+}
+
+/// A status in JSON (the store's columns, the export) is its word; from_json throws
+/// nlohmann::json::exception for a word that names none.
+template <AStatus Status>
+void to_json(nlohmann::json& j, Status s) {
+    j = to_string(s);
+}
+template <AStatus Status>
+void to_json(nlohmann::ordered_json& j, Status s) {
+    j = to_string(s);
+}
+template <AStatus Status>
+void from_json(const nlohmann::json& j, Status& s) {
+    auto named = status_named<Status>(j.get<std::string>());
+    if (!named) throw nlohmann::json::other_error::create(501, "unknown status \"" + j.get<std::string>() + "\"", &j);
+    s = *named;
+}
 
 /// Where and on what the run measured, so two runs can be compared honestly.
 /// Another machine of a run across machines ([lab] mode = "hosts"), as its agent saw it.
@@ -49,7 +110,7 @@ struct Environment {
 /// One stretch of a run's measuring: the first `wanlab run`, then each `wanlab run --resume`.
 struct Session {
     std::string started, finished;   ///< ISO 8601 UTC; finished empty while it runs
-    std::string status = "running";  ///< as Run::status, for this session
+    RunStatus status = RunStatus::running;  ///< as Run::status, for this session
     std::string error;
     std::string hostname, kernel, where;  ///< as Environment's, when this session ran
     std::string note;                     ///< what --force let through ("kernel 6.1.0-27 -> 6.1.0-28")
@@ -72,8 +133,7 @@ struct Run {
     std::vector<std::string> sets;  ///< --set arguments, in order
     std::string baseline;           ///< variant every other one is compared with
     std::string started, finished;  ///< ISO 8601 UTC; finished empty while running
-    /// "running", "complete", "interrupted" (Ctrl-C/SIGTERM: partial), "failed" (error: partial).
-    std::string status = "running";
+    RunStatus status = RunStatus::running;
     std::string error;  ///< what went wrong, for interrupted or failed runs
     std::size_t planned_trials = 0;
     Environment env;
@@ -117,8 +177,7 @@ struct Trial {
     std::map<std::string, std::string> sysctls;
     EmulationCheck check;
     std::vector<Capture> captures;  ///< packet captures its probes asked for
-    /// "pending", "done", "interrupted", "failed".
-    std::string status = "pending";
+    TrialStatus status = TrialStatus::pending;
     std::string error;
     /// Where a merged run's trial was measured ("run 3f2a (shard 1/2) of wanlab-results-1 on
     /// host, kernel 6.1.0"); "" = in this run (results/merge.h).
@@ -174,3 +233,12 @@ struct RunData {
 };
 
 }  // namespace wanlab::results
+
+/// A status prints as its word: fmt::format("{}", run.status) == "complete".
+template <wanlab::results::AStatus Status>
+struct fmt::formatter<Status> : fmt::formatter<std::string_view> {
+    template <class Context>
+    auto format(Status s, Context& ctx) const {
+        return fmt::formatter<std::string_view>::format(wanlab::results::to_string(s), ctx);
+    }
+};

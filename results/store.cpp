@@ -1,10 +1,12 @@
 #include "results/store.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <utility>
 
 #include <fmt/format.h>
@@ -12,12 +14,14 @@
 
 #include "core/error.h"
 #include "core/version.h"
+#include "results/records.h"
 
 namespace wanlab::results {
 namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+using record::Storage;
 
 constexpr int kSchemaVersion = 6;
 constexpr int kBusyTimeoutMs = 5000;
@@ -30,62 +34,8 @@ constexpr std::size_t kCandidatesShown = 5;
 // them, and a read-only store of an older version reads as if they were empty. A later wanlab that changes this bumps
 // user_version, migrates, and sets meta.written_by to its own version, so an older wanlab
 // can say which one to use.
-constexpr const char* kSchema = R"sql(
-CREATE TABLE runs (
-    id TEXT PRIMARY KEY,
-    experiment TEXT NOT NULL,
-    file TEXT NOT NULL,
-    text TEXT NOT NULL,
-    sets TEXT NOT NULL,            -- JSON array of the --set arguments, in order
-    baseline TEXT NOT NULL,
-    started TEXT NOT NULL,         -- ISO 8601 UTC
-    finished TEXT NOT NULL,        -- '' while running
-    status TEXT NOT NULL,          -- running, complete, interrupted, failed
-    error TEXT NOT NULL,
-    planned_trials INTEGER NOT NULL,
-    env TEXT NOT NULL,             -- JSON: hostname kernel machine wanlab_version where sysctls_before
-    shard TEXT NOT NULL DEFAULT '', -- since version 4: K/N of a run of --shard K/N; empty: every trial
-    -- JSON array: started finished status error hostname kernel where note; since version 5
-    sessions TEXT NOT NULL DEFAULT '[]',
-    -- JSON: {} for a fixed count, else rule first max precision ([run] repeats = "auto"); since version 6
-    repeats TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE trials (
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    idx INTEGER NOT NULL,          -- 1-based position in the plan
-    id TEXT NOT NULL,
-    variant TEXT NOT NULL,
-    sweep TEXT NOT NULL,           -- JSON [[path, value], ...] in plan order
-    link_rtt REAL,                 -- seconds, both directions; NULL: none
-    link_rate REAL,                -- bit/s, slowest direction; NULL: none
-    link_loss REAL,                -- random loss fraction, client to server; NULL: another model
-    link_loss_down REAL,           -- the same, server to client; since version 3
-    sysctls TEXT NOT NULL,         -- JSON {"host:key": value}
-    emulation_check TEXT NOT NULL, -- JSON: checked, held, rtt_/rate_configured/measured, note
-    status TEXT NOT NULL,          -- pending, done, interrupted, failed
-    error TEXT NOT NULL,
-    -- JSON array: probe, host, dev, path, packets, bytes, dropped, stopped; since version 3
-    captures TEXT NOT NULL DEFAULT '[]',
-    origin TEXT NOT NULL DEFAULT '', -- since version 5: the run it was measured in (results merge); '' = this one
-    session INTEGER NOT NULL DEFAULT 0, -- since version 5: runs.sessions' 1-based index; 0 = not recorded
-    PRIMARY KEY (run_id, idx)
-);
-CREATE TABLE measurements (
-    id INTEGER PRIMARY KEY,
-    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    trial INTEGER NOT NULL,        -- trials.idx
-    probe TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    repeat INTEGER NOT NULL,       -- 1-based
-    started TEXT NOT NULL,
-    notes TEXT NOT NULL,           -- JSON array of text
-    -- JSON array, per connection as the probe reported it
-    connections TEXT NOT NULL,
-    -- JSON: kernel counter deltas per lab host and cpu_busiest; since version 2
-    counters TEXT NOT NULL DEFAULT '{}'
-);
-CREATE INDEX measurements_by_trial ON measurements(run_id, trial);
+// runs, trials and measurements come from their descriptions (records.h); the rest follows.
+constexpr const char* kChildTables = R"sql(CREATE INDEX measurements_by_trial ON measurements(run_id, trial);
 CREATE TABLE metrics (
     measurement_id INTEGER NOT NULL REFERENCES measurements(id) ON DELETE CASCADE,
     name TEXT NOT NULL,
@@ -117,18 +67,12 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 PRAGMA user_version = 6;
 )sql";
 
-constexpr const char* kRunColumns =
-    "id, experiment, file, text, sets, baseline, started, finished, status, error, planned_trials, env, shard, "
-    "sessions, repeats";
-
-// kRunColumns to select from a store of schema `version` (a read-only older one lacks some).
-std::string run_columns(int version) {
-    std::string c = kRunColumns;
-    if (version < 6) c.replace(c.rfind("repeats"), 7, "'{}'");
-    if (version < 5) c.replace(c.rfind("sessions"), 8, "'[]'");
-    if (version < 4) c.replace(c.rfind("shard"), 5, "''");
-    return c;
+/// Schema version 6, as a new store gets it.
+std::string schema() {
+    return "\n" + record::create_table(record::runs()) + record::create_table(record::trials()) +
+           record::create_table(record::measurements()) + kChildTables;
 }
+
 constexpr const char* kNewestFirst = " ORDER BY started DESC, rowid DESC";
 
 [[noreturn]] void fail(sqlite3* db, const fs::path& path, const std::string& action) {
@@ -189,18 +133,51 @@ public:
         return sqlite3_column_type(stmt_, col) == SQLITE_NULL ? kNaN : sqlite3_column_double(stmt_, col);
     }
     std::int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+    /// Column `col` as a record's column keeps it (NULL: null; JSON text: parsed).
+    json value(int col, Storage storage) const {
+        switch (storage) {
+            case Storage::text: return text(col);
+            case Storage::integer: return integer(col);
+            case Storage::real: return record::number(real(col));
+            case Storage::json: break;
+        }
+        return parsed(col);
+    }
+    /// Sets the record's columns from columns `first`, `first` + 1, ... of the row.
+    template <typename Record>
+    void read(int first, const record::Table<Record>& table, Record& r) const {
+        int col = first;
+        for (const auto& c : table.columns) {
+            try {
+                c.set(r, value(col, c.storage));
+            } catch (const json::exception& e) {
+                throw Error(fmt::format("results database {}: {}: column {}: {}", path_.string(), action_,
+                                        sqlite3_column_name(stmt_, col), e.what()));
+            }
+            ++col;
+        }
+    }
+    /// Binds the record's columns to parameters `first`, `first` + 1, ...
+    template <typename Record>
+    Statement& bind_record(int first, const record::Table<Record>& table, const Record& r) {
+        int i = first;
+        for (const auto& c : table.columns) bind_value(i++, c.storage, c.get(r));
+        return *this;
+    }
+    /// Binds the named columns of the record to parameters `first`, `first` + 1, ...
+    template <typename Record>
+    Statement& bind_columns(int first, const record::Table<Record>& table, std::span<const char* const> names,
+                            const Record& r) {
+        int i = first;
+        for (const char* name : names) {
+            const auto& c = record::column(table, name);
+            bind_value(i++, c.storage, c.get(r));
+        }
+        return *this;
+    }
     json parsed(int col) const {
         try {
             return json::parse(text(col));
-        } catch (const json::exception& e) {
-            throw Error(fmt::format("results database {}: {}: column {}: {}", path_.string(), action_,
-                                    sqlite3_column_name(stmt_, col), e.what()));
-        }
-    }
-    template <typename T>
-    T parsed_as(int col) const {
-        try {
-            return parsed(col).get<T>();
         } catch (const json::exception& e) {
             throw Error(fmt::format("results database {}: {}: column {}: {}", path_.string(), action_,
                                     sqlite3_column_name(stmt_, col), e.what()));
@@ -215,6 +192,14 @@ private:
         check(sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
     }
     void bind_one(int i, const json& v) { bind_one(i, dump(v)); }
+    void bind_value(int i, Storage storage, const json& v) {
+        switch (storage) {
+            case Storage::text: return bind_one(i, v.get_ref<const std::string&>());
+            case Storage::integer: return bind_one(i, v.get<std::int64_t>());
+            case Storage::real: return bind_one(i, record::number_from(v));
+            case Storage::json: return bind_one(i, v);
+        }
+    }
     void bind_one(int i, double v) {
         check(std::isnan(v) ? sqlite3_bind_null(stmt_, i) : sqlite3_bind_double(stmt_, i, v));
     }
@@ -281,7 +266,7 @@ std::string written_by(sqlite3* db) {
 }
 
 void create_schema(sqlite3* db, const fs::path& path) {
-    exec(db, path, kSchema, "creating the schema");
+    exec(db, path, schema().c_str(), "creating the schema");
     Statement(db, path, "INSERT INTO meta (key, value) VALUES ('written_by', ?)", "creating the schema")
         .bind(std::string(kVersion))
         .run();
@@ -398,57 +383,15 @@ void configure(sqlite3* db, const fs::path& path) {
     exec(db, path, "PRAGMA foreign_keys = ON", "enabling foreign keys");
 }
 
-/// A runs row as selected with kRunColumns.
-Run read_run(const Statement& s) {
-    Run r;
-    r.id = s.text(0);
-    r.experiment = s.text(1);
-    r.file = s.text(2);
-    r.text = s.text(3);
-    r.sets = s.parsed_as<std::vector<std::string>>(4);
-    r.baseline = s.text(5);
-    r.started = s.text(6);
-    r.finished = s.text(7);
-    r.status = s.text(8);
-    r.error = s.text(9);
-    r.planned_trials = static_cast<std::size_t>(s.integer(10));
-    r.env = s.parsed_as<Environment>(11);
-    r.shard = s.text(12);
-    r.sessions = s.parsed_as<std::vector<Session>>(13);
-    r.repeats = s.parsed_as<RepeatRule>(14);
-    return r;
-}
-
-Trial read_trial(const Statement& s) {
-    Trial t;
-    t.index = static_cast<std::size_t>(s.integer(0));
-    t.id = s.text(1);
-    t.variant = s.text(2);
-    t.sweep = s.parsed_as<std::vector<std::pair<std::string, std::string>>>(3);
-    t.link_rtt = s.real(4);
-    t.link_rate = s.real(5);
-    t.link_loss = s.real(6);
-    t.sysctls = s.parsed_as<std::map<std::string, std::string>>(7);
-    t.check = s.parsed_as<EmulationCheck>(8);
-    t.status = s.text(9);
-    t.error = s.text(10);
-    t.captures = s.parsed_as<std::vector<Capture>>(11);
-    t.link_loss_down = s.real(12);
-    t.origin = s.text(13);
-    t.session = static_cast<std::size_t>(s.integer(14));
-    return t;
-}
-
 std::vector<Trial> read_trials(sqlite3* db, const fs::path& path, const std::string& run_id) {
+    // A read-only store of an older schema version lacks the later columns.
     Statement s(db, path,
-                fmt::format("SELECT idx, id, variant, sweep, link_rtt, link_rate, link_loss, sysctls, emulation_check, "
-                            "status, error, {}, {} FROM trials WHERE run_id = ? ORDER BY idx",
-                            user_version(db, path) >= 3 ? "captures, link_loss_down" : "'[]', NULL",
-                            user_version(db, path) >= 5 ? "origin, session" : "'', 0"),
+                fmt::format("SELECT {} FROM trials WHERE run_id = ? ORDER BY idx",
+                            record::column_list(record::trials(), user_version(db, path))),
                 fmt::format("reading the trials of run `{}`", run_id));
     s.bind(run_id);
     std::vector<Trial> trials;
-    while (s.step()) trials.push_back(read_trial(s));
+    while (s.step()) s.read(0, record::trials(), trials.emplace_back());
     return trials;
 }
 
@@ -470,28 +413,12 @@ void read_series(Statement& s, std::int64_t measurement, Measurement& m) {
     while (s.step()) m.series[s.text(0)].add(s.real(1), s.real(2));
 }
 
-Measurement read_measurement(const Statement& s) {
-    Measurement m;
-    m.trial = static_cast<std::size_t>(s.integer(1));
-    m.probe = s.text(2);
-    m.kind = s.text(3);
-    m.tool = s.text(4);
-    m.repeat = static_cast<unsigned>(s.integer(5));
-    m.started = s.text(6);
-    m.notes = s.parsed_as<std::vector<std::string>>(7);
-    m.connections = s.parsed(8);
-    m.counters = s.parsed(9);
-    if (!m.counters.is_object()) m.counters = nlohmann::json::object();
-    return m;
-}
-
 std::vector<Measurement> read_measurements(sqlite3* db, const fs::path& path, const std::string& run_id) {
     const std::string action = fmt::format("reading the measurements of run `{}`", run_id);
     // A read-only store of schema version 1 has no counters column.
     Statement s(db, path,
-                fmt::format("SELECT id, trial, probe, kind, tool, repeat, started, notes, connections, {} FROM "
-                            "measurements WHERE run_id = ? ORDER BY id",
-                            user_version(db, path) >= 2 ? "counters" : "'{}'"),
+                fmt::format("SELECT id, {} FROM measurements WHERE run_id = ? ORDER BY id",
+                            record::column_list(record::measurements(), user_version(db, path))),
                 action);
     Statement metrics(db, path, "SELECT name, value FROM metrics WHERE measurement_id = ?", action);
     Statement samples(db, path, "SELECT name, value FROM samples WHERE measurement_id = ? ORDER BY name, seq", action);
@@ -503,7 +430,7 @@ std::vector<Measurement> read_measurements(sqlite3* db, const fs::path& path, co
     s.bind(run_id);
     std::vector<Measurement> out;
     while (s.step()) {
-        out.push_back(read_measurement(s));
+        s.read(1, record::measurements(), out.emplace_back());
         read_metrics(metrics, s.integer(0), out.back());
         read_samples(samples, s.integer(0), out.back());
         if (series) read_series(*series, s.integer(0), out.back());
@@ -583,15 +510,25 @@ std::string resolve_run(sqlite3* db, const fs::path& path, const std::string& id
                     id, path.string(), candidate_list(ids)));
 }
 
-constexpr const char* kPutTrial =
-    "INSERT OR REPLACE INTO trials (run_id, idx, id, variant, sweep, link_rtt, link_rate, link_loss, "
-    "sysctls, emulation_check, status, error, captures, link_loss_down, origin, session) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+/// "VERB INTO table ([run_id, ]<its columns>) VALUES (?, ...)"; run_id (a trial's or a
+/// measurement's run) is bound first.
+template <typename Record>
+std::string insert_sql(const char* verb, const record::Table<Record>& t, bool with_run_id) {
+    std::string marks = with_run_id ? "?" : "";
+    for (std::size_t i = 0; i < t.columns.size(); ++i) marks += marks.empty() ? "?" : ", ?";
+    return fmt::format("{} INTO {} ({}{}) VALUES ({})", verb, t.name, with_run_id ? "run_id, " : "",
+                       record::column_list(t), marks);
+}
+
+/// "UPDATE runs SET a = ?, b = ? WHERE id = ?".
+std::string update_run_sql(std::span<const char* const> names) {
+    std::string set;
+    for (const char* name : names) set += fmt::format("{}{} = ?", set.empty() ? "" : ", ", name);
+    return fmt::format("UPDATE runs SET {} WHERE id = ?", set);
+}
 
 Statement& bind_trial(Statement& s, const std::string& run_id, const Trial& t) {
-    return s.bind(run_id, t.index, t.id, t.variant, json(t.sweep), t.link_rtt, t.link_rate, t.link_loss,
-                  json(t.sysctls), json(t.check), t.status, t.error, json(t.captures), t.link_loss_down, t.origin,
-                  t.session);
+    return s.bind(run_id).bind_record(2, record::trials(), t);
 }
 
 }  // namespace
@@ -633,15 +570,11 @@ void Store::begin_run(const Run& run, const std::vector<Trial>& trials) {
     // The run and its planned trials in one transaction: one commit (a few fsyncs) instead of
     // one per trial, which cost seconds before the first trial of a 1,000-trial run.
     Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
-    Statement(db_, path_,
-              fmt::format("INSERT INTO runs ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", kRunColumns),
-              action)
-        .bind(run.id, run.experiment, run.file, run.text, json(run.sets), run.baseline, run.started, run.finished,
-              run.status, run.error, run.planned_trials, json(run.env), run.shard, json(run.sessions),
-              json(run.repeats))
+    Statement(db_, path_, insert_sql("INSERT", record::runs(), false), action)
+        .bind_record(1, record::runs(), run)
         .run();
     if (!trials.empty()) {
-        Statement s(db_, path_, kPutTrial, action);
+        Statement s(db_, path_, insert_sql("INSERT OR REPLACE", record::trials(), true), action);
         for (const auto& t : trials) {
             s.reset();
             bind_trial(s, run.id, t).run();
@@ -653,7 +586,7 @@ void Store::begin_run(const Run& run, const std::vector<Trial>& trials) {
 void Store::put_trial(const std::string& run_id, const Trial& t) {
     const std::string action = fmt::format("recording trial {} of run `{}`", t.index, run_id);
     Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
-    Statement s(db_, path_, kPutTrial, action);
+    Statement s(db_, path_, insert_sql("INSERT OR REPLACE", record::trials(), true), action);
     bind_trial(s, run_id, t).run();
     tx.commit();
 }
@@ -662,11 +595,9 @@ void Store::add_measurement(const std::string& run_id, const Measurement& m) {
     const std::string action =
         fmt::format("recording probe `{}` repeat {} of trial {} of run `{}`", m.probe, m.repeat, m.trial, run_id);
     Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
-    Statement(db_, path_,
-              "INSERT INTO measurements (run_id, trial, probe, kind, tool, repeat, started, notes, connections, "
-              "counters) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-              action)
-        .bind(run_id, m.trial, m.probe, m.kind, m.tool, m.repeat, m.started, json(m.notes), m.connections, m.counters)
+    Statement(db_, path_, insert_sql("INSERT", record::measurements(), true), action)
+        .bind(run_id)
+        .bind_record(2, record::measurements(), m)
         .run();
     const std::int64_t id = sqlite3_last_insert_rowid(db_);
     insert_metrics(db_, path_, id, m, action);
@@ -678,8 +609,10 @@ void Store::add_measurement(const std::string& run_id, const Measurement& m) {
 void Store::finish_run(const Run& run) {
     const std::string action = fmt::format("finishing run `{}`", run.id);
     Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
-    Statement(db_, path_, "UPDATE runs SET status = ?, finished = ?, error = ?, sessions = ? WHERE id = ?", action)
-        .bind(run.status, run.finished, run.error, json(run.sessions), run.id)
+    static constexpr const char* kFinished[] = {"status", "finished", "error", "sessions"};
+    Statement(db_, path_, update_run_sql(kFinished), action)
+        .bind_columns(1, record::runs(), kFinished, run)
+        .bind_columns(5, record::runs(), std::array{"id"}, run)
         .run();
     if (sqlite3_changes(db_) == 0)
         throw Error(fmt::format("results database {}: {}: no such run", path_.string(), action));
@@ -689,19 +622,19 @@ void Store::finish_run(const Run& run) {
 void Store::resume_run(const Run& run, const std::vector<Trial>& trials) {
     const std::string action = fmt::format("resuming run `{}`", run.id);
     Transaction tx(db_, path_, "BEGIN IMMEDIATE", action);
-    Statement(db_, path_,
-              "UPDATE runs SET status = ?, finished = ?, error = ?, sessions = ?, planned_trials = ? WHERE id = ?",
-              action)
-        .bind(run.status, run.finished, run.error, json(run.sessions), run.planned_trials, run.id)
+    static constexpr const char* kResumed[] = {"status", "finished", "error", "sessions", "planned_trials"};
+    Statement(db_, path_, update_run_sql(kResumed), action)
+        .bind_columns(1, record::runs(), kResumed, run)
+        .bind_columns(6, record::runs(), std::array{"id"}, run)
         .run();
     if (sqlite3_changes(db_) == 0)
         throw Error(fmt::format("results database {}: {}: no such run", path_.string(), action));
     // A trial measured again starts from nothing: what a cut-off session kept of it goes (its
     // metrics, samples and series with it, ON DELETE CASCADE).
     Statement drop(db_, path_, "DELETE FROM measurements WHERE run_id = ? AND trial = ?", action);
-    Statement put(db_, path_, kPutTrial, action);
+    Statement put(db_, path_, insert_sql("INSERT OR REPLACE", record::trials(), true), action);
     for (const auto& t : trials) {
-        if (t.status == "done") continue;
+        if (t.status == TrialStatus::done) continue;
         drop.reset();
         drop.bind(run.id, t.index).run();
         put.reset();
@@ -713,10 +646,12 @@ void Store::resume_run(const Run& run, const std::vector<Trial>& trials) {
 std::vector<Run> Store::list_runs() {
     start_read();
     Transaction tx(db_, path_, "BEGIN", "listing runs");
-    Statement s(db_, path_, fmt::format("SELECT {} FROM runs{}", run_columns(user_version(db_, path_)), kNewestFirst),
+    Statement s(db_, path_,
+                fmt::format("SELECT {} FROM runs{}", record::column_list(record::runs(), user_version(db_, path_)),
+                            kNewestFirst),
                 "listing runs");
     std::vector<Run> runs;
-    while (s.step()) runs.push_back(read_run(s));
+    while (s.step()) s.read(0, record::runs(), runs.emplace_back());
     tx.commit();
     return runs;
 }
@@ -725,12 +660,14 @@ RunData Store::load_run(const std::string& id) {
     start_read();
     const std::string action = fmt::format("reading run `{}`", id);
     Transaction tx(db_, path_, "BEGIN", action);
-    Statement s(db_, path_, fmt::format("SELECT {} FROM runs WHERE id = ?", run_columns(user_version(db_, path_))),
-                action);
+    Statement s(
+        db_, path_,
+        fmt::format("SELECT {} FROM runs WHERE id = ?", record::column_list(record::runs(), user_version(db_, path_))),
+        action);
     s.bind(resolve_run(db_, path_, id));
     if (!s.step()) fail(db_, path_, action);
     RunData data;
-    data.run = read_run(s);
+    s.read(0, record::runs(), data.run);
     data.trials = read_trials(db_, path_, data.run.id);
     data.measurements = read_measurements(db_, path_, data.run.id);
     tx.commit();

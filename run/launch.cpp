@@ -89,12 +89,12 @@ std::vector<std::string> inner_argv(const RunRequest& r, const fs::path& out, co
 /// that command too, where it outlives the terminal (SIGHUP: it went away).
 void report_unfinished(const RunRequest& r, Outcome& outcome, results::Store& store, Progress& progress) {
     auto& run = outcome.data.run;
-    if (run.status == "complete") return;
+    if (run.status == results::RunStatus::complete) return;
     auto again = resume_command(r.file, run.id, r.out);
     const auto kept = outcome.data.measurements.size();
     progress.line(fmt::format("run {} {}: {}; machine restored; {} measurement{} kept in {}; continue it with: {}",
                               run.id, run.status, run.error, kept, kept == 1 ? "" : "s", store.path().string(), again));
-    if (run.status == "interrupted") {
+    if (run.status == results::RunStatus::interrupted) {
         run.error += "; continue with: " + again;
         end_session(run);
         store.finish_run(run);
@@ -218,8 +218,8 @@ Outcome measure_in_vm(const RunRequest& r, const lab::Experiment& exp, const res
         }
         throw Error(fmt::format("the run in the micro-VM ended (exit {}) before recording anything", ran.exit_status));
     }
-    if (data.run.status == "running") {  // the VM was killed mid-run: keep what it committed
-        data.run.status = ran.interrupted ? "interrupted" : "failed";
+    if (data.run.status == results::RunStatus::running) {  // the VM was killed mid-run: keep what it committed
+        data.run.status = ran.interrupted ? results::RunStatus::interrupted : results::RunStatus::failed;
         data.run.error = ran.interrupted ? "interrupted; the micro-VM was stopped"
                                          : fmt::format("the micro-VM ended mid-run (exit {})", ran.exit_status);
         data.run.finished = utc_now();

@@ -124,12 +124,12 @@ results::RunData resumable(const std::string& out, const std::string& run, bool 
                                      db.string()));
     auto data = results::Store(db, results::Store::Access::read_only).load_run(run.empty() ? "latest" : run);
     const auto& r = data.run;
-    if (r.status == "complete")
+    if (r.status == results::RunStatus::complete)
         throw InputError(
             fmt::format("--resume: run {} in {} is complete ({} trials done): nothing to resume; its "
                         "report: wanlab results show {} --out {}",
                         r.id, db.string(), r.planned_trials, r.id, text::shell_quote(out)));
-    if (r.status == "running" && !inside_vm)
+    if (r.status == results::RunStatus::running && !inside_vm)
         for (const auto& j : lab::find_journals(lab::kRunDir))
             if (j.run == r.id && j.live())
                 throw InputError(
@@ -163,17 +163,17 @@ std::string admit_resume(const results::RunData& before, const lab::Experiment& 
 results::RunData resumed_record(const lab::Experiment& exp, const results::RunData& before) {
     results::RunData data;
     data.run = before.run;
-    data.run.status = "running";
+    data.run.status = results::RunStatus::running;
     data.run.error.clear();
     data.run.finished.clear();
     data.run.sessions = sessions_of(before.run);
-    if (auto& last = data.run.sessions.back(); last.status == "running") {  // nobody recorded its end
-        last.status = "killed";
+    if (auto& last = data.run.sessions.back(); last.status == results::RunStatus::running) {  // nobody recorded its end
+        last.status = results::RunStatus::killed;
         last.error = "it ended without recording how (kill -9, a reboot, a crash)";
     }
     for (const auto& t : exp.trials) {
         const auto* was = before.trial(t.index);
-        if (was && was->id == t.id && was->status == "done") {
+        if (was && was->id == t.id && was->status == results::TrialStatus::done) {
             data.trials.push_back(*was);
             if (!data.trials.back().session) data.trials.back().session = 1;  // recorded before sessions
             continue;
@@ -182,7 +182,7 @@ results::RunData resumed_record(const lab::Experiment& exp, const results::RunDa
     }
     for (const auto& m : before.measurements) {
         const auto* t = data.trial(m.trial);
-        if (t && t->status == "done") data.measurements.push_back(m);
+        if (t && t->status == results::TrialStatus::done) data.measurements.push_back(m);
     }
     return data;
 }

@@ -29,7 +29,8 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 }
 
 struct Ending {
-    std::string status, error;
+    results::RunStatus status;
+    std::string error;
     int exit_code;
 };
 
@@ -39,13 +40,13 @@ Ending ending_of(const std::exception_ptr& e) {
     try {
         std::rethrow_exception(e);
     } catch (const sys::Interrupted& x) {
-        return {"interrupted", x.what(), 130};
+        return {results::RunStatus::interrupted, x.what(), 130};
     } catch (const Error& x) {
-        return {"failed", x.what(), x.exit_code()};
+        return {results::RunStatus::failed, x.what(), x.exit_code()};
     } catch (const std::exception& x) {
-        return {"failed", x.what(), 1};
+        return {results::RunStatus::failed, x.what(), 1};
     } catch (...) {
-        return {"failed", "an unknown exception", 1};
+        return {results::RunStatus::failed, "an unknown exception", 1};
     }
 }
 
@@ -75,7 +76,7 @@ struct PlannedTime {
 PlannedTime planned_time(const lab::Experiment& exp, const results::RunData& data) {
     PlannedTime p;
     for (std::size_t i = 0; i < exp.trials.size(); ++i) {
-        if (data.trials[i].status == "done") continue;
+        if (data.trials[i].status == results::TrialStatus::done) continue;
         p.planned += planned_seconds(exp.trials[i], exp.run);
         p.repeating += repeat_seconds(exp.trials[i], exp.run);
     }
@@ -129,7 +130,7 @@ public:
         std::vector<std::string> failed;
         const std::size_t number = data_.run.sessions.size();
         for (std::size_t i = 0; i < exp_.trials.size(); ++i) {
-            if (data_.trials[i].status == "done") continue;  // measured by an earlier session
+            if (data_.trials[i].status == results::TrialStatus::done) continue;  // measured by an earlier session
             current = &data_.trials[i];
             current->session = number;
             const auto& t = exp_.trials[i];
@@ -159,13 +160,13 @@ private:
             session_.check_services();
             session_.stop_services();
             move_folder(work, keep);
-            rec.status = "done";
+            rec.status = results::TrialStatus::done;
             return "";
         } catch (const services::ServiceFailure& e) {
             // The trial's own program failed, not the lab: that trial fails, the run goes on.
             session_.stop_services();
             move_folder(work, keep);
-            rec.status = "failed";
+            rec.status = results::TrialStatus::failed;
             rec.error = replace_all(e.what(), work.string(), keep.string());
             progress_.line(fmt::format("{}: failed: {}", runner_.trial_label(t), rec.error));
             return rec.error;
@@ -224,7 +225,7 @@ int recorded_run(results::Store& store, results::RunData& data,
     try {
         measure(current);
         restore();  // before the run counts as complete
-        data.run.status = "complete";
+        data.run.status = results::RunStatus::complete;
     } catch (...) {
         restore();
         auto end = ending_of(std::current_exception());
@@ -233,7 +234,7 @@ int recorded_run(results::Store& store, results::RunData& data,
         exit_code = end.exit_code;
     }
     if (current) {
-        current->status = data.run.status == "interrupted" ? "interrupted" : "failed";
+        current->status = data.run.status == results::RunStatus::interrupted ? results::TrialStatus::interrupted : results::TrialStatus::failed;
         current->error = data.run.error;
         store.put_trial(data.run.id, *current);
     }
@@ -252,7 +253,7 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
     const auto time = planned_time(exp, data);
     data.run.sessions.push_back(this_session(now, options.resume_note));
     const std::size_t left = static_cast<std::size_t>(
-        std::count_if(data.trials.begin(), data.trials.end(), [](const auto& t) { return t.status != "done"; }));
+        std::count_if(data.trials.begin(), data.trials.end(), [](const auto& t) { return t.status != results::TrialStatus::done; }));
     progress.plan(1s * time.planned);
 
     // Throws before anything is recorded.

@@ -2,6 +2,7 @@
 // ssh's command line and its quoting, the hello's version check, a service on the wire, and
 // the sysctls each machine gets. The machines themselves: tests/remote/hosts_root_test.cpp.
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,6 +12,7 @@
 #include "core/version.h"
 #include "experiment/plan.h"
 #include "lab/ssh_guard.h"
+#include "netem/attributes.h"
 #include "netem/tc_command.h"
 #include "remote/flows.h"
 #include "remote/hosts.h"
@@ -222,6 +224,80 @@ TEST_CASE("link conditions and a connection cross the wire exactly", "[remote]")
     CHECK(g.peer == f.peer);
     CHECK(g.peer_port == 22);
     CHECK_THROWS_WITH(remote::flow_of(nlohmann::json{{"local", 1}}), Contains("a connection as the controller"));
+}
+
+namespace {
+
+// For each row of netem's attribute table, a [link] that sets its key (after any keys it
+// needs, which the loader's cross-field rules ask for): {row key, {needed keys, its line}}.
+// A row added without a sample here fails the test below, as does one the wire drops.
+const std::map<std::string, std::pair<std::string, std::string>> kRowSamples = {
+    {"delay", {"", "delay = \"300s\"\n"}},
+    {"jitter", {"delay = \"10ms\"\n", "jitter = \"2ms\"\n"}},
+    {"correlation", {"delay = \"10ms\"\njitter = \"2ms\"\n", "correlation = \"25%\"\n"}},
+    {"distribution", {"delay = \"10ms\"\njitter = \"2ms\"\n", "distribution = \"pareto\"\n"}},
+    {"limit", {"", "limit = 5000\n"}},
+    {"loss",
+     {"", "loss = { model = \"state\", p13 = \"1%\", p31 = \"90%\", p32 = \"5%\", p23 = \"8%\", p14 = \"0.1%\" }\n"}},
+    {"loss_correlation", {"loss = \"1%\"\n", "loss_correlation = \"10%\"\n"}},
+    {"duplicate", {"", "duplicate = \"2%\"\n"}},
+    {"duplicate_correlation", {"duplicate = \"2%\"\n", "duplicate_correlation = \"5%\"\n"}},
+    {"reorder", {"delay = \"10ms\"\n", "reorder = \"25%\"\n"}},
+    {"reorder_correlation", {"delay = \"10ms\"\nreorder = \"25%\"\n", "reorder_correlation = \"50%\"\n"}},
+    {"gap", {"delay = \"10ms\"\nreorder = \"25%\"\n", "gap = 5\n"}},
+    {"corrupt", {"", "corrupt = \"0.1%\"\n"}},
+    {"corrupt_correlation", {"corrupt = \"0.1%\"\n", "corrupt_correlation = \"3%\"\n"}},
+    {"rate", {"", "rate = \"5gbit\"\n"}},
+    {"packet_overhead", {"rate = \"5gbit\"\n", "packet_overhead = -4\n"}},
+    {"cell_size", {"rate = \"5gbit\"\n", "cell_size = 48\n"}},
+    {"cell_overhead", {"rate = \"5gbit\"\ncell_size = 48\n", "cell_overhead = 5\n"}},
+    {"shaper", {"rate = \"20mbit\"\n", "shaper = \"htb\"\n"}},
+    {"qdisc", {"rate = \"20mbit\"\nshaper = \"htb\"\n", "qdisc = { kind = \"pie\", target = \"20ms\", ecn = true }\n"}},
+    {"qdisc_limit", {"rate = \"20mbit\"\nshaper = \"htb\"\nqdisc = \"pfifo\"\n", "qdisc_limit = 50\n"}},
+    {"ecn", {"loss = \"1%\"\n", "ecn = true\n"}},
+    {"slot", {"", "slot = { min_delay = \"1ms\", max_delay = \"4ms\", packets = 32, bytes = 65536 }\n"}},
+    {"seed", {"", "seed = 42\n"}},
+};
+
+// What protocol 1 sent for the direction of the test below, as the hand-written encoder
+// before the attribute rows wrote it (issue 38 item 3).
+const std::string kWireGolden =
+    R"({"netem":{"cell_overhead":5,"cell_size":48,"corrupt":0.001,"corrupt_correlation":0.03,"delay":10000000,"delay_correlation":0.25,"distribution":"pareto","duplicate":0.02,"duplicate_correlation":0.05,"ecn":true,"gap":5,"jitter":2000000,"limit":5000,"limit_packets":5000,"loss":{"correlation":0.0,"model":2,"one_minus_h":0.8,"one_minus_k":0.005,"p14":0.0,"probability":0.01,"r":0.3},"packet_overhead":-4,"rate_bps":20000000,"reorder":0.25,"reorder_correlation":0.5,"seed":42,"seed_explicit":true,"slot":{"bytes":65536,"dist_delay":3000000,"dist_jitter":1000000,"distribution":"normal","max_delay":0,"min_delay":0,"packets":32}},"queue":0,"queue_limit":0,"queue_params":{},"rate_bps":20000000,"shaper":0})"
+    "\n"
+    R"({"netem":{"cell_overhead":0,"cell_size":0,"corrupt":0.0,"corrupt_correlation":0.0,"delay":0,"delay_correlation":0.0,"distribution":"","duplicate":0.0,"duplicate_correlation":0.0,"ecn":false,"gap":0,"jitter":0,"limit":null,"limit_packets":1000,"loss":{"correlation":0.0,"model":0,"one_minus_h":0.0,"one_minus_k":0.0,"p14":0.0,"probability":0.0,"r":0.0},"packet_overhead":0,"rate_bps":0,"reorder":0.0,"reorder_correlation":0.0,"seed":3586874952491180848,"seed_explicit":false,"slot":null},"queue":6,"queue_limit":50,"queue_params":{"ecn":1.0,"target":20000000.0},"rate_bps":20000000,"shaper":2})";
+
+// A direction as the wire carries it: everything but where its keys were written.
+netem::Direction without_locations(netem::Direction d) {
+    d.at.clear();
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("every netem attribute row crosses the wire to the agent", "[remote]") {
+    for (const auto& row : netem::attributes()) {
+        INFO("attribute row `" << row.key << "`");
+        auto sample = kRowSamples.find(row.key);
+        REQUIRE(sample != kRowSamples.end());
+        const auto& [needed, line] = sample->second;
+        auto d = without_locations(testing::up_of(needed + line));
+        CHECK_FALSE(d == without_locations(testing::up_of(needed)));  // the line sets something
+        auto back = remote::direction_of(nlohmann::json::parse(remote::direction_json(d).dump()));
+        CHECK(back == d);
+    }
+}
+
+TEST_CASE("a direction crosses the wire as agent protocol 1 spells it", "[remote]") {
+    auto d = testing::up_of(
+        "delay = \"10ms\"\njitter = \"2ms\"\ncorrelation = \"25%\"\ndistribution = \"pareto\"\nlimit = 5000\n"
+        "loss = { model = \"gemodel\", p = \"1%\", r = \"30%\", \"1-h\" = \"80%\", \"1-k\" = \"0.5%\" }\n"
+        "duplicate = \"2%\"\nduplicate_correlation = \"5%\"\nreorder = \"25%\"\nreorder_correlation = \"50%\"\n"
+        "gap = 5\ncorrupt = \"0.1%\"\ncorrupt_correlation = \"3%\"\nrate = \"20mbit\"\npacket_overhead = -4\n"
+        "cell_size = 48\ncell_overhead = 5\necn = true\nseed = 42\n"
+        "slot = { distribution = \"normal\", delay = \"3ms\", jitter = \"1ms\", packets = 32, bytes = 65536 }\n");
+    auto shaped = testing::up_of(
+        "rate = \"20mbit\"\nshaper = \"htb\"\nqdisc = { kind = \"pie\", target = \"20ms\", ecn = true, limit = 50 }\n");
+    CHECK(remote::direction_json(d).dump() + "\n" + remote::direction_json(shaped).dump() == kWireGolden);
 }
 
 TEST_CASE("the established connections of /proc/net/tcp and tcp6, with their inodes", "[remote][ssh]") {

@@ -102,7 +102,7 @@ TEST_CASE("report assert on a metric nobody measured fails as not measured", "[r
 
 TEST_CASE("report assert on an interrupted trial fails as not measured at that point only", "[report]") {
     auto d = fixtures::buffer_sweep();
-    d.trials[3].status = "interrupted";
+    d.trials[3].status = results::TrialStatus::interrupted;
     std::erase_if(d.measurements, [](const results::Measurement& m) { return m.trial == 4; });
     auto out = evaluate(d, {gain("large-buffers", 0.2)});
     REQUIRE(out.size() == 2);
@@ -139,7 +139,7 @@ TEST_CASE("report junit has one testcase per outcome and escapes what it quotes"
 
 TEST_CASE("report junit of an interrupted run carries an error, so CI does not pass on partial data", "[report]") {
     auto d = fixtures::buffer_sweep();
-    d.run.status = "interrupted";
+    d.run.status = results::RunStatus::interrupted;
     d.run.error = "SIGINT";
     auto out = evaluate(d, {gain("large-buffers", 0.2)});
     auto xml = junit_xml(d, out);

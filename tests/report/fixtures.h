@@ -19,7 +19,7 @@ inline results::Trial trial(std::size_t index, const std::string& id, const std:
     t.index = index;
     t.id = id;
     t.variant = variant;
-    t.status = "done";
+    t.status = results::TrialStatus::done;
     if (!rtt.empty()) t.sweep = {{"link.rtt", rtt}};
     t.link_rtt = rtt == "20ms" ? 0.020 : rtt == "40ms" ? 0.040 : results::kNaN;
     t.link_rate = 500e6;
@@ -87,7 +87,7 @@ inline results::RunData buffer_sweep() {
     d.run.experiment = "buffer-sweep";
     d.run.file = "examples/buffer-sweep.toml";
     d.run.baseline = "default-buffers";
-    d.run.status = "complete";
+    d.run.status = results::RunStatus::complete;
     d.run.started = "2026-11-30T04:12:09Z";
     d.run.finished = "2026-11-30T04:16:02Z";
     d.run.planned_trials = 4;

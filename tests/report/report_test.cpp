@@ -88,9 +88,9 @@ TEST_CASE("report table has the header, the flagged trial, before/after rows, pi
 
 TEST_CASE("report header says when results are partial", "[report]") {
     auto d = fixtures::buffer_sweep();
-    d.run.status = "interrupted";
+    d.run.status = results::RunStatus::interrupted;
     d.run.planned_trials = 6;
-    d.trials[3].status = "interrupted";
+    d.trials[3].status = results::TrialStatus::interrupted;
     d.trials[3].error = "SIGINT during repeat 2";
     auto text = render_as(d, Format::table);
     CHECK(has_line(text, "  status: interrupted: partial results"));

@@ -20,7 +20,7 @@ MergeInput shard(const std::string& id, const std::string& shard, std::vector<st
     in.source = "/results/" + id;
     in.data.run = sample_run_header(id, "2026-11-30T0" + std::to_string(trials.front()) + ":00:00Z");
     in.data.run.shard = shard;
-    in.data.run.status = "complete";
+    in.data.run.status = RunStatus::complete;
     in.data.run.finished = "2026-11-30T1" + std::to_string(trials.front()) + ":00:00Z";
     in.data.run.planned_trials = trials.size();
     in.data.run.env.hostname = host;
@@ -52,7 +52,7 @@ TEST_CASE("two shards merge into one run with every trial, its measurements and 
     CHECK(notes.empty());
     CHECK(m.run.id == "merged");
     CHECK(m.run.shard.empty());
-    CHECK(m.run.status == "complete");
+    CHECK(m.run.status == RunStatus::complete);
     CHECK(m.run.text == a.data.run.text);
     CHECK(m.run.sets == a.data.run.sets);
     CHECK(m.run.started == "2026-11-30T01:00:00Z");   // the first input to start
@@ -110,25 +110,25 @@ TEST_CASE("merge refuses a trial measured by two runs, and --force keeps the fir
 TEST_CASE("a finished trial replaces an interrupted copy, a pending one stays pending and the status tells",
           "[results][merge]") {
     auto a = shard("r1", "", {1, 2, 3});
-    a.data.run.status = "interrupted";
+    a.data.run.status = RunStatus::interrupted;
     a.data.run.error = "interrupted by SIGINT";
-    a.data.trials[1].status = "interrupted";
-    a.data.trials[2].status = "pending";  // never reached
+    a.data.trials[1].status = TrialStatus::interrupted;
+    a.data.trials[2].status = TrialStatus::pending;  // never reached
     a.data.measurements.resize(3);        // trial 1's two and trial 2's first
     auto b = shard("r2", "", {2});
     std::vector<std::string> notes;
     auto m = merge_runs({a, b}, {"m"}, &notes);
     REQUIRE(m.trials.size() == 3);
-    CHECK(m.trials[1].status == "done");
+    CHECK(m.trials[1].status == TrialStatus::done);
     CHECK_THAT(m.trials[1].origin, Catch::StartsWith("run r2 "));
-    CHECK(m.trials[2].status == "pending");
+    CHECK(m.trials[2].status == TrialStatus::pending);
     CHECK(m.trials[2].origin.empty());
     REQUIRE(notes.size() == 1);
     CHECK_THAT(notes[0], Catch::Contains("kept the done copy of run r2, not the interrupted one of run r1"));
     std::size_t of_trial_2 = 0;
     for (const auto& meas : m.measurements) of_trial_2 += meas.trial == 2;
     CHECK(of_trial_2 == 2);  // r2's two, not r1's cut-short one
-    CHECK(m.run.status == "interrupted");
+    CHECK(m.run.status == RunStatus::interrupted);
     CHECK(m.run.error == "run r1 of /results/r1 ended interrupted: interrupted by SIGINT");
 }
 

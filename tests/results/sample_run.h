@@ -68,7 +68,7 @@ inline Trial sample_trial(std::size_t index, const std::string& variant, const s
     t.check.rate_configured = 1e8;
     t.check.rate_measured = kNaN;
     t.check.note = "rate not measured";
-    t.status = "done";
+    t.status = results::TrialStatus::done;
     if (index == 1)
         t.captures = {{"bulk", "client", "wl-c", "r1/trial-1-t1/capture-bulk-client.pcap", 1200, 180024, 3,
                        "capture_packets = 1200 reached (17 packets not written)"}};
@@ -96,7 +96,7 @@ inline Measurement sample_measurement(std::size_t trial, unsigned repeat) {
 inline RunData sample_run() {
     RunData d;
     d.run = sample_run_header();
-    d.run.status = "complete";
+    d.run.status = results::RunStatus::complete;
     d.run.finished = "2026-11-30T04:13:00Z";
     d.trials = {sample_trial(1, "default", "20ms"), sample_trial(2, "big, \"buffers\"", "40ms")};
     d.measurements = {sample_measurement(1, 1), sample_measurement(1, 2), sample_measurement(2, 1)};

@@ -1,14 +1,17 @@
 // The results store on real SQLite files in a temporary directory.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <iterator>
 
 #include "core/error.h"
+#include "results/records.h"
 #include "results/store.h"
 #include "tests/results/sample_run.h"
 
@@ -23,7 +26,7 @@ namespace {
 
 void store_whole(Store& store, const RunData& d) {
     Run started = d.run;
-    started.status = "running";
+    started.status = RunStatus::running;
     started.finished.clear();
     store.begin_run(started);
     for (const auto& t : d.trials) store.put_trial(d.run.id, t);
@@ -109,17 +112,17 @@ TEST_CASE("an interrupted run keeps the measurements committed before it stopped
     store.add_measurement(d.run.id, d.measurements[0]);
 
     RunData partial = Store(dir.path / "results.db").load_run(d.run.id);
-    CHECK(partial.run.status == "running");
+    CHECK(partial.run.status == RunStatus::running);
     CHECK(partial.run.finished.empty());
     CHECK(partial.measurements.size() == 1);
 
     Run stopped = d.run;
-    stopped.status = "interrupted";
+    stopped.status = RunStatus::interrupted;
     stopped.finished = "2026-11-30T04:12:30Z";
     stopped.error = "interrupted by SIGINT";
     store.finish_run(stopped);
     RunData after = store.load_run(d.run.id);
-    CHECK(after.run.status == "interrupted");
+    CHECK(after.run.status == RunStatus::interrupted);
     CHECK(after.run.finished == "2026-11-30T04:12:30Z");
     CHECK(after.run.error == "interrupted by SIGINT");
     REQUIRE(after.trials.size() == 1);
@@ -133,7 +136,7 @@ TEST_CASE("putting a trial again replaces it", "[results]") {
     Store store(dir.path / "results.db");
     store.begin_run(d.run);
     Trial planned = d.trials[0];
-    planned.status = "pending";
+    planned.status = TrialStatus::pending;
     planned.check = {};
     store.put_trial(d.run.id, planned);
     store.put_trial(d.run.id, d.trials[0]);
@@ -439,10 +442,10 @@ TEST_CASE(
     auto d = sample_run();
     d.run.shard = "2/4";
     d.trials[1].origin = "run r1 (shard 1/2) of /tmp/a, \"b\" on lab-1, kernel 6.1.0";
-    d.run.sessions = {
-        {"2026-11-30T04:12:09Z", "2026-11-30T04:12:30Z", "interrupted", "killed", "lab-1", "6.1.0", "host", ""},
-        {"2026-11-30T05:00:00Z", "2026-11-30T05:01:00Z", "complete", "", "lab-1", "6.1.0", "host",
-         "kernel 6.1.0-27 -> 6.1.0, forced"}};
+    d.run.sessions = {{"2026-11-30T04:12:09Z", "2026-11-30T04:12:30Z", RunStatus::interrupted, "killed", "lab-1",
+                       "6.1.0", "host", ""},
+                      {"2026-11-30T05:00:00Z", "2026-11-30T05:01:00Z", RunStatus::complete, "", "lab-1", "6.1.0",
+                       "host", "kernel 6.1.0-27 -> 6.1.0, forced"}};
     d.trials[0].session = 1;
     d.trials[1].session = 2;
     {
@@ -487,4 +490,135 @@ TEST_CASE(
         CHECK(store.load_run(d.run.id).run.shard.empty());
     }
     CHECK(query(db, "PRAGMA user_version") == "6");
+}
+
+TEST_CASE("a new store's runs, trials and measurements tables are schema version 6's, byte for byte", "[results]") {
+    // As kSchema spelled them before the records' descriptions wrote them (issue 38 item 3):
+    // sqlite_master keeps this text, and older wanlabs read the same columns.
+    const std::pair<const char*, const char*> tables[] = {
+        {"runs", R"sql(CREATE TABLE runs (
+    id TEXT PRIMARY KEY,
+    experiment TEXT NOT NULL,
+    file TEXT NOT NULL,
+    text TEXT NOT NULL,
+    sets TEXT NOT NULL,            -- JSON array of the --set arguments, in order
+    baseline TEXT NOT NULL,
+    started TEXT NOT NULL,         -- ISO 8601 UTC
+    finished TEXT NOT NULL,        -- '' while running
+    status TEXT NOT NULL,          -- running, complete, interrupted, failed
+    error TEXT NOT NULL,
+    planned_trials INTEGER NOT NULL,
+    env TEXT NOT NULL,             -- JSON: hostname kernel machine wanlab_version where sysctls_before
+    shard TEXT NOT NULL DEFAULT '', -- since version 4: K/N of a run of --shard K/N; empty: every trial
+    -- JSON array: started finished status error hostname kernel where note; since version 5
+    sessions TEXT NOT NULL DEFAULT '[]',
+    -- JSON: {} for a fixed count, else rule first max precision ([run] repeats = "auto"); since version 6
+    repeats TEXT NOT NULL DEFAULT '{}'
+))sql"},
+        {"trials", R"sql(CREATE TABLE trials (
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,          -- 1-based position in the plan
+    id TEXT NOT NULL,
+    variant TEXT NOT NULL,
+    sweep TEXT NOT NULL,           -- JSON [[path, value], ...] in plan order
+    link_rtt REAL,                 -- seconds, both directions; NULL: none
+    link_rate REAL,                -- bit/s, slowest direction; NULL: none
+    link_loss REAL,                -- random loss fraction, client to server; NULL: another model
+    link_loss_down REAL,           -- the same, server to client; since version 3
+    sysctls TEXT NOT NULL,         -- JSON {"host:key": value}
+    emulation_check TEXT NOT NULL, -- JSON: checked, held, rtt_/rate_configured/measured, note
+    status TEXT NOT NULL,          -- pending, done, interrupted, failed
+    error TEXT NOT NULL,
+    -- JSON array: probe, host, dev, path, packets, bytes, dropped, stopped; since version 3
+    captures TEXT NOT NULL DEFAULT '[]',
+    origin TEXT NOT NULL DEFAULT '', -- since version 5: the run it was measured in (results merge); '' = this one
+    session INTEGER NOT NULL DEFAULT 0, -- since version 5: runs.sessions' 1-based index; 0 = not recorded
+    PRIMARY KEY (run_id, idx)
+))sql"},
+        {"measurements", R"sql(CREATE TABLE measurements (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    trial INTEGER NOT NULL,        -- trials.idx
+    probe TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    repeat INTEGER NOT NULL,       -- 1-based
+    started TEXT NOT NULL,
+    notes TEXT NOT NULL,           -- JSON array of text
+    -- JSON array, per connection as the probe reported it
+    connections TEXT NOT NULL,
+    -- JSON: kernel counter deltas per lab host and cpu_busiest; since version 2
+    counters TEXT NOT NULL DEFAULT '{}'
+))sql"},
+    };
+    TempDir dir;
+    auto db = dir.path / "results.db";
+    { Store store(db); }
+    for (const auto& [name, create] : tables)
+        CHECK(query(db, fmt::format("SELECT sql FROM sqlite_master WHERE name = '{}'", name)) == create);
+}
+
+namespace {
+
+// The sample run with every column of every record set to something other than its default.
+RunData every_column_set() {
+    auto d = sample_run();
+    d.run.error = "a trial failed";
+    d.run.shard = "1/2";
+    d.run.sessions = {
+        {"2026-11-30T04:12:09Z", "2026-11-30T04:13:00Z", RunStatus::complete, "", "lab-1", "6.1.0", "host", ""}};
+    d.run.repeats = {true, 3, 9, 0.05};
+    d.trials[0].link_loss = 0.01;
+    d.trials[1].error = "iperf3 exited with status 1";
+    d.trials[1].origin = "run 3f2a (shard 1/2) of wanlab-results-1 on host, kernel 6.1.0";
+    d.trials[1].session = 1;
+    d.measurements[0].counters = {{"client", {{"TcpExt.DelayedACKs", 412}}}, {"cpu_busiest", 0.41}};
+    return d;
+}
+
+// Each column of `table` holds the same value in `a` and `b` (NaN as null).
+template <typename Record>
+void require_same_columns(const record::Table<Record>& table, const Record& a, const Record& b) {
+    for (const auto& c : table.columns) {
+        INFO(table.name << "." << c.name);
+        CHECK(c.get(a) == c.get(b));
+    }
+}
+
+void require_same_columns(const RunData& a, const RunData& b) {
+    require_same_columns(record::runs(), a.run, b.run);
+    REQUIRE(a.trials.size() == b.trials.size());
+    for (std::size_t i = 0; i < a.trials.size(); ++i) require_same_columns(record::trials(), a.trials[i], b.trials[i]);
+    REQUIRE(a.measurements.size() == b.measurements.size());
+    for (std::size_t i = 0; i < a.measurements.size(); ++i)
+        require_same_columns(record::measurements(), a.measurements[i], b.measurements[i]);
+}
+
+}  // namespace
+
+TEST_CASE("every column of each stored record crosses the store and the JSON export", "[results]") {
+    auto d = every_column_set();
+    // A column added to a record's description without a value here fails first.
+    for (const auto& c : record::runs().columns) {
+        INFO("runs." << c.name);
+        CHECK(c.get(d.run) != c.get(Run{}));
+    }
+    for (const auto& c : record::trials().columns) {
+        INFO("trials." << c.name);
+        CHECK(
+            std::any_of(d.trials.begin(), d.trials.end(), [&](const Trial& t) { return c.get(t) != c.get(Trial{}); }));
+    }
+    for (const auto& c : record::measurements().columns) {
+        INFO("measurements." << c.name);
+        CHECK(std::any_of(d.measurements.begin(), d.measurements.end(),
+                          [&](const Measurement& m) { return c.get(m) != c.get(Measurement{}); }));
+    }
+    TempDir dir;
+    {
+        Store store(dir.path / "results.db");
+        store_whole(store, d);
+    }
+    Store store(dir.path / "results.db", Store::Access::read_only);
+    require_same_columns(d, store.load_run(d.run.id));
+    require_same_columns(d, from_json(nlohmann::json::parse(to_json(d).dump())));
 }

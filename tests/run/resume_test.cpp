@@ -33,7 +33,7 @@ results::RunData recorded(const std::string& text) {
     results::RunData d;
     d.run.id = "r1";
     d.run.text = text;
-    d.run.status = "interrupted";
+    d.run.status = results::RunStatus::interrupted;
     d.run.env.hostname = "lab-1";
     d.run.env.kernel = "6.1.0";
     d.run.env.where = "host";
@@ -92,13 +92,13 @@ TEST_CASE("a run recorded before sessions were kept reads as one session of its 
     results::Run r;
     r.started = "s";
     r.finished = "f";
-    r.status = "failed";
+    r.status = results::RunStatus::failed;
     r.error = "e";
     r.env.kernel = "k";
     auto s = run::sessions_of(r);
     REQUIRE(s.size() == 1);
     CHECK(s[0].started == "s");
-    CHECK(s[0].status == "failed");
+    CHECK(s[0].status == results::RunStatus::failed);
     CHECK(s[0].kernel == "k");
     r.sessions = {s[0], s[0]};
     CHECK(run::sessions_of(r).size() == 2);

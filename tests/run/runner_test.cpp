@@ -89,7 +89,7 @@ TEST_CASE("a trial record carries the configuration explanations need", "[run]")
     CHECK(r.sysctls.at("net.core.rmem_max") == "1048576");
     CHECK(r.sysctls.at("client:net.ipv4.tcp_rmem") == "4096 131072 2097152");
     CHECK(r.sysctls.at("server:net.ipv4.tcp_rmem") == "4096 131072 2097152");
-    CHECK(r.status == "pending");
+    CHECK(r.status == results::TrialStatus::pending);
 }
 
 TEST_CASE("a trial is planned as check, warm-up, and repeats of duration plus cooldown", "[run]") {
@@ -153,7 +153,7 @@ namespace {
 results::RunData planned_run() {
     results::RunData d;
     d.run = results::samples::sample_run_header("r1");
-    d.run.status = "running";
+    d.run.status = results::RunStatus::running;
     for (std::size_t i = 1; i <= 2; ++i) {
         results::Trial t;
         t.index = i;
@@ -181,12 +181,12 @@ TEST_CASE("a run whose probe throws std::invalid_argument ends failed with its m
     CHECK(code == 1);
     CHECK(restored);
     auto stored = store.load_run("r1");
-    CHECK(stored.run.status == "failed");
+    CHECK(stored.run.status == results::RunStatus::failed);
     CHECK(stored.run.error == "stod");
     CHECK_FALSE(stored.run.finished.empty());
-    CHECK(stored.trials.at(0).status == "failed");
+    CHECK(stored.trials.at(0).status == results::TrialStatus::failed);
     CHECK(stored.trials.at(0).error == "stod");
-    CHECK(stored.trials.at(1).status == "pending");
+    CHECK(stored.trials.at(1).status == results::TrialStatus::pending);
 }
 
 TEST_CASE("a recorded run ends complete, interrupted, or failed with a wanlab error's exit code", "[run]") {
@@ -196,11 +196,12 @@ TEST_CASE("a recorded run ends complete, interrupted, or failed with a wanlab er
         std::string id;
         std::function<void()> body;
         int code;
-        std::string status, error;
+        results::RunStatus status;
+        std::string error;
     } cases[] = {
-        {"ok", [] {}, 0, "complete", ""},
-        {"int", [] { throw sys::Interrupted(SIGINT); }, 130, "interrupted", "interrupted by SIGINT"},
-        {"bad", [] { throw InputError("bad input"); }, 2, "failed", "bad input"},
+        {"ok", [] {}, 0, results::RunStatus::complete, ""},
+        {"int", [] { throw sys::Interrupted(SIGINT); }, 130, results::RunStatus::interrupted, "interrupted by SIGINT"},
+        {"bad", [] { throw InputError("bad input"); }, 2, results::RunStatus::failed, "bad input"},
     };
     for (const auto& c : cases) {
         auto data = planned_run();

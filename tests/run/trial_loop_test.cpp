@@ -147,11 +147,11 @@ TEST_CASE("trial loop: every trial is applied in plan order and each probe's rep
     CHECK(s.sessions_open == 0);  // closed (the machine restored) before the run ended
     CHECK(s.measured.size() == 3 * 2 * 2);
     auto stored = store.load_run("loop1");
-    CHECK(stored.run.status == "complete");
+    CHECK(stored.run.status == results::RunStatus::complete);
     CHECK(stored.run.planned_trials == 3);
     REQUIRE(stored.trials.size() == 3);
     for (const auto& t : stored.trials) {
-        CHECK(t.status == "done");
+        CHECK(t.status == results::TrialStatus::done);
         CHECK(count_of(stored, t.index, "bulk") == 2);
         CHECK(count_of(stored, t.index, "ping") == 2);
     }
@@ -167,12 +167,12 @@ TEST_CASE("trial loop: a trial whose service fails is recorded failed, the other
     CHECK(out.exit_code == 1);
     CHECK(s.applied == std::vector<std::size_t>{1, 2, 3});
     auto stored = store.load_run("loop1");
-    CHECK(stored.run.status == "failed");
+    CHECK(stored.run.status == results::RunStatus::failed);
     CHECK(stored.run.error.find("1 of 3 trials failed") != std::string::npos);
-    CHECK(stored.trials.at(0).status == "done");
-    CHECK(stored.trials.at(1).status == "failed");
+    CHECK(stored.trials.at(0).status == results::TrialStatus::done);
+    CHECK(stored.trials.at(1).status == results::TrialStatus::failed);
     CHECK(stored.trials.at(1).error == "service web: exited with status 1");
-    CHECK(stored.trials.at(2).status == "done");
+    CHECK(stored.trials.at(2).status == results::TrialStatus::done);
     CHECK(count_of(stored, 2, "bulk") == 0);
     CHECK(count_of(stored, 3, "bulk") == 2);
     CHECK(s.sessions_open == 0);
@@ -208,10 +208,10 @@ TEST_CASE("trial loop: Ctrl-C mid-trial restores, ends the run interrupted with 
     CHECK(out.exit_code == 130);
     CHECK(s.sessions_open == 0);
     auto stopped = store.load_run("loop1");
-    CHECK(stopped.run.status == "interrupted");
-    CHECK(stopped.trials.at(0).status == "done");
-    CHECK(stopped.trials.at(1).status == "interrupted");
-    CHECK(stopped.trials.at(2).status == "pending");
+    CHECK(stopped.run.status == results::RunStatus::interrupted);
+    CHECK(stopped.trials.at(0).status == results::TrialStatus::done);
+    CHECK(stopped.trials.at(1).status == results::TrialStatus::interrupted);
+    CHECK(stopped.trials.at(2).status == results::TrialStatus::pending);
     CHECK(count_of(stopped, 1, "bulk") == 2);
 
     Script again;
@@ -222,7 +222,7 @@ TEST_CASE("trial loop: Ctrl-C mid-trial restores, ends the run interrupted with 
     CHECK(resumed.exit_code == 0);
     CHECK(again.applied == std::vector<std::size_t>{2, 3});  // trial 1 kept, not measured again
     auto whole = store.load_run("loop1");
-    CHECK(whole.run.status == "complete");
+    CHECK(whole.run.status == results::RunStatus::complete);
     REQUIRE(whole.run.sessions.size() == 2);
     CHECK(whole.run.sessions[1].note == "resumed by the test");
     for (std::size_t t = 1; t <= 3; ++t) CHECK(count_of(whole, t, "bulk") == 2);
