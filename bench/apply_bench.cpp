@@ -38,7 +38,7 @@ namespace {
 netem::Direction direction(const std::string& link) {
     config::Documents docs;
     Diagnostics diag;
-    auto exp = lab::load_experiment("bench", "[link]\n" + link, {}, lab::ProfileLibrary({}), docs, diag);
+    auto exp = experiment::load_experiment("bench", "[link]\n" + link, {}, experiment::ProfileLibrary({}), docs, diag);
     if (!exp) {
         std::fputs(diag.render(docs.sources()).c_str(), stderr);
         std::exit(2);

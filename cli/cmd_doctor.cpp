@@ -151,8 +151,8 @@ struct Verdict {
 };
 
 /// Whether the lab can be made: here (capabilities), or across machines (ssh).
-Verdict lab_verdict(const lab::LabSpec& lab, const Here& m) {
-    using Mode = lab::LabSpec::Mode;
+Verdict lab_verdict(const experiment::LabSpec& lab, const Here& m) {
+    using Mode = experiment::LabSpec::Mode;
     if (lab.mode == Mode::hosts) {
         auto ssh = sys::find_program("ssh");
         std::vector<std::string> names;
@@ -171,7 +171,7 @@ Verdict lab_verdict(const lab::LabSpec& lab, const Here& m) {
 /// Qdisc `q`'s verdict. In a namespace lab, what this kernel lacks moves the run into the
 /// micro-VM (`wanlab run` does so by itself; `moves` is then set); elsewhere it must be
 /// here, or on `linker`, the machine that sets link conditions, when that is another one.
-Verdict qdisc_verdict(const std::string& q, const lab::Machine* linker, const Here& m, bool netns, bool& moves) {
+Verdict qdisc_verdict(const std::string& q, const experiment::Machine* linker, const Here& m, bool netns, bool& moves) {
     if (linker && linker->ssh != "local")
         return {"qdisc " + q, "there",
                 fmt::format("needed on {} ({}): `wanlab doctor` there, or `wanlab run` asks its agent first",
@@ -195,10 +195,10 @@ struct SettingsNeeded {
     std::set<std::string> keys, ccs, socket_ccs;
 };
 
-SettingsNeeded settings_needed(const lab::Experiment& exp, const lab::LabSpec& lab) {
+SettingsNeeded settings_needed(const experiment::Experiment& exp, const experiment::LabSpec& lab) {
     // Across machines, a key set on another machine is that machine's business.
     auto remote = [&lab](const std::string& role) {
-        const lab::Machine* mm = lab.mode == lab::LabSpec::Mode::hosts ? lab.machine(role) : nullptr;
+        const experiment::Machine* mm = lab.mode == experiment::LabSpec::Mode::hosts ? lab.machine(role) : nullptr;
         return mm && mm->ssh != "local";
     };
     SettingsNeeded need;
@@ -279,7 +279,7 @@ Verdict program_verdict(std::string what, const std::string& program) {
 }
 
 /// The programs the probes and services run, each probe and service once.
-void check_programs(const lab::Experiment& exp, std::vector<Verdict>& out) {
+void check_programs(const experiment::Experiment& exp, std::vector<Verdict>& out) {
     std::set<std::string> seen;
     for (const auto& t : exp.trials)
         for (const auto& p : t.probes) {
@@ -300,12 +300,13 @@ void check_programs(const lab::Experiment& exp, std::vector<Verdict>& out) {
 
 /// Every thing `exp` needs from this machine, each with its verdict: the lab, the link
 /// conditions' qdiscs, the kernel settings, then the programs.
-std::vector<Verdict> check_experiment(const lab::Experiment& exp, const Here& m) {
+std::vector<Verdict> check_experiment(const experiment::Experiment& exp, const Here& m) {
     const auto& lab = exp.trials.front().lab;
-    const bool netns = lab.mode == lab::LabSpec::Mode::netns;
+    const bool netns = lab.mode == experiment::LabSpec::Mode::netns;
     std::vector<Verdict> out{lab_verdict(lab, m)};
     bool moves = false;
-    const lab::Machine* linker = lab.mode == lab::LabSpec::Mode::hosts ? lab.machine(lab.link_machine()) : nullptr;
+    const experiment::Machine* linker =
+        lab.mode == experiment::LabSpec::Mode::hosts ? lab.machine(lab.link_machine()) : nullptr;
     for (const auto& q : lab::needed_qdiscs(exp)) out.push_back(qdisc_verdict(q, linker, m, netns, moves));
     auto need = settings_needed(exp, lab);
     for (const auto& [k, role] : need.elsewhere)
@@ -422,7 +423,7 @@ Runner setup_doctor(CLI::App& sub) {
     sub.add_option("--set", o->sets, "Override a key of FILE (repeatable)")->type_name("KEY=VALUE");
     sub.add_flag("--json", o->json, "JSON instead of text");
     return [o] {
-        std::optional<lab::Experiment> exp;
+        std::optional<experiment::Experiment> exp;
         if (!o->file.empty()) {  // a bad file fails before anything is looked at
             o->file = experiment_path(o->file);
             exp = load_or_throw(o->file, o->sets);

@@ -96,7 +96,8 @@ netem::Direction resolve(const LinkOptions& o) {
     text += fmt::format("[lab]\nmtu = {}\n", o.mtu);
     config::Documents docs;
     Diagnostics diag;
-    auto exp = lab::load_experiment("command line", text, {}, lab::ProfileLibrary::standard(), docs, diag);
+    auto exp =
+        experiment::load_experiment("command line", text, {}, experiment::ProfileLibrary::standard(), docs, diag);
     std::fputs(diag.render(docs.sources()).c_str(), stderr);
     if (!exp) throw InputError("the link options have errors (shown above as the [link] table they make)");
     // One device has one egress: the [link] keys describe it as they describe "up".
@@ -184,7 +185,7 @@ int apply(const LinkOptions& o) {
     }
     device->release();  // stays applied until `wanlab link clear`
     std::printf("%s: %s (saved the previous qdiscs; `wanlab link clear --dev %s` restores them)\n", o.dev.c_str(),
-                lab::direction_summary(d).c_str(), o.dev.c_str());
+                experiment::direction_summary(d).c_str(), o.dev.c_str());
     return 0;
 }
 

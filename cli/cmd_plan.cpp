@@ -23,19 +23,19 @@ Runner setup_plan(CLI::App& sub) {
     sub.add_flag("--json", o->json, "Print a JSON document (base units) instead of the table");
     sub.add_option("--shard", o->shard, "Only the trials `wanlab run --shard K/N` would measure")->type_name("K/N");
     return [o] {
-        if (!o->shard.empty()) (void)lab::parse_shard(o->shard);
+        if (!o->shard.empty()) (void)experiment::parse_shard(o->shard);
         o->file = experiment_path(o->file);
         auto exp = load_or_throw(o->file, o->sets);
         std::size_t all = o->shard.empty() ? exp.trials.size() : keep_shard(exp, o->file, o->shard);
         if (o->json) {
-            auto j = lab::plan_json(exp);
+            auto j = experiment::plan_json(exp);
             if (!o->shard.empty()) j["shard"] = {{"shard", o->shard}, {"trials", exp.trials.size()}, {"of", all}};
             std::fputs((j.dump(2) + "\n").c_str(), stdout);
         } else {
             if (!o->shard.empty())
                 std::printf("Shard %s: %zu of the experiment's %zu trials (their # below is their place in the plan)\n",
                             o->shard.c_str(), exp.trials.size(), all);
-            std::fputs(lab::render_plan_text(exp).c_str(), stdout);
+            std::fputs(experiment::render_plan_text(exp).c_str(), stdout);
         }
         return 0;
     };

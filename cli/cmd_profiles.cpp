@@ -46,14 +46,14 @@ std::vector<const KindInfo*> kinds_of(const ProfileOptions& o) {
 }
 
 /// Where the entry comes from, when that is not the shipped folders.
-std::string origin(const lab::ProfileEntry& e, const lab::ProfileLibrary& lib) {
+std::string origin(const experiment::ProfileEntry& e, const experiment::ProfileLibrary& lib) {
     std::string where;
     if (!lib.dirs().empty() && e.dir == lib.dirs().front()) where = "user";
     if (!e.shadowed.empty()) where += where.empty() ? "overrides another" : ", overrides the shipped one";
     return where.empty() ? "" : fmt::format(" [{}]", where);
 }
 
-nlohmann::json entry_json(const lab::ProfileEntry& e) {
+nlohmann::json entry_json(const experiment::ProfileEntry& e) {
     return {{"kind", e.kind},
             {"name", e.name},
             {"path", e.path},
@@ -63,7 +63,7 @@ nlohmann::json entry_json(const lab::ProfileEntry& e) {
             {"shadowed", e.shadowed}};
 }
 
-int list(const ProfileOptions& o, const lab::ProfileLibrary& lib) {
+int list(const ProfileOptions& o, const experiment::ProfileLibrary& lib) {
     nlohmann::json all = nlohmann::json::array();
     std::string text;
     for (const auto* k : kinds_of(o)) {
@@ -96,17 +96,17 @@ int list(const ProfileOptions& o, const lab::ProfileLibrary& lib) {
 
 /// The profile's resolved settings, loaded as an experiment naming it would be; the loader's
 /// located messages go to stderr.
-std::vector<std::string> resolved(const lab::ProfileEntry& e, const lab::ProfileLibrary& lib) {
+std::vector<std::string> resolved(const experiment::ProfileEntry& e, const experiment::ProfileLibrary& lib) {
     std::string text = fmt::format("[{}]\nprofile = {}\n", e.kind == "link" ? "link" : "sysctl", toml_value(e.name));
     config::Documents docs;
     Diagnostics diag;
-    auto exp = lab::load_experiment("profile", text, {}, lib, docs, diag);
+    auto exp = experiment::load_experiment("profile", text, {}, lib, docs, diag);
     std::fputs(diag.render(docs.sources()).c_str(), stderr);
     if (!exp) throw InputError(fmt::format("{} profile \"{}\" has errors (shown above)", e.kind, e.name));
     const auto& t = exp->trials.front();
     if (e.kind == "link")
-        return {"up (client -> server):   " + lab::direction_summary(t.link.up),
-                "down (server -> client): " + lab::direction_summary(t.link.down)};
+        return {"up (client -> server):   " + experiment::direction_summary(t.link.up),
+                "down (server -> client): " + experiment::direction_summary(t.link.down)};
     std::vector<std::string> out;
     for (const auto& s : t.sysctl.global) out.push_back(fmt::format("{} = {}  (global)", s.key, s.value));
     if (auto it = t.sysctl.per_host.find("client"); it != t.sysctl.per_host.end())
@@ -114,8 +114,8 @@ std::vector<std::string> resolved(const lab::ProfileEntry& e, const lab::Profile
     return out;
 }
 
-int show(const ProfileOptions& o, const lab::ProfileLibrary& lib) {
-    std::vector<lab::ProfileEntry> found;
+int show(const ProfileOptions& o, const experiment::ProfileLibrary& lib) {
+    std::vector<experiment::ProfileEntry> found;
     std::vector<std::string> names;
     for (const auto* k : kinds_of(o))
         for (auto& e : lib.list(k->kind)) {
@@ -154,7 +154,7 @@ Runner setup_profiles(CLI::App& sub) {
     sub.add_option("--kind", o->kind, "Only link or only tuning profiles")->check(CLI::IsMember({"link", "tuning"}));
     sub.add_flag("--json", o->json, "JSON");
     return [o] {
-        auto lib = lab::ProfileLibrary::standard();
+        auto lib = experiment::ProfileLibrary::standard();
         return o->name.empty() ? list(*o, lib) : show(*o, lib);
     };
 }

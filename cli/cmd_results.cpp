@@ -34,10 +34,11 @@ std::unique_ptr<results::Store> database(const std::string& out) {
 
 /// The run's experiment, re-read from the text stored with it; none (and a warning) when it
 /// no longer loads, e.g. a profile it named is gone.
-std::optional<lab::Experiment> stored_experiment(const results::Run& run) {
+std::optional<experiment::Experiment> stored_experiment(const results::Run& run) {
     config::Documents docs;
     Diagnostics diag;
-    auto exp = lab::load_experiment(run.file, run.text, run.sets, lab::ProfileLibrary::standard(), docs, diag);
+    auto exp =
+        experiment::load_experiment(run.file, run.text, run.sets, experiment::ProfileLibrary::standard(), docs, diag);
     if (!exp)
         std::fputs(
             fmt::format("wanlab: warning: the stored experiment of run {} no longer loads; asserts not shown\n", run.id)
@@ -47,9 +48,9 @@ std::optional<lab::Experiment> stored_experiment(const results::Run& run) {
 }
 
 /// The asserts of the run's experiment (stored_experiment()).
-std::vector<lab::AssertSpec> stored_asserts(const results::Run& run) {
+std::vector<experiment::AssertSpec> stored_asserts(const results::Run& run) {
     auto exp = stored_experiment(run);
-    return exp ? exp->asserts : std::vector<lab::AssertSpec>{};
+    return exp ? exp->asserts : std::vector<experiment::AssertSpec>{};
 }
 
 struct ListArgs {
@@ -160,7 +161,7 @@ int merge(const MergeArgs& a) {
     report::ReportOptions ro;
     ro.format = report::parse_format(a.format);
     ro.files_root = a.out;
-    auto asserts = exp ? exp->asserts : std::vector<lab::AssertSpec>{};
+    auto asserts = exp ? exp->asserts : std::vector<experiment::AssertSpec>{};
     print_report(report::render(merged, asserts, ro), ro.format);
     for (const auto& o : report::evaluate(merged, asserts))
         if (!o.passed) return 3;

@@ -36,7 +36,8 @@ struct RunArgs {
 
 /// Writes the report of `data` as a page to `path`, whole or not at all: a reader who opens
 /// it mid-run sees the last complete page (a temporary file renamed over it).
-void write_page(const std::string& path, const RunArgs& a, const lab::Experiment& exp, const results::RunData& data) {
+void write_page(const std::string& path, const RunArgs& a, const experiment::Experiment& exp,
+                const results::RunData& data) {
     report::ReportOptions ro;
     ro.format = report::Format::html;
     ro.pivot = a.pivot;
@@ -54,7 +55,7 @@ void write_page(const std::string& path, const RunArgs& a, const lab::Experiment
 }
 
 /// Prints the report of `data` and applies the CI gates; returns the exit status.
-int report_and_gate(const RunArgs& a, const lab::Experiment& exp, const results::RunData& data, int run_status) {
+int report_and_gate(const RunArgs& a, const experiment::Experiment& exp, const results::RunData& data, int run_status) {
     report::ReportOptions ro;
     ro.format = report::parse_format(a.format);
     ro.pivot = a.pivot;
@@ -71,7 +72,8 @@ int report_and_gate(const RunArgs& a, const lab::Experiment& exp, const results:
     return report::gate_status(outcomes, run_status);
 }
 
-int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& text, const results::RunData* before) {
+int run_here(const RunArgs& a, const experiment::Experiment& exp, const std::string& text,
+             const results::RunData* before) {
     std::function<void(const results::RunData&)> on_trial;
     if (!a.request.html.empty())
         on_trial = [&](const results::RunData& so_far) { write_page(a.request.html, a, exp, so_far); };
@@ -82,7 +84,7 @@ int run_here(const RunArgs& a, const lab::Experiment& exp, const std::string& te
     return status;
 }
 
-int run_in_vm(const RunArgs& a, const lab::Experiment& exp, const results::RunData* before) {
+int run_in_vm(const RunArgs& a, const experiment::Experiment& exp, const results::RunData* before) {
     auto outcome = run::measure_in_vm(a.request, exp, before);
     if (!outcome.recorded) return outcome.exit_code;
     return report_and_gate(a, exp, outcome.data, outcome.exit_code);
@@ -93,11 +95,12 @@ void check_flags(const RunArgs& a) {
     const auto& r = a.request;
     if (r.vm && r.no_vm) throw InputError("--vm and --no-vm contradict each other; give one");
     if (a.detach && r.inner) throw InputError("--detach is for the run on this machine, not the one in the VM");
-    if (!r.shard.empty()) (void)lab::parse_shard(r.shard);  // bad input fails before the file is read
-    (void)report::parse_format(a.format);                   // bad input fails before anything runs
+    if (!r.shard.empty()) (void)experiment::parse_shard(r.shard);  // bad input fails before the file is read
+    (void)report::parse_format(a.format);                          // bad input fails before anything runs
     if (!r.html.empty() && !r.inner) {  // a page that cannot be written fails now, not after the first trial
         auto probe = r.html + ".tmp";
-        if (!std::ofstream(probe, std::ios::app)) throw InputError(fmt::format("--html {}: cannot write there", r.html));
+        if (!std::ofstream(probe, std::ios::app))
+            throw InputError(fmt::format("--html {}: cannot write there", r.html));
         std::error_code ec;
         fs::remove(probe, ec);
     }
@@ -168,7 +171,8 @@ Runner setup_run(CLI::App& sub) {
     sub.add_flag("--detach", a->detach,
                  "Go on in the background, out of this terminal's session, with the output in OUT/wanlab-RUN.log");
     sub.add_flag("--quiet", a->request.quiet, "No progress on stderr");
-    sub.add_flag("--restore", a->request.restore, "Restore a stale journal left by a killed run first, instead of refusing");
+    sub.add_flag("--restore", a->request.restore,
+                 "Restore a stale journal left by a killed run first, instead of refusing");
     sub.add_flag("--force", a->request.force,
                  "Host mode: impair the interface even if it carries an SSH session the target filter does not "
                  "spare; --resume: continue under another kernel, machine, file text or --set");
@@ -177,7 +181,8 @@ Runner setup_run(CLI::App& sub) {
            "Arm a watchdog: the run ends and the machine is given back after SECONDS, or at once if wanlab is killed")
         ->type_name("SECONDS")
         ->check(CLI::Range(1u, 7u * 86400u));
-    sub.add_option("--where", a->request.where, "Environment note (set by wanlab itself for runs in the VM)")->group("");
+    sub.add_option("--where", a->request.where, "Environment note (set by wanlab itself for runs in the VM)")
+        ->group("");
     sub.add_flag("--inner", a->request.inner, "Measure and record only (the run inside the micro-VM)")->group("");
     sub.footer(
         "Exit status: 0 complete and every [[assert]] passed, 1 failure, 2 bad input, 3 an assert failed,\n"

@@ -49,7 +49,7 @@ void note(const std::string& s) {
 }
 
 /// The trial named by its 1-based number in `wanlab plan` or by its id.
-const lab::Trial& pick_trial(const lab::Experiment& exp, const std::string& which) {
+const experiment::Trial& pick_trial(const experiment::Experiment& exp, const std::string& which) {
     for (const auto& t : exp.trials)
         if (t.id == which || std::to_string(t.index) == which) return t;
     throw InputError(fmt::format("--trial {}: the experiment has trials 1 to {} (a number or an id from `wanlab plan`)",
@@ -76,7 +76,8 @@ sys::ForegroundCommand resolve(const ShellOptions& o) {
 }
 
 /// What the command learns about the lab: its environment, and the namespace it enters.
-void place(sys::ForegroundCommand& l, const lab::Trial& trial, const probes::Endpoints& where, const std::string& run) {
+void place(sys::ForegroundCommand& l, const experiment::Trial& trial, const probes::Endpoints& where,
+           const std::string& run) {
     for (char** e = environ; *e; ++e) l.env.emplace_back(*e);
     l.env.push_back("WANLAB_RUN=" + run);
     l.env.push_back("WANLAB_TRIAL=" + trial.id);

@@ -35,7 +35,7 @@ Runner setup_validate(CLI::App& sub) {
         // What the kernel will make of the probes' buffer asks, once per distinct note.
         std::vector<std::pair<std::string, std::vector<std::size_t>>> notes;
         for (const auto& t : exp.trials)
-            for (const auto& c : lab::buffer_clamps(t)) {
+            for (const auto& c : experiment::buffer_clamps(t)) {
                 auto it = std::find_if(notes.begin(), notes.end(), [&](const auto& n) { return n.first == c.text(); });
                 if (it == notes.end()) it = notes.insert(notes.end(), {c.text(), {}});
                 it->second.push_back(t.index);

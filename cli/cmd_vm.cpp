@@ -20,8 +20,8 @@
 #include "core/process.h"
 #include "core/signals.h"
 #include "vm/fetch.h"
-#include "vm/kernel.h"
 #include "vm/files.h"
+#include "vm/kernel.h"
 #include "vm/vm.h"
 
 namespace wanlab::cli {
@@ -93,8 +93,8 @@ vm::RunCommand host_commands(sys::SignalEvents& signals) {
         const auto& logs = dir.path();
         vm::CommandResult r;
         {
-            sys::Process p(
-                "", argv, {logs / "out", logs / "err", c.cwd.empty() ? std::filesystem::current_path() : c.cwd});
+            sys::Process p("", argv,
+                           {logs / "out", logs / "err", c.cwd.empty() ? std::filesystem::current_path() : c.cwd});
             auto o = p.wait(std::chrono::minutes(30), [&signals] { signals.check(); });
             r.exit_code = sys::exited_ok(o) ? 0 : (WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -1);
         }

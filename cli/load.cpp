@@ -21,16 +21,16 @@
 
 namespace wanlab::cli {
 
-std::size_t keep_shard(lab::Experiment& exp, const std::string& file, const std::string& text) {
-    auto shard = lab::parse_shard(text);
+std::size_t keep_shard(experiment::Experiment& exp, const std::string& file, const std::string& text) {
+    auto shard = experiment::parse_shard(text);
     const std::size_t all = exp.trials.size();
     std::vector<double> seconds;
     for (const auto& t : exp.trials) seconds.push_back(run::planned_seconds(t, exp.run));
-    auto keep = lab::shard_positions(exp.trials, seconds, shard);
+    auto keep = experiment::shard_positions(exp.trials, seconds, shard);
     if (keep.empty())
         throw InputError(fmt::format("{}: --shard {}: the experiment has {} trial{}, fewer than {} shards: use N <= {}",
                                      file, text, all, all == 1 ? "" : "s", shard.n, all));
-    std::vector<lab::Trial> mine;
+    std::vector<experiment::Trial> mine;
     for (auto i : keep) mine.push_back(std::move(exp.trials[i]));
     exp.trials = std::move(mine);
     return all;
@@ -75,7 +75,8 @@ std::string experiment_path(const std::string& arg) {
                                   : fmt::format("; the examples are: {}", fmt::join(names, ", "))));
 }
 
-lab::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets, std::string* text_out) {
+experiment::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets,
+                                     std::string* text_out) {
     std::string text;
     try {
         text = sys::read_file(path, sys::kMaxInputBytes, "experiment file");
@@ -85,7 +86,7 @@ lab::Experiment load_or_throw(const std::string& path, const std::vector<std::st
     if (text_out) *text_out = text;
     config::Documents docs;
     Diagnostics diag;
-    auto exp = lab::load_experiment(path, text, sets, lab::ProfileLibrary::standard(), docs, diag);
+    auto exp = experiment::load_experiment(path, text, sets, experiment::ProfileLibrary::standard(), docs, diag);
     std::fputs(diag.render(docs.sources()).c_str(), stderr);
     if (!exp) {
         throw InputError(
@@ -94,7 +95,7 @@ lab::Experiment load_or_throw(const std::string& path, const std::vector<std::st
     return *exp;
 }
 
-std::string start_services_for(lab::LabSession& session, const lab::Trial& trial, const std::string& command,
+std::string start_services_for(lab::LabSession& session, const experiment::Trial& trial, const std::string& command,
                                const std::function<void()>& tick) {
     if (trial.services.empty()) return "";
     auto dir = sys::make_service_dir("wanlab-" + command, "the trial's services");
@@ -104,10 +105,10 @@ std::string start_services_for(lab::LabSession& session, const lab::Trial& trial
     return fmt::format("services running: {}; their output and files: {}", names, dir);
 }
 
-void refuse_missing_qdiscs(const lab::Experiment& exp, const std::string& file, const std::string& command) {
+void refuse_missing_qdiscs(const experiment::Experiment& exp, const std::string& file, const std::string& command) {
     auto missing = lab::missing_qdiscs(exp);
     if (missing.empty()) return;
-    bool host = !exp.trials.empty() && exp.trials.front().lab.mode == lab::LabSpec::Mode::host;
+    bool host = !exp.trials.empty() && exp.trials.front().lab.mode == experiment::LabSpec::Mode::host;
     throw Error(
         fmt::format("this kernel lacks {} (needed by {}'s link conditions). {}{}", fmt::join(missing, ", "), file,
                     netem::advice_for(missing.front()),

@@ -27,23 +27,23 @@ std::vector<std::string> example_names();
 std::string experiment_path(const std::string& arg);
 
 /// `text`, when given, receives the file's text as read.
-lab::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets,
-                              std::string* text = nullptr);
+experiment::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets,
+                                     std::string* text = nullptr);
 
 /// Keeps only the trials of shard `text` ("K/N") in `exp`, with their plan positions and
 /// ids (experiment/shard.h). Throws InputError when the shard has none; returns how many
 /// trials the whole experiment has.
-std::size_t keep_shard(lab::Experiment& exp, const std::string& file, const std::string& text);
+std::size_t keep_shard(experiment::Experiment& exp, const std::string& file, const std::string& text);
 
 /// Throws wanlab::Error (exit 2) when this kernel lacks a qdisc the experiment's link
 /// conditions need, with the fix and, for a namespace lab, the micro-VM command line:
 /// `wanlab vm run -- wanlab COMMAND FILE`.
-void refuse_missing_qdiscs(const lab::Experiment& exp, const std::string& file, const std::string& command);
+void refuse_missing_qdiscs(const experiment::Experiment& exp, const std::string& file, const std::string& command);
 
 /// `wanlab shell` and `lab up`: starts `trial`'s [[service]]s in `session`, working in a
 /// fresh /tmp/wanlab-COMMAND-XXXXXX (kept afterwards, for their logs); returns the line to
 /// print ("" when the trial has none). Throws services::ServiceFailure.
-std::string start_services_for(lab::LabSession& session, const lab::Trial& trial, const std::string& command,
+std::string start_services_for(lab::LabSession& session, const experiment::Trial& trial, const std::string& command,
                                const std::function<void()>& tick);
 
 /// A command-line flag's value as a TOML value, for commands that turn flags into the

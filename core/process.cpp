@@ -223,9 +223,7 @@ std::string describe_status(int status) {
     return fmt::format("ended with wait status {:#x}", status);
 }
 
-Process::Process(const std::string& netns, std::vector<std::string> argv) {
-    spawn(netns, std::move(argv), nullptr);
-}
+Process::Process(const std::string& netns, std::vector<std::string> argv) { spawn(netns, std::move(argv), nullptr); }
 
 Process::Process(const std::string& netns, std::vector<std::string> argv, const LogFiles& logs) {
     spawn(netns, std::move(argv), &logs);

@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "probes/probe_spec.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 
 using config::Node;
 using config::Reader;
@@ -201,4 +201,4 @@ void parse_asserts(const Node* table_array, const Experiment& exp, const std::ve
         if (auto checked = check_assert(a, exp, probes, diag)) out.push_back(std::move(*checked));
 }
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

@@ -12,11 +12,11 @@
 #include "core/diagnostic.h"
 #include "experiment/experiment.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 
 /// Reads [[assert]] (`table_array` may be null) into `out`, against `probes` and exp's
 /// variants and baseline.
 void parse_asserts(const config::Node* table_array, const Experiment& exp, const std::vector<probes::ProbeSpec>& probes,
                    Diagnostics& diag, std::vector<AssertSpec>& out);
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

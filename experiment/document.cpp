@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "sysctl/sysctl_spec.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 namespace {
 
 using config::Node;
@@ -148,4 +148,4 @@ void warn_sets_under_sweep(const Node& doc, const std::vector<Node>& overlays, D
     }
 }
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

@@ -14,7 +14,7 @@
 #include "core/config.h"
 #include "core/diagnostic.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 
 /// Merges `overlay` into `base`: tables key by key, [[probe]]/[[variant]] items by name,
 /// anything else replaced.
@@ -32,4 +32,4 @@ std::optional<config::Node> parse_set(const std::string& arg, std::size_t n, con
 /// Warns about each --set of a key the sweep also sets: the sweep point is applied last.
 void warn_sets_under_sweep(const config::Node& doc, const std::vector<config::Node>& overlays, Diagnostics& diag);
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

@@ -19,7 +19,7 @@
 #include "experiment/trials.h"
 #include "probes/group.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 namespace {
 
 using config::Node;
@@ -162,4 +162,4 @@ std::optional<Experiment> load_experiment(const std::string& file, const std::st
     return exp;
 }
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

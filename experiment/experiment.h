@@ -24,7 +24,7 @@
 #include "services/service_spec.h"
 #include "sysctl/sysctl_spec.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 
 /// [hosts.NAME] of [lab] mode = "hosts": one real machine of the experiment.
 struct Machine {
@@ -133,4 +133,4 @@ std::optional<Experiment> load_experiment(const std::string& file, const std::st
                                           const std::vector<std::string>& sets, const ProfileLibrary& profiles,
                                           config::Documents& docs, Diagnostics& diag);
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

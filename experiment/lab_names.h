@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 
 /// Names of the lab the commands refer to. `run` is a placeholder until a run has an id.
 struct LabNames {
@@ -17,4 +17,4 @@ struct LabNames {
     static constexpr const char* kRouterToClient = "wl-rc";
 };
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

@@ -16,7 +16,7 @@
 #include "probes/probe.h"
 #include "services/service.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 namespace {
 
 using nlohmann::json;
@@ -472,4 +472,4 @@ json plan_json(const Experiment& exp) {
             {"trials", trials}};
 }
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

@@ -13,7 +13,7 @@
 #include "experiment/experiment.h"
 #include "experiment/lab_names.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 
 /// tc and sysctl command lines equivalent to applying `t`.
 std::vector<std::string> trial_commands(const Trial& t, const LabNames& names = {});
@@ -37,4 +37,4 @@ std::vector<BufferClamp> buffer_clamps(const Trial& t);
 std::string render_plan_text(const Experiment& exp);
 nlohmann::json plan_json(const Experiment& exp);
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

@@ -11,7 +11,7 @@
 
 #include "core/shipped.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 
 namespace fs = std::filesystem;
 
@@ -107,4 +107,4 @@ std::vector<ProfileEntry> ProfileLibrary::list(const std::string& kind) const {
     return out;
 }
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

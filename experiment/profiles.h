@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 
 /// What a profile file says about itself.
 struct ProfileSummary {
@@ -53,4 +53,4 @@ private:
     std::vector<std::string> dirs_;
 };
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

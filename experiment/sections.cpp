@@ -19,7 +19,7 @@
 #include "probes/http.h"
 #include "probes/probe.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 namespace {
 
 using config::Node;
@@ -565,4 +565,4 @@ Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, 
     return t;
 }
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

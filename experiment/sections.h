@@ -10,7 +10,7 @@
 #include "core/diagnostic.h"
 #include "experiment/experiment.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 
 /// [run]: repeats, warmup, cooldown, duration, seed, baseline. `table` may be null.
 RunSpec parse_run(const config::Node* table, Diagnostics& diag);
@@ -21,4 +21,4 @@ RunSpec parse_run(const config::Node* table, Diagnostics& diag);
 Trial parse_trial(const config::Node& doc, const RunSpec& run, const std::string& file, const ProfileLibrary& profiles,
                   config::Documents& docs, Diagnostics& diag);
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

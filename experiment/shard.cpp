@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 
 std::string Shard::text() const { return fmt::format("{}/{}", k, n); }
 
@@ -60,4 +60,4 @@ std::vector<std::size_t> shard_positions(const std::vector<Trial>& trials, const
     return out;
 }
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

@@ -17,7 +17,7 @@
 
 #include "experiment/experiment.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 
 struct Shard {
     unsigned k = 1, n = 1;  ///< shard k of n, 1 <= k <= n
@@ -32,4 +32,4 @@ Shard parse_shard(const std::string& text);
 /// trial i's planned duration. Empty when there are fewer units than shards.
 std::vector<std::size_t> shard_positions(const std::vector<Trial>& trials, const std::vector<double>& seconds, Shard s);
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

@@ -9,7 +9,7 @@
 #include "experiment/sections.h"
 #include "netem/link_spec.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 namespace {
 
 using config::Node;
@@ -255,4 +255,4 @@ std::vector<Trial> expand_trials(const Node& doc, const Experiment& exp, const s
     return trials;
 }
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

@@ -15,7 +15,7 @@
 #include "core/config.h"
 #include "experiment/experiment.h"
 
-namespace wanlab::lab {
+namespace wanlab::experiment {
 
 /// One point of the sweep: a value for each swept path.
 struct SweepPoint {
@@ -35,4 +35,4 @@ std::vector<Trial> expand_trials(const config::Node& doc, const Experiment& exp,
 /// "40ms", "[4096, 131072]", "true": a leaf as a short text for tables and ids.
 std::string value_text(const config::Node& leaf);
 
-}  // namespace wanlab::lab
+}  // namespace wanlab::experiment

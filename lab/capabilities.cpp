@@ -36,7 +36,7 @@ void require_capabilities(const std::string& action) {
                     action, list));
 }
 
-std::set<std::string> needed_qdiscs(const std::vector<Trial>& trials) {
+std::set<std::string> needed_qdiscs(const std::vector<experiment::Trial>& trials) {
     std::set<std::string> kinds;
     for (const auto& t : trials)
         for (const auto* d : {&t.link.up, &t.link.down}) {
@@ -47,14 +47,15 @@ std::set<std::string> needed_qdiscs(const std::vector<Trial>& trials) {
             if (d->netem.seed_explicit) kinds.insert("netem_seed");
             // Host mode's own tree (and hosts mode's, the same): the htb root with the
             // target's class on the way out, the ingress hook and an ifb on the way in.
-            bool filtered = t.lab.mode == LabSpec::Mode::host || t.lab.mode == LabSpec::Mode::hosts;
+            bool filtered =
+                t.lab.mode == experiment::LabSpec::Mode::host || t.lab.mode == experiment::LabSpec::Mode::hosts;
             if (filtered && d == &t.link.up) kinds.insert("htb");
             if (filtered && d == &t.link.down) kinds.insert({"ingress", "ifb"});
         }
     return kinds;
 }
 
-std::set<std::string> needed_qdiscs(const Experiment& exp) { return needed_qdiscs(exp.trials); }
+std::set<std::string> needed_qdiscs(const experiment::Experiment& exp) { return needed_qdiscs(exp.trials); }
 
 std::vector<std::string> missing_features(const std::set<std::string>& needed) {
     std::vector<std::string> missing;
@@ -64,6 +65,8 @@ std::vector<std::string> missing_features(const std::set<std::string>& needed) {
     return missing;
 }
 
-std::vector<std::string> missing_qdiscs(const Experiment& exp) { return missing_features(needed_qdiscs(exp)); }
+std::vector<std::string> missing_qdiscs(const experiment::Experiment& exp) {
+    return missing_features(needed_qdiscs(exp));
+}
 
 }  // namespace wanlab::lab

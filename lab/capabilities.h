@@ -27,9 +27,9 @@ void require_capabilities(const std::string& action);
 /// The qdisc kinds (netem, tbf, htb, pfifo, bfifo, fq_codel, cake) the experiment's trials
 /// put on links, and those of them this kernel lacks (tried in a scratch namespace; needs
 /// the capabilities above).
-std::set<std::string> needed_qdiscs(const Experiment& exp);
-std::set<std::string> needed_qdiscs(const std::vector<Trial>& trials);
-std::vector<std::string> missing_qdiscs(const Experiment& exp);
+std::set<std::string> needed_qdiscs(const experiment::Experiment& exp);
+std::set<std::string> needed_qdiscs(const std::vector<experiment::Trial>& trials);
+std::vector<std::string> missing_qdiscs(const experiment::Experiment& exp);
 /// Those of `needed` (qdisc kinds, "ingress", "ifb") this kernel lacks.
 std::vector<std::string> missing_features(const std::set<std::string>& needed);
 

@@ -19,7 +19,7 @@ void check_run_id(const std::string& run) {
     if (!valid_run_id(run)) throw InputError(fmt::format("run id `{}`: use 1 to 24 of a-z, 0-9 and -", run));
 }
 
-std::vector<sysctl::Change> sysctl_changes(const Trial& trial, const LabNames& names) {
+std::vector<sysctl::Change> sysctl_changes(const experiment::Trial& trial, const experiment::LabNames& names) {
     std::vector<sysctl::Change> out;
     for (const auto& s : trial.sysctl.global) out.push_back({"", s.key, s.value, sysctl::Scope::global});
     for (const auto& [host, settings] : trial.sysctl.per_host)
@@ -32,7 +32,8 @@ namespace {
 // Every distinct (ns, key, value) of all trials, in layers where each (ns, key) appears at
 // most once, since a change list validates as one consistent configuration: each value is
 // checked once however many trials use it.
-std::vector<std::vector<sysctl::Change>> change_layers(const std::vector<Trial>& trials, const LabNames& names) {
+std::vector<std::vector<sysctl::Change>> change_layers(const std::vector<experiment::Trial>& trials,
+                                                       const experiment::LabNames& names) {
     std::vector<std::vector<sysctl::Change>> layers;
     for (const auto& t : trials)
         for (auto& c : sysctl_changes(t, names)) {
@@ -53,7 +54,7 @@ std::vector<std::vector<sysctl::Change>> change_layers(const std::vector<Trial>&
 }
 
 // Every program a service or its ready check runs is there, before anything changes.
-void check_programs(const std::vector<Trial>& trials) {
+void check_programs(const std::vector<experiment::Trial>& trials) {
     for (const auto& t : trials)
         for (const auto& s : t.services)
             for (const auto* argv : {&s.command, &s.ready.command}) {
@@ -76,16 +77,17 @@ void validate_layers(sysctl::ProcSys& proc, const std::vector<std::vector<sysctl
 
 }  // namespace
 
-LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& options, sysctl::ProcSys& proc)
+LabSession::LabSession(const std::vector<experiment::Trial>& trials, const SessionOptions& options,
+                       sysctl::ProcSys& proc)
     : options_(options) {
     check_run_id(options.run);
     if (trials.empty()) throw InputError("the experiment has no trials");
     const auto& lab = trials.front().lab;
-    if (lab.mode == LabSpec::Mode::hosts)
+    if (lab.mode == experiment::LabSpec::Mode::hosts)
         throw InputError(
             "[lab] mode = \"hosts\" runs across machines with `wanlab run` only; `lab up` and `shell` build a lab "
             "on this machine (use mode = \"netns\" or \"host\" for them)");
-    LabNames names{options.run};
+    experiment::LabNames names{options.run};
     auto layers = change_layers(trials, names);
     validate_layers(proc, layers);  // before anything changes
     std::vector<sysctl::Change> all;
@@ -116,15 +118,15 @@ LabSession::LabSession(const std::vector<Trial>& trials, const SessionOptions& o
 
 LabSession::~LabSession() { stop_services(); }
 
-LabSession::LabSession(const Trial& trial, const SessionOptions& options, sysctl::ProcSys& proc)
-    : LabSession(std::vector<Trial>{trial}, options, proc) {
+LabSession::LabSession(const experiment::Trial& trial, const SessionOptions& options, sysctl::ProcSys& proc)
+    : LabSession(std::vector<experiment::Trial>{trial}, options, proc) {
     apply_trial(trial);
 }
 
-void LabSession::apply_trial(const Trial& trial) {
+void LabSession::apply_trial(const experiment::Trial& trial) {
     stop_services();  // a trial's services are its own: the next one starts them afresh
     testbed_->prepare(trial.lab);
-    auto changes = sysctl_changes(trial, LabNames{options_.run});
+    auto changes = sysctl_changes(trial, experiment::LabNames{options_.run});
     // Keys an earlier trial changed that this one leaves alone go back to the run's start.
     for (const auto& saved : sysctls_->saved()) {
         auto same = [&saved](const sysctl::Change& c) { return c.ns == saved.ns && c.key == saved.key; };
@@ -136,7 +138,7 @@ void LabSession::apply_trial(const Trial& trial) {
     if (options_.progress) options_.progress("qdiscs");
 }
 
-std::map<std::string, std::string> LabSession::placeholders(const Trial& trial,
+std::map<std::string, std::string> LabSession::placeholders(const experiment::Trial& trial,
                                                             const std::filesystem::path& dir) const {
     auto where = testbed_->endpoints(AF_UNSPEC);
     return {{"server", where.server.address},
@@ -146,7 +148,8 @@ std::map<std::string, std::string> LabSession::placeholders(const Trial& trial,
             {"dir", dir.string()}};
 }
 
-void LabSession::start_services(const Trial& trial, const std::filesystem::path& dir, const probes::Tick& tick) {
+void LabSession::start_services(const experiment::Trial& trial, const std::filesystem::path& dir,
+                                const probes::Tick& tick) {
     stop_services();
     if (trial.services.empty()) return;
     std::error_code ec;

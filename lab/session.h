@@ -49,7 +49,7 @@ void check_run_id(const std::string& run);
 
 /// The trial's sysctls as changes, in the namespaces of run `names` (host mode's "host" is
 /// wanlab's own namespace).
-std::vector<sysctl::Change> sysctl_changes(const Trial& trial, const LabNames& names);
+std::vector<sysctl::Change> sysctl_changes(const experiment::Trial& trial, const experiment::LabNames& names);
 
 /// Session: one run's machine side, whatever its [lab] mode: what the runner asks of it
 /// (LabSession on this machine; remote/hosts.h's HostsSession across machines).
@@ -57,10 +57,11 @@ class Session {
 public:
     virtual ~Session() = default;
     /// Moves the lab (or the machines) to `trial`'s configuration.
-    virtual void apply_trial(const Trial& trial) = 0;
+    virtual void apply_trial(const experiment::Trial& trial) = 0;
     /// Starts `trial`'s [[service]]s, each ready before the next; throws
     /// services::ServiceFailure when one cannot start or get ready.
-    virtual void start_services(const Trial& trial, const std::filesystem::path& dir, const probes::Tick& tick) = 0;
+    virtual void start_services(const experiment::Trial& trial, const std::filesystem::path& dir,
+                                const probes::Tick& tick) = 0;
     /// Throws services::ServiceFailure if a running service has exited.
     virtual void check_services() = 0;
     virtual void stop_services() noexcept = 0;
@@ -72,9 +73,9 @@ class LabSession final : public Session {
 public:
     /// The lab for `trials` (all of a run's, checked and locked up front); nothing of any
     /// trial is applied until apply_trial(). Every trial must have the same [lab] section.
-    LabSession(const std::vector<Trial>& trials, const SessionOptions& options, sysctl::ProcSys& proc);
+    LabSession(const std::vector<experiment::Trial>& trials, const SessionOptions& options, sysctl::ProcSys& proc);
     /// `wanlab lab up`: the lab with `trial` applied.
-    LabSession(const Trial& trial, const SessionOptions& options, sysctl::ProcSys& proc);
+    LabSession(const experiment::Trial& trial, const SessionOptions& options, sysctl::ProcSys& proc);
     ~LabSession() override;
     LabSession(const LabSession&) = delete;
     LabSession& operator=(const LabSession&) = delete;
@@ -85,19 +86,21 @@ public:
     /// then its link conditions through Testbed::apply_link(): by replace (never delete then
     /// add), read back and verified. Reports the stages "sysctls" and "qdiscs" through
     /// options.progress.
-    void apply_trial(const Trial& trial) override;
+    void apply_trial(const experiment::Trial& trial) override;
 
     /// Starts `trial`'s [[service]]s in order, after apply_trial() (so their sockets see the
     /// trial's sysctls), each journaled right after its spawn and checked ready before the
     /// next starts; `dir` is the trial's folder ({dir}: logs and rendered templates), made
     /// here. Throws services::ServiceFailure; what started stays until stop_services().
-    void start_services(const Trial& trial, const std::filesystem::path& dir, const probes::Tick& tick) override;
+    void start_services(const experiment::Trial& trial, const std::filesystem::path& dir,
+                        const probes::Tick& tick) override;
     /// Throws services::ServiceFailure if a running service has exited.
     void check_services() override;
     /// Stops the running services, newest first (apply_trial() and the destructor do too).
     void stop_services() noexcept override;
     /// The placeholder values of `trial` in this lab: {server} {client} {trial} {run} {dir}.
-    std::map<std::string, std::string> placeholders(const Trial& trial, const std::filesystem::path& dir) const;
+    std::map<std::string, std::string> placeholders(const experiment::Trial& trial,
+                                                    const std::filesystem::path& dir) const;
 
     /// Where the trials are applied and the probes measure.
     const Testbed& testbed() const override { return *testbed_; }

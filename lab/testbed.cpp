@@ -17,12 +17,12 @@
 namespace wanlab::lab {
 namespace {
 
-bool any_up(const std::vector<Trial>& trials) {
-    return std::any_of(trials.begin(), trials.end(), [](const Trial& t) { return t.link.up.impaired(); });
+bool any_up(const std::vector<experiment::Trial>& trials) {
+    return std::any_of(trials.begin(), trials.end(), [](const experiment::Trial& t) { return t.link.up.impaired(); });
 }
 
-bool any_down(const std::vector<Trial>& trials) {
-    return std::any_of(trials.begin(), trials.end(), [](const Trial& t) { return t.link.down.impaired(); });
+bool any_down(const std::vector<experiment::Trial>& trials) {
+    return std::any_of(trials.begin(), trials.end(), [](const experiment::Trial& t) { return t.link.down.impaired(); });
 }
 
 /// NamespaceTestbed: the client - router - server lab of lab/topology.h.
@@ -31,13 +31,13 @@ bool any_down(const std::vector<Trial>& trials) {
 /// topology (member order).
 class NamespaceTestbed final : public Testbed {
 public:
-    NamespaceTestbed(const LabSpec& lab, const std::string& run, Journal& journal, sysctl::ProcSys& proc,
+    NamespaceTestbed(const experiment::LabSpec& lab, const std::string& run, Journal& journal, sysctl::ProcSys& proc,
                      const Progress& progress)
         : run_(run), journal_(journal), proc_(proc), progress_(progress), built_(lab) {
         topology_.emplace(lab, run, &journal, proc, progress);
     }
 
-    void prepare(const LabSpec& lab) override {
+    void prepare(const experiment::LabSpec& lab) override {
         if (lab.mtu == built_.mtu && lab.offloads == built_.offloads && lab.queue_length == built_.queue_length &&
             lab.ip == built_.ip)
             return;
@@ -51,16 +51,16 @@ public:
         built_ = lab;
     }
 
-    void apply_link(const Trial& trial) override {
+    void apply_link(const experiment::Trial& trial) override {
         if (!router_) {
             const std::string ns = topology_->ns("router");
             router_.emplace(ns);
-            up_.emplace(*router_, LabNames::kRouterToServer);
-            down_.emplace(*router_, LabNames::kRouterToClient);
+            up_.emplace(*router_, experiment::LabNames::kRouterToServer);
+            down_.emplace(*router_, experiment::LabNames::kRouterToClient);
             // Written before the first qdisc change, so `wanlab restore` can put the trees
             // back even if the namespace outlives a killed run.
-            journal_.record(qdisc_entry(ns, LabNames::kRouterToServer, up_->serialize()));
-            journal_.record(qdisc_entry(ns, LabNames::kRouterToClient, down_->serialize()));
+            journal_.record(qdisc_entry(ns, experiment::LabNames::kRouterToServer, up_->serialize()));
+            journal_.record(qdisc_entry(ns, experiment::LabNames::kRouterToClient, down_->serialize()));
         }
         auto psched = netem::Psched::from_proc();
         auto put = [&](netem::DeviceQdiscs& dev, const netem::Direction& d) {
@@ -81,10 +81,12 @@ public:
         return e;
     }
 
-    std::vector<netem::QdiscSite> qdisc_sites(const Trial& trial) const override {
+    std::vector<netem::QdiscSite> qdisc_sites(const experiment::Trial& trial) const override {
         std::vector<netem::QdiscSite> out;
-        if (trial.link.up.impaired()) out.push_back({"up", topology_->ns("router"), LabNames::kRouterToServer, {}});
-        if (trial.link.down.impaired()) out.push_back({"down", topology_->ns("router"), LabNames::kRouterToClient, {}});
+        if (trial.link.up.impaired())
+            out.push_back({"up", topology_->ns("router"), experiment::LabNames::kRouterToServer, {}});
+        if (trial.link.down.impaired())
+            out.push_back({"down", topology_->ns("router"), experiment::LabNames::kRouterToClient, {}});
         return out;
     }
 
@@ -97,12 +99,12 @@ public:
         return {topology_->ns(host), Addressing::of(host, resolved(AF_UNSPEC))};
     }
 
-    std::string describe(const Trial&) const override {
+    std::string describe(const experiment::Trial&) const override {
         const auto& t = *topology_;
         auto both = [&](const char* v4, const char* v6) {
-            return built_.ip == LabSpec::Ip::v4   ? std::string(v4)
-                   : built_.ip == LabSpec::Ip::v6 ? std::string(v6)
-                                                  : fmt::format("{} {}", v4, v6);
+            return built_.ip == experiment::LabSpec::Ip::v4   ? std::string(v4)
+                   : built_.ip == experiment::LabSpec::Ip::v6 ? std::string(v6)
+                                                              : fmt::format("{} {}", v4, v6);
         };
         return fmt::format(
             "  {}  wl-c {}\n"
@@ -132,7 +134,7 @@ private:
     Journal& journal_;
     sysctl::ProcSys& proc_;
     Progress progress_;
-    LabSpec built_;  ///< the [lab] the topology was built with
+    experiment::LabSpec built_;  ///< the [lab] the topology was built with
     // Creation order; destruction runs in reverse.
     std::optional<Topology> topology_;
     std::optional<netem::NetlinkKernel> router_;
@@ -144,7 +146,7 @@ private:
 /// the interface; if that fails, logs it and keeps the journal for `wanlab restore`.
 class HostTestbed final : public Testbed {
 public:
-    HostTestbed(const std::vector<Trial>& trials, const std::string& run, Journal& journal, const Log& log)
+    HostTestbed(const std::vector<experiment::Trial>& trials, const std::string& run, Journal& journal, const Log& log)
         : run_(run), journal_(journal), log_(log), lab_(trials.front().lab), kernel_("") {
         netem::Filter target{lab_.target, lab_.port, false, lab_.line_rate_bps};
         host_.emplace(kernel_, lab_.dev, target, lab_.line_rate_bps);
@@ -161,9 +163,9 @@ public:
         }
     }
 
-    void prepare(const LabSpec&) override {}
+    void prepare(const experiment::LabSpec&) override {}
 
-    void apply_link(const Trial& trial) override {
+    void apply_link(const experiment::Trial& trial) override {
         host_->apply(trial.link.up, trial.link.down, trial.lab.mtu, netem::Psched::from_proc());
     }
 
@@ -174,7 +176,7 @@ public:
         return e;
     }
 
-    std::vector<netem::QdiscSite> qdisc_sites(const Trial& trial) const override {
+    std::vector<netem::QdiscSite> qdisc_sites(const experiment::Trial& trial) const override {
         // Egress below the filter's htb class; ingress on the ifb's root.
         std::vector<netem::QdiscSite> out;
         if (trial.link.up.impaired()) out.push_back({"up", "", lab_.dev, netem::kFilteredLayout});
@@ -193,12 +195,13 @@ public:
     // This machine is the only lab host: a service runs in wanlab's own namespace.
     services::Placement placement(const std::string&) const override { return {"", "127.0.0.1"}; }
 
-    std::string describe(const Trial& trial) const override {
+    std::string describe(const experiment::Trial& trial) const override {
         return fmt::format(
             "  {}: toward {}{} only: up {}, down {}\n"
             "  try: tc qdisc show dev {}; tc filter show dev {}",
             lab_.dev, lab_.target, lab_.port ? fmt::format(" port {}", lab_.port) : "",
-            direction_summary(trial.link.up), direction_summary(trial.link.down), lab_.dev, lab_.dev);
+            experiment::direction_summary(trial.link.up), experiment::direction_summary(trial.link.down), lab_.dev,
+            lab_.dev);
     }
 
     std::string undo_text() const override { return fmt::format("restoring {} (run {})", lab_.dev, run_); }
@@ -207,17 +210,17 @@ private:
     std::string run_;
     Journal& journal_;
     Log log_;
-    LabSpec lab_;
+    experiment::LabSpec lab_;
     netem::NetlinkKernel kernel_;
     std::optional<netem::HostImpairment> host_;
 };
 
 }  // namespace
 
-void check_testbed(const std::vector<Trial>& trials, const std::vector<sysctl::Change>& changes, sysctl::ProcSys& proc,
-                   bool force) {
+void check_testbed(const std::vector<experiment::Trial>& trials, const std::vector<sysctl::Change>& changes,
+                   sysctl::ProcSys& proc, bool force) {
     const auto& lab = trials.front().lab;
-    if (lab.mode != LabSpec::Mode::host) return;
+    if (lab.mode != experiment::LabSpec::Mode::host) return;
     try {
         (void)netem::NetlinkKernel("").ifindex(lab.dev);
     } catch (const Error& e) {
@@ -237,24 +240,25 @@ void check_testbed(const std::vector<Trial>& trials, const std::vector<sysctl::C
     }
 }
 
-std::string unverifiable(const LabSpec& lab) {
-    if (lab.mode == LabSpec::Mode::host)
+std::string unverifiable(const experiment::LabSpec& lab) {
+    if (lab.mode == experiment::LabSpec::Mode::host)
         return "host mode: not measured (the real path adds its own RTT); the qdiscs were read back";
-    if (lab.mode == LabSpec::Mode::hosts)
+    if (lab.mode == experiment::LabSpec::Mode::hosts)
         return "hosts mode: not measured (the real path adds its own RTT); the agent that applied them read the qdiscs "
                "back";
     return {};
 }
 
-std::vector<TestbedLock> testbed_locks(const LabSpec& lab) {
-    if (lab.mode != LabSpec::Mode::host) return {};
+std::vector<TestbedLock> testbed_locks(const experiment::LabSpec& lab) {
+    if (lab.mode != experiment::LabSpec::Mode::host) return {};
     return {{fmt::format("dev-{}.lock", lab.dev), "device " + lab.dev}};
 }
 
-std::unique_ptr<Testbed> make_testbed(const std::vector<Trial>& trials, const std::string& run, Journal& journal,
-                                      sysctl::ProcSys& proc, const Progress& progress, const Log& log) {
+std::unique_ptr<Testbed> make_testbed(const std::vector<experiment::Trial>& trials, const std::string& run,
+                                      Journal& journal, sysctl::ProcSys& proc, const Progress& progress,
+                                      const Log& log) {
     const auto& lab = trials.front().lab;
-    if (lab.mode == LabSpec::Mode::host) return std::make_unique<HostTestbed>(trials, run, journal, log);
+    if (lab.mode == experiment::LabSpec::Mode::host) return std::make_unique<HostTestbed>(trials, run, journal, log);
     return std::make_unique<NamespaceTestbed>(lab, run, journal, proc, progress);
 }
 

@@ -50,10 +50,10 @@ public:
 
     /// Rebuilds what `lab` changes before the trial's sysctls are set (a namespace lab whose
     /// mtu, offloads or queue length differ is built again under the same names).
-    virtual void prepare(const LabSpec& lab) = 0;
+    virtual void prepare(const experiment::LabSpec& lab) = 0;
     /// Puts `trial`'s link conditions in place by replace, read back and verified; a
     /// direction without conditions gets what it had before the run.
-    virtual void apply_link(const Trial& trial) = 0;
+    virtual void apply_link(const experiment::Trial& trial) = 0;
     /// The probes' client and server over `family`: AF_INET, AF_INET6, or AF_UNSPEC for the
     /// lab's first (IPv4 unless the lab has IPv6 only). In host and hosts mode the addresses are
     /// the target's and the machines', whatever `family` (the loader checked they agree); a
@@ -78,13 +78,13 @@ public:
     virtual nlohmann::json machine_counters() const { return nlohmann::json::object(); }
     /// Where `trial`'s link conditions sit, one site per impaired direction (their
     /// statistics: diagnosis/qdisc_watch.h).
-    virtual std::vector<netem::QdiscSite> qdisc_sites(const Trial& trial) const = 0;
+    virtual std::vector<netem::QdiscSite> qdisc_sites(const experiment::Trial& trial) const = 0;
     /// Where captures watch, one point per lab host the probes run on.
     virtual std::vector<CapturePoint> capture_points() const = 0;
     /// Where a [[service]] on lab host `host` (LabSpec::hosts()) runs.
     virtual services::Placement placement(const std::string& host) const = 0;
     /// What `wanlab lab up` shows once `trial` is applied: the pieces, then a command to try.
-    virtual std::string describe(const Trial& trial) const = 0;
+    virtual std::string describe(const experiment::Trial& trial) const = 0;
     /// What the undo does, for `wanlab lab up`'s last line: "tearing down run RUN".
     virtual std::string undo_text() const = 0;
 };
@@ -94,22 +94,23 @@ public:
 /// cut off, no sysctl of `changes` in this machine's own namespace that could cut an SSH
 /// session (read against its value now through `proc`), each unless `force`; the ifb
 /// module's state). Throws InputError naming what to do.
-void check_testbed(const std::vector<Trial>& trials, const std::vector<sysctl::Change>& changes, sysctl::ProcSys& proc,
-                   bool force);
+void check_testbed(const std::vector<experiment::Trial>& trials, const std::vector<sysctl::Change>& changes,
+                   sysctl::ProcSys& proc, bool force);
 
 /// Why, on the testbed of `lab`, a measured RTT and rate cannot be compared with the
 /// configured ones, or "" when they can (the emulation check runs only then).
-std::string unverifiable(const LabSpec& lab);
+std::string unverifiable(const experiment::LabSpec& lab);
 
 /// A lock the run holds while its testbed exists, besides the sysctl locks.
 struct TestbedLock {
     std::string file;  ///< in the journal directory
     std::string what;  ///< for the "held by another run" message
 };
-std::vector<TestbedLock> testbed_locks(const LabSpec& lab);
+std::vector<TestbedLock> testbed_locks(const experiment::LabSpec& lab);
 
 /// The testbed of `trials` (all share their [lab] mode): nothing of a trial is applied yet.
-std::unique_ptr<Testbed> make_testbed(const std::vector<Trial>& trials, const std::string& run, Journal& journal,
-                                      sysctl::ProcSys& proc, const Progress& progress, const Log& log);
+std::unique_ptr<Testbed> make_testbed(const std::vector<experiment::Trial>& trials, const std::string& run,
+                                      Journal& journal, sysctl::ProcSys& proc, const Progress& progress,
+                                      const Log& log);
 
 }  // namespace wanlab::lab

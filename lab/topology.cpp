@@ -12,7 +12,7 @@ void loopback_up(const std::string& ns) {
 
 }  // namespace
 
-Topology::Topology(const LabSpec& spec, const std::string& run, Journal* journal, sysctl::ProcSys& proc,
+Topology::Topology(const experiment::LabSpec& spec, const std::string& run, Journal* journal, sysctl::ProcSys& proc,
                    const Progress& progress) {
     names_.run = run;
     auto step = [&](const std::string& stage) {
@@ -33,18 +33,20 @@ Topology::Topology(const LabSpec& spec, const std::string& run, Journal* journal
     step("namespaces");
 
     LinkOptions options{spec.mtu, spec.queue_length, spec.offloads};
-    client_link_.emplace(ns("router"), LabNames::kRouterToClient, ns("client"), Addressing::kClientDev, options,
-                         journal);
-    server_link_.emplace(ns("router"), LabNames::kRouterToServer, ns("server"), Addressing::kServerDev, options,
-                         journal);
+    client_link_.emplace(ns("router"), experiment::LabNames::kRouterToClient, ns("client"), Addressing::kClientDev,
+                         options, journal);
+    server_link_.emplace(ns("router"), experiment::LabNames::kRouterToServer, ns("server"), Addressing::kServerDev,
+                         options, journal);
     {
         RouteSocket client(ns("client")), router(ns("router")), server(ns("server"));
         using A = Addressing;
         for (bool v6 : {false, true}) {
             if (!(v6 ? spec.has_ipv6() : spec.has_ipv4())) continue;
             add_address(client, A::kClientDev, v6 ? A::kClient6 : A::kClient);
-            add_address(router, LabNames::kRouterToClient, v6 ? A::kRouterClientSide6 : A::kRouterClientSide);
-            add_address(router, LabNames::kRouterToServer, v6 ? A::kRouterServerSide6 : A::kRouterServerSide);
+            add_address(router, experiment::LabNames::kRouterToClient,
+                        v6 ? A::kRouterClientSide6 : A::kRouterClientSide);
+            add_address(router, experiment::LabNames::kRouterToServer,
+                        v6 ? A::kRouterServerSide6 : A::kRouterServerSide);
             add_address(server, A::kServerDev, v6 ? A::kServer6 : A::kServer);
             add_default_route(client, v6 ? A::kClientGateway6 : A::kClientGateway);
             add_default_route(server, v6 ? A::kServerGateway6 : A::kServerGateway);

@@ -71,17 +71,17 @@ using Progress = std::function<void(const std::string& stage)>;
 
 class Topology {
 public:
-    Topology(const LabSpec& spec, const std::string& run, Journal* journal, sysctl::ProcSys& proc,
+    Topology(const experiment::LabSpec& spec, const std::string& run, Journal* journal, sysctl::ProcSys& proc,
              const Progress& progress = {});
     Topology(const Topology&) = delete;
     Topology& operator=(const Topology&) = delete;
 
-    const LabNames& names() const { return names_; }
+    const experiment::LabNames& names() const { return names_; }
     /// "wanlab-RUN-client", ...
     std::string ns(const std::string& host) const { return names_.ns(host); }
 
 private:
-    LabNames names_;
+    experiment::LabNames names_;
     // Creation order; destruction runs in reverse.
     std::optional<NetNamespace> client_, router_, server_;
     std::optional<VethPair> client_link_, server_link_;

@@ -706,40 +706,39 @@ std::vector<Attribute> make_rows() {
                     },
                     [](const Attribute& a, const Direction& d, json& j) { j[a.key] = d.netem.ecn; },
                     send_netem<&Netem::ecn>, receive_netem<&Netem::ecn>});
-    rows.push_back({"slot", false, 8, parse_slot,
-                    [](const Netem& n, const Psched&, NetemWire& w) {
-                        tc_netem_slot slot{};
-                        if (n.slot) {
-                            slot.min_delay = n.slot->min_delay.count();
-                            slot.max_delay = n.slot->max_delay.count();
-                            slot.max_packets = static_cast<std::int32_t>(n.slot->packets);
-                            slot.max_bytes = static_cast<std::int32_t>(n.slot->bytes);
-                            slot.dist_delay = n.slot->dist_delay.count();
-                            slot.dist_jitter = n.slot->dist_jitter.count();
-                        }
-                        w.slot = slot;
-                    },
-                    [](const NetemWire& w, const Psched&, Netem& n) {
-                        if (!w.slot || !(w.slot->min_delay || w.slot->max_delay || w.slot->dist_jitter)) return;
-                        const tc_netem_slot& slot = *w.slot;
-                        Slot s;
-                        s.min_delay = nanoseconds{slot.min_delay};
-                        s.max_delay = nanoseconds{slot.max_delay};
-                        // The kernel reports "unlimited" as INT_MAX.
-                        s.packets = slot.max_packets == INT32_MAX ? 0 : static_cast<std::uint32_t>(slot.max_packets);
-                        s.bytes = slot.max_bytes == INT32_MAX ? 0 : static_cast<std::uint32_t>(slot.max_bytes);
-                        s.dist_delay = nanoseconds{slot.dist_delay};
-                        s.dist_jitter = nanoseconds{slot.dist_jitter};
-                        n.slot = s;
-                    },
-                    compare_slot, tc_slot,
-                    [](const Attribute& a, const Direction& d, json& j) { j[a.key] = slot_json(d.netem.slot); },
-                    [](const Attribute& a, const Direction& d, json& j) {
-                        j["netem"][a.key] = slot_agent_json(d.netem.slot);
-                    },
-                    [](const Attribute& a, const json& j, Direction& d) {
-                        d.netem.slot = slot_of_agent_json(j.at("netem").at(a.key));
-                    }});
+    rows.push_back(
+        {"slot", false, 8, parse_slot,
+         [](const Netem& n, const Psched&, NetemWire& w) {
+             tc_netem_slot slot{};
+             if (n.slot) {
+                 slot.min_delay = n.slot->min_delay.count();
+                 slot.max_delay = n.slot->max_delay.count();
+                 slot.max_packets = static_cast<std::int32_t>(n.slot->packets);
+                 slot.max_bytes = static_cast<std::int32_t>(n.slot->bytes);
+                 slot.dist_delay = n.slot->dist_delay.count();
+                 slot.dist_jitter = n.slot->dist_jitter.count();
+             }
+             w.slot = slot;
+         },
+         [](const NetemWire& w, const Psched&, Netem& n) {
+             if (!w.slot || !(w.slot->min_delay || w.slot->max_delay || w.slot->dist_jitter)) return;
+             const tc_netem_slot& slot = *w.slot;
+             Slot s;
+             s.min_delay = nanoseconds{slot.min_delay};
+             s.max_delay = nanoseconds{slot.max_delay};
+             // The kernel reports "unlimited" as INT_MAX.
+             s.packets = slot.max_packets == INT32_MAX ? 0 : static_cast<std::uint32_t>(slot.max_packets);
+             s.bytes = slot.max_bytes == INT32_MAX ? 0 : static_cast<std::uint32_t>(slot.max_bytes);
+             s.dist_delay = nanoseconds{slot.dist_delay};
+             s.dist_jitter = nanoseconds{slot.dist_jitter};
+             n.slot = s;
+         },
+         compare_slot, tc_slot,
+         [](const Attribute& a, const Direction& d, json& j) { j[a.key] = slot_json(d.netem.slot); },
+         [](const Attribute& a, const Direction& d, json& j) { j["netem"][a.key] = slot_agent_json(d.netem.slot); },
+         [](const Attribute& a, const json& j, Direction& d) {
+             d.netem.slot = slot_of_agent_json(j.at("netem").at(a.key));
+         }});
     // netem's PRNG seed. A kernel before 6.6 drops the attribute unread and dumps none: an
     // error where `seed` was written, silence where it came from [run] seed. A kernel that
     // has it dumps the seed it picked when none was sent: compared only when one was asked.

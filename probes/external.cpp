@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "probes/stats.h"
 #include "probes/sockets.h"
+#include "probes/stats.h"
 #include "probes/udp.h"
 
 namespace wanlab::probes {
@@ -232,7 +232,8 @@ Iperf3Run iperf3_client(const ProbeSpec& spec, const Endpoints& where, const std
     if (run.out.timed_out) throw Error("iperf3 -c did not finish in time (killed)");
     // With -J, iperf3 reports its own errors inside the JSON; anything else is a crash.
     if (!sys::exited_ok(run.out) && run.out.out.find('{') == std::string::npos)
-        throw Error(fmt::format("iperf3 -c {}: {}", sys::describe_status(run.out.status), sys::tail_lines(run.out.err)));
+        throw Error(
+            fmt::format("iperf3 -c {}: {}", sys::describe_status(run.out.status), sys::tail_lines(run.out.err)));
     return run;
 }
 
@@ -335,8 +336,8 @@ ProbeResult run_ping(const ProbeSpec& spec, const Endpoints& where, const Tick& 
     auto out = ping.wait(std::chrono::duration_cast<std::chrono::milliseconds>(duration) + 5s, tick);
     if (out.timed_out) throw Error("ping did not finish in time (killed)");
     if (out.out.find("packets transmitted") == std::string::npos)
-        throw Error(
-            fmt::format("ping {}: {}", sys::describe_status(out.status), sys::tail_lines(out.err.empty() ? out.out : out.err)));
+        throw Error(fmt::format("ping {}: {}", sys::describe_status(out.status),
+                                sys::tail_lines(out.err.empty() ? out.out : out.err)));
     auto r = parse_ping(out.out, seconds(interval));
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     return r;
@@ -385,8 +386,8 @@ ProbeResult run_hping3(const ProbeSpec& spec, const Endpoints& where, const Tick
     auto out = hping.wait(bound, tick);
     if (out.timed_out) throw Error("hping3 did not finish in time (killed)");
     if (out.err.find("packets transmitted") == std::string::npos)
-        throw Error(
-            fmt::format("hping3 {}: {}", sys::describe_status(out.status), sys::tail_lines(out.err.empty() ? out.out : out.err)));
+        throw Error(fmt::format("hping3 {}: {}", sys::describe_status(out.status),
+                                sys::tail_lines(out.err.empty() ? out.out : out.err)));
     auto r = parse_hping3(out.out + out.err, seconds(interval));
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     if (count < option_int(spec, "count"))

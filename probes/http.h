@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "probes/probe.h"
-#include "probes/stats.h"
 #include "probes/sockets.h"
+#include "probes/stats.h"
 
 namespace wanlab::probes::http {
 

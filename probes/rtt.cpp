@@ -18,8 +18,8 @@
 
 #include "core/error.h"
 #include "probes/probe.h"
-#include "probes/stats.h"
 #include "probes/sockets.h"
+#include "probes/stats.h"
 
 namespace wanlab::probes {
 namespace {

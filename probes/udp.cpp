@@ -15,8 +15,8 @@
 
 #include "core/error.h"
 #include "probes/probe.h"
-#include "probes/stats.h"
 #include "probes/sockets.h"
+#include "probes/stats.h"
 #include "probes/udp.h"
 
 namespace wanlab::probes {

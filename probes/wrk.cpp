@@ -162,8 +162,8 @@ ProbeResult run_wrk(const ProbeSpec& spec, const Endpoints& where, const Tick& t
     auto answered = target.stop();
     if (out.timed_out) throw Error("wrk did not finish in time (killed)");
     if (!sys::exited_ok(out))
-        throw Error(
-            fmt::format("wrk {}: {}", sys::describe_status(out.status), sys::tail_lines(out.err.empty() ? out.out : out.err)));
+        throw Error(fmt::format("wrk {}: {}", sys::describe_status(out.status),
+                                sys::tail_lines(out.err.empty() ? out.out : out.err)));
     auto r = parse_wrk(out.out);
     r.notes.push_back("command: " + fmt::format("{}", fmt::join(argv, " ")));
     if (options)

@@ -69,11 +69,11 @@ private:
 /// (the client's agent applies them: HostsSession).
 class HostsTestbed final : public lab::Testbed {
 public:
-    HostsTestbed(const lab::LabSpec& lab, std::string dev) : lab_(lab), dev_(std::move(dev)) {
+    HostsTestbed(const experiment::LabSpec& lab, std::string dev) : lab_(lab), dev_(std::move(dev)) {
         if (const auto* server = lab_.machine("server")) probe_port_ = server->probe_port;
     }
-    void prepare(const lab::LabSpec&) override {}
-    void apply_link(const lab::Trial&) override {}
+    void prepare(const experiment::LabSpec&) override {}
+    void apply_link(const experiment::Trial&) override {}
     probes::Endpoints endpoints(int) const override {
         probes::Endpoints e;
         e.server = {"", address("server"), 0, true};
@@ -81,7 +81,7 @@ public:
         return e;
     }
     // As host mode's: egress below the filter's htb class, ingress on the ifb's root.
-    std::vector<netem::QdiscSite> qdisc_sites(const lab::Trial& trial) const override {
+    std::vector<netem::QdiscSite> qdisc_sites(const experiment::Trial& trial) const override {
         std::vector<netem::QdiscSite> out;
         if (dev_.empty()) return out;
         if (trial.link.up.impaired()) out.push_back({"up", "", dev_, netem::kFilteredLayout});
@@ -151,7 +151,7 @@ public:
         return out;
     }
     services::Placement placement(const std::string& host) const override { return {"", address(host)}; }
-    std::string describe(const lab::Trial&) const override {
+    std::string describe(const experiment::Trial&) const override {
         std::string out;
         for (const auto& m : lab_.machines)
             out += fmt::format("  {}: {}{}\n", m.name, m.ssh, m.address.empty() ? "" : " (" + m.address + ")");
@@ -165,7 +165,7 @@ private:
             if (m.name == role) return m.address;
         return "";
     }
-    lab::LabSpec lab_;
+    experiment::LabSpec lab_;
     std::string dev_;
     std::uint16_t probe_port_ = 0;
     std::vector<netem::Flow> exempt_;
@@ -187,7 +187,8 @@ HostsSession::PrivateDir::~PrivateDir() {
     std::filesystem::remove_all(path, ec);
 }
 
-std::vector<std::pair<std::string, std::string>> machine_sysctls(const lab::Trial& trial, const std::string& role) {
+std::vector<std::pair<std::string, std::string>> machine_sysctls(const experiment::Trial& trial,
+                                                                 const std::string& role) {
     std::vector<std::pair<std::string, std::string>> out;
     auto put = [&out](const std::string& key, const std::string& value) {
         auto it = std::find_if(out.begin(), out.end(), [&key](const auto& kv) { return kv.first == key; });
@@ -202,7 +203,8 @@ std::vector<std::pair<std::string, std::string>> machine_sysctls(const lab::Tria
     return out;
 }
 
-HostsSession::HostsSession(const std::vector<lab::Trial>& trials, const HostsOptions& options) : options_(options) {
+HostsSession::HostsSession(const std::vector<experiment::Trial>& trials, const HostsOptions& options)
+    : options_(options) {
     lab::check_run_id(options.run);
     if (trials.empty()) throw InputError("the experiment has no trials");
     const auto& lab = trials.front().lab;
@@ -331,7 +333,7 @@ Channel& HostsSession::channel_of(const std::string& role) {
     throw Error(fmt::format("no machine `{}` in [hosts]", role));
 }
 
-void HostsSession::apply_trial(const lab::Trial& trial) {
+void HostsSession::apply_trial(const experiment::Trial& trial) {
     stop_services();
     for (auto& m : machines_) {
         json set = json::array();
@@ -342,7 +344,7 @@ void HostsSession::apply_trial(const lab::Trial& trial) {
     if (any_up_ || any_down_) {
         json exempt = json::array();
         for (const auto& f : exempt_) exempt.push_back(flow_json(f));
-        auto needs = lab::needed_qdiscs(std::vector<lab::Trial>{trial});
+        auto needs = lab::needed_qdiscs(std::vector<experiment::Trial>{trial});
         channel_of(link_role_)
             .call("link",
                   {{"dev", link_dev_},
@@ -360,7 +362,8 @@ void HostsSession::apply_trial(const lab::Trial& trial) {
     }
 }
 
-void HostsSession::start_services(const lab::Trial& trial, const std::filesystem::path&, const probes::Tick& tick) {
+void HostsSession::start_services(const experiment::Trial& trial, const std::filesystem::path&,
+                                  const probes::Tick& tick) {
     stop_services();
     auto where = testbed_->endpoints(AF_UNSPEC);
     std::map<std::string, std::string> values{

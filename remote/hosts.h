@@ -56,13 +56,14 @@ public:
     /// Connects to every machine and begins the run on each; throws wanlab::Error (a missing
     /// or different wanlab, ssh's own words) before any machine has changed anything beyond
     /// those that began: they are given back as the session unwinds.
-    HostsSession(const std::vector<lab::Trial>& trials, const HostsOptions& options);
+    HostsSession(const std::vector<experiment::Trial>& trials, const HostsOptions& options);
     ~HostsSession() override;
     HostsSession(const HostsSession&) = delete;
     HostsSession& operator=(const HostsSession&) = delete;
 
-    void apply_trial(const lab::Trial& trial) override;
-    void start_services(const lab::Trial& trial, const std::filesystem::path& dir, const probes::Tick& tick) override;
+    void apply_trial(const experiment::Trial& trial) override;
+    void start_services(const experiment::Trial& trial, const std::filesystem::path& dir,
+                        const probes::Tick& tick) override;
     void check_services() override;
     void stop_services() noexcept override;
     const lab::Testbed& testbed() const override { return *testbed_; }
@@ -76,7 +77,7 @@ public:
 
 private:
     struct Machine {
-        lab::Machine spec;
+        experiment::Machine spec;
         std::unique_ptr<Channel> channel;
     };
     Channel& channel_of(const std::string& role);
@@ -108,6 +109,7 @@ private:
 
 /// The sysctls `trial` sets on the machine of `role`: [sysctl] on every machine, then
 /// [sysctl.ROLE] (which wins for a key both set), as (key, value) in order.
-std::vector<std::pair<std::string, std::string>> machine_sysctls(const lab::Trial& trial, const std::string& role);
+std::vector<std::pair<std::string, std::string>> machine_sysctls(const experiment::Trial& trial,
+                                                                 const std::string& role);
 
 }  // namespace wanlab::remote

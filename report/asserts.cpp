@@ -48,7 +48,7 @@ std::string flags(const Cell& a, const Cell* b = nullptr) {
     return s;
 }
 
-lab::AssertSpec only(lab::AssertSpec spec, const std::string& check) {
+experiment::AssertSpec only(experiment::AssertSpec spec, const std::string& check) {
     if (check != "at_least") spec.at_least.reset();
     if (check != "at_most") spec.at_most.reset();
     if (check != "min_gain") spec.min_gain.reset();
@@ -58,7 +58,7 @@ lab::AssertSpec only(lab::AssertSpec spec, const std::string& check) {
 // What every outcome of one assert shares.
 struct Context {
     const results::RunData* data;
-    lab::AssertSpec spec;  // probe resolved
+    experiment::AssertSpec spec;  // probe resolved
     const probes::MetricSpec* metric = nullptr;
     std::string baseline;
     std::string no_probe;                             // why the probe cannot have data, "" when it can
@@ -119,7 +119,7 @@ AssertOutcome gain(const Context& ctx, const std::string& variant, const std::st
     return o;
 }
 
-Context context_of(const results::RunData& data, const lab::AssertSpec& spec) {
+Context context_of(const results::RunData& data, const experiment::AssertSpec& spec) {
     Context ctx{&data, spec, nullptr, detail::baseline_of(data), "", nullptr};
     auto probes = detail::probes_of(data);
     if (const auto* p = detail::find_probe(probes, spec.probe, spec.metric)) {
@@ -136,7 +136,7 @@ Context context_of(const results::RunData& data, const lab::AssertSpec& spec) {
 
 }  // namespace
 
-std::vector<AssertOutcome> evaluate(const results::RunData& data, const std::vector<lab::AssertSpec>& asserts) {
+std::vector<AssertOutcome> evaluate(const results::RunData& data, const std::vector<experiment::AssertSpec>& asserts) {
     std::vector<AssertOutcome> out;
     auto points = detail::points_of(data);
     auto variants = detail::variants_of(data);

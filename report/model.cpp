@@ -88,7 +88,7 @@ void build_rows(Model& m, const std::vector<ProbeRef>& probes, const ReportOptio
 
 // The pivot's metric: asked for, else the first assert's, else the first probe's headline.
 std::optional<std::pair<ProbeRef, std::string>> pivot_metric(const std::vector<ProbeRef>& probes,
-                                                             const std::vector<lab::AssertSpec>& asserts,
+                                                             const std::vector<experiment::AssertSpec>& asserts,
                                                              const ReportOptions& options,
                                                              std::vector<std::string>& notes) {
     using Choice = std::pair<ProbeRef, std::string>;
@@ -109,7 +109,7 @@ std::optional<std::pair<ProbeRef, std::string>> pivot_metric(const std::vector<P
 
 // Rows: the first swept path's values. Columns: the second's, with one table per variant
 // (and per value of any further path); else the variants, in one table.
-void build_pivot(Model& m, const std::vector<ProbeRef>& probes, const std::vector<lab::AssertSpec>& asserts,
+void build_pivot(Model& m, const std::vector<ProbeRef>& probes, const std::vector<experiment::AssertSpec>& asserts,
                  const ReportOptions& options) {
     const auto& data = *m.data;
     if (!detail::has_sweep(data)) return;
@@ -192,7 +192,8 @@ std::vector<std::string> refused_measurements(const results::RunData& data, cons
 
 }  // namespace
 
-Model build(const results::RunData& data, const std::vector<lab::AssertSpec>& asserts, const ReportOptions& options) {
+Model build(const results::RunData& data, const std::vector<experiment::AssertSpec>& asserts,
+            const ReportOptions& options) {
     Model m;
     m.data = &data;
     m.baseline = detail::baseline_of(data);

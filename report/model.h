@@ -73,7 +73,8 @@ struct Model {
     std::string files_root;
 };
 
-Model build(const results::RunData& data, const std::vector<lab::AssertSpec>& asserts, const ReportOptions& options);
+Model build(const results::RunData& data, const std::vector<experiment::AssertSpec>& asserts,
+            const ReportOptions& options);
 
 /// A capture's file as the reader finds it: under the results folder unless recorded absolute.
 std::string capture_path(const Model& m, const results::Capture& c);

@@ -337,7 +337,7 @@ Format parse_format(const std::string& name) {
     throw InputError(fmt::format("unknown report format `{}`: choose table, markdown, csv, json or html", name));
 }
 
-std::string render(const results::RunData& data, const std::vector<lab::AssertSpec>& asserts,
+std::string render(const results::RunData& data, const std::vector<experiment::AssertSpec>& asserts,
                    const ReportOptions& options) {
     auto m = build(data, asserts, options);
     switch (options.format) {

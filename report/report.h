@@ -63,7 +63,7 @@ struct ReportOptions {
 
 /// The whole report of a run: header (experiment, environment, trials flagged), before/after
 /// table, pivot for sweeps, explanations and advice, assert outcomes.
-std::string render(const results::RunData& data, const std::vector<lab::AssertSpec>& asserts,
+std::string render(const results::RunData& data, const std::vector<experiment::AssertSpec>& asserts,
                    const ReportOptions& options);
 
 /// Sentences the data supports ("bulk, default-buffers at 40ms: receive-window limited 92% of
@@ -72,7 +72,7 @@ std::string render(const results::RunData& data, const std::vector<lab::AssertSp
 std::vector<std::string> explain(const results::RunData& data);
 
 struct AssertOutcome {
-    lab::AssertSpec spec;
+    experiment::AssertSpec spec;
     std::string variant;              ///< the variant it was evaluated on
     std::string point;                ///< sweep point ("link.rtt=40ms"), "" without sweep
     double measured = results::kNaN;  ///< median (bounds) or relative gain (min_gain), base units
@@ -82,7 +82,7 @@ struct AssertOutcome {
 };
 /// Every assert on every (variant, sweep point) it applies to. A metric with no measurement
 /// fails ("not measured").
-std::vector<AssertOutcome> evaluate(const results::RunData& data, const std::vector<lab::AssertSpec>& asserts);
+std::vector<AssertOutcome> evaluate(const results::RunData& data, const std::vector<experiment::AssertSpec>& asserts);
 
 /// The exit status a CI gate takes from a run: the run's own when it did not end well
 /// (`run_status` non-zero), else 3 when an assert failed, else 0.

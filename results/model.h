@@ -109,7 +109,7 @@ struct Environment {
 
 /// One stretch of a run's measuring: the first `wanlab run`, then each `wanlab run --resume`.
 struct Session {
-    std::string started, finished;   ///< ISO 8601 UTC; finished empty while it runs
+    std::string started, finished;          ///< ISO 8601 UTC; finished empty while it runs
     RunStatus status = RunStatus::running;  ///< as Run::status, for this session
     std::string error;
     std::string hostname, kernel, where;  ///< as Environment's, when this session ran

@@ -12,8 +12,8 @@
 
 #include "core/config.h"
 #include "core/error.h"
-#include "probes/stats.h"
 #include "probes/sockets.h"
+#include "probes/stats.h"
 
 namespace wanlab::run {
 namespace {
@@ -111,7 +111,7 @@ void send_paced(int fd, const probes::SockAddr& to, double rate, std::chrono::mi
 
 }  // namespace
 
-Expected expected_of(const lab::Trial& trial) {
+Expected expected_of(const experiment::Trial& trial) {
     Expected e;
     const auto& up = trial.link.up;
     const auto& down = trial.link.down;
@@ -155,7 +155,7 @@ double measure_udp_rate(const probes::Endpoint& from, const probes::Endpoint& to
     return static_cast<double>(got.bytes) * 8 / span;
 }
 
-results::EmulationCheck check_emulation(const lab::Trial& trial, const probes::Endpoints& where,
+results::EmulationCheck check_emulation(const experiment::Trial& trial, const probes::Endpoints& where,
                                         const probes::Tick& tick) {
     results::EmulationCheck c;
     auto e = expected_of(trial);

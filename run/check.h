@@ -27,14 +27,14 @@ struct Expected {
     double rtt = 0, jitter = 0;
     double rate_up = 0, rate_down = 0;
 };
-Expected expected_of(const lab::Trial& trial);
+Expected expected_of(const experiment::Trial& trial);
 
 /// Whether `measured` RTT (s) holds for `e` (pure; the tolerance in the header comment).
 bool rtt_holds(const Expected& e, double measured);
 /// Whether `measured` rate (bit/s) holds for `configured`.
 bool rate_holds(double configured, double measured);
 
-results::EmulationCheck check_emulation(const lab::Trial& trial, const probes::Endpoints& where,
+results::EmulationCheck check_emulation(const experiment::Trial& trial, const probes::Endpoints& where,
                                         const probes::Tick& tick);
 
 /// The UDP rate measurement on its own: `from` sends to `to` at `send_rate` bit/s for

@@ -74,10 +74,17 @@ private:
 /// The command line of the run inside the micro-VM.
 std::vector<std::string> inner_argv(const RunRequest& r, const fs::path& out, const std::string& id, bool resume,
                                     const std::string& where) {
-    std::vector<std::string> argv{lab::self_exe(), "run",         fs::absolute(r.file).string(),
-                                  "--no-vm",       "--out",       out.string(),
-                                  resume ? "--resume" : "--run",   id,
-                                  "--inner",       "--where",     where};
+    std::vector<std::string> argv{lab::self_exe(),
+                                  "run",
+                                  fs::absolute(r.file).string(),
+                                  "--no-vm",
+                                  "--out",
+                                  out.string(),
+                                  resume ? "--resume" : "--run",
+                                  id,
+                                  "--inner",
+                                  "--where",
+                                  where};
     for (const auto& s : r.sets) argv.insert(argv.end(), {"--set", s});
     if (!r.shard.empty()) argv.insert(argv.end(), {"--shard", r.shard});
     if (r.force) argv.push_back("--force");
@@ -103,14 +110,14 @@ void report_unfinished(const RunRequest& r, Outcome& outcome, results::Store& st
 
 }  // namespace
 
-ThisMachine this_machine(const lab::Experiment& exp) {
+ThisMachine this_machine(const experiment::Experiment& exp) {
     return {[] { lab::require_capabilities("wanlab run"); }, [&exp] { return lab::missing_qdiscs(exp); }};
 }
 
-PlaceChoice choose_place(const lab::Experiment& exp, const RunRequest& r, const ThisMachine& machine) {
+PlaceChoice choose_place(const experiment::Experiment& exp, const RunRequest& r, const ThisMachine& machine) {
     const auto& lab = exp.trials.front().lab;
-    const bool host = lab.mode == lab::LabSpec::Mode::host;
-    const bool hosts = lab.mode == lab::LabSpec::Mode::hosts;
+    const bool host = lab.mode == experiment::LabSpec::Mode::host;
+    const bool hosts = lab.mode == experiment::LabSpec::Mode::hosts;
     // Host mode impairs this machine's own interface: the micro-VM has none of it.
     if (host && r.vm)
         throw InputError(
@@ -130,11 +137,11 @@ PlaceChoice choose_place(const lab::Experiment& exp, const RunRequest& r, const 
     auto missing = elsewhere ? std::vector<std::string>{} : machine.missing_qdiscs();
     if (missing.empty()) return {Place::here, ""};
     if (host || hosts)
-        throw Error(fmt::format("this kernel lacks {} (needed by {}); {} mode impairs this machine's own interface, "
-                                "so it needs them here. {}",
-                                fmt::join(missing, ", "), r.file, host ? "host" : "hosts",
-                                netem::advice_for(missing.front())),
-                    2);
+        throw Error(
+            fmt::format("this kernel lacks {} (needed by {}); {} mode impairs this machine's own interface, "
+                        "so it needs them here. {}",
+                        fmt::join(missing, ", "), r.file, host ? "host" : "hosts", netem::advice_for(missing.front())),
+            2);
     if (r.no_vm)
         throw Error(fmt::format("this kernel lacks {} (needed by {}); drop --no-vm to run in the micro-VM. {}",
                                 fmt::join(missing, ", "), r.file, netem::advice_for(missing.front())),
@@ -144,7 +151,7 @@ PlaceChoice choose_place(const lab::Experiment& exp, const RunRequest& r, const 
                                          fmt::join(missing, ", "))};
 }
 
-Outcome measure_here(const RunRequest& r, const lab::Experiment& exp, const std::string& text,
+Outcome measure_here(const RunRequest& r, const experiment::Experiment& exp, const std::string& text,
                      const results::RunData* before, const std::function<void(const results::RunData&)>& on_trial) {
     sys::SignalEvents signals;  // before any thread exists, so every thread blocks them
     fs::create_directories(r.out);
@@ -179,7 +186,7 @@ Outcome measure_here(const RunRequest& r, const lab::Experiment& exp, const std:
     return outcome;
 }
 
-Outcome measure_in_vm(const RunRequest& r, const lab::Experiment& exp, const results::RunData* before) {
+Outcome measure_in_vm(const RunRequest& r, const experiment::Experiment& exp, const results::RunData* before) {
     (void)exp;  // the VM reads the file itself, with the same --set and --shard
     if (r.auto_restore_s > 0)
         std::fputs(
@@ -237,13 +244,14 @@ pid_t detach(const RunRequest& r, const std::string& id) {
     auto log = fs::absolute(fs::path(r.out) / fmt::format("wanlab-{}.log", id));
     pid_t pid = sys::fork_detached(log, "--detach");
     if (pid == 0) return 0;
-    std::fputs(text::terminal_safe(fmt::format("wanlab: run {} goes on in the background (pid {}), its output in {}\n"
-                                               "  follow it:  tail -f {}\n  its report: wanlab results show {} --out {}\n"
-                                               "  stop it:    kill {}   (the machine is restored; then {} continues it)\n",
-                                               id, pid, log.string(), text::shell_quote(log.string()), id,
-                                               text::shell_quote(r.out), pid, resume_command(r.file, id, r.out)))
-                   .c_str(),
-               stderr);
+    std::fputs(
+        text::terminal_safe(fmt::format("wanlab: run {} goes on in the background (pid {}), its output in {}\n"
+                                        "  follow it:  tail -f {}\n  its report: wanlab results show {} --out {}\n"
+                                        "  stop it:    kill {}   (the machine is restored; then {} continues it)\n",
+                                        id, pid, log.string(), text::shell_quote(log.string()), id,
+                                        text::shell_quote(r.out), pid, resume_command(r.file, id, r.out)))
+            .c_str(),
+        stderr);
     return pid;
 }
 

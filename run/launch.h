@@ -46,11 +46,11 @@ enum class Place {
 
 /// What choose_place() asks of this machine.
 struct ThisMachine {
-    std::function<void()> require_capabilities;              ///< throws without root
+    std::function<void()> require_capabilities;                ///< throws without root
     std::function<std::vector<std::string>()> missing_qdiscs;  ///< qdiscs the experiment needs and the kernel lacks
 };
 /// The real machine's answers (lab/capabilities.h).
-ThisMachine this_machine(const lab::Experiment& exp);
+ThisMachine this_machine(const experiment::Experiment& exp);
 
 struct PlaceChoice {
     Place place = Place::here;
@@ -60,12 +60,12 @@ struct PlaceChoice {
 /// Where `exp` runs given --vm / --no-vm: the micro-VM when asked, or when this kernel lacks
 /// a qdisc and the lab is wanlab's own namespaces; here otherwise. Host and hosts mode never
 /// run in the VM (they impair real interfaces).
-PlaceChoice choose_place(const lab::Experiment& exp, const RunRequest& r, const ThisMachine& machine);
+PlaceChoice choose_place(const experiment::Experiment& exp, const RunRequest& r, const ThisMachine& machine);
 
 /// The run on this machine, recorded into r.out/results.db (created); `before` continues a
 /// recorded run (resume.h admitted it). `on_trial` as RunnerOptions::on_trial. A run that
 /// did not complete says so, and how to continue it, on stderr.
-Outcome measure_here(const RunRequest& r, const lab::Experiment& exp, const std::string& text,
+Outcome measure_here(const RunRequest& r, const experiment::Experiment& exp, const std::string& text,
                      const results::RunData* before,
                      const std::function<void(const results::RunData&)>& on_trial = nullptr);
 
@@ -74,7 +74,7 @@ Outcome measure_here(const RunRequest& r, const lab::Experiment& exp, const std:
 /// the VM left "running" (it was killed) is recorded interrupted or failed here. `exit_code`
 /// is the VM's (at least 1 after a timeout or running out of memory). Interrupted before the
 /// VM recorded anything: `recorded` is false (its own message said why).
-Outcome measure_in_vm(const RunRequest& r, const lab::Experiment& exp, const results::RunData* before);
+Outcome measure_in_vm(const RunRequest& r, const experiment::Experiment& exp, const results::RunData* before);
 
 /// --detach: the rest of the run goes on in a child process of its own session (no terminal
 /// to lose), its output in OUT/wanlab-RUN.log. Returns 0 in that child, and in this process

@@ -13,7 +13,7 @@
 #include "run/trial.h"
 
 namespace wanlab::run {
-double planned_seconds(const lab::Trial& t, const lab::RunSpec& run) {
+double planned_seconds(const experiment::Trial& t, const experiment::RunSpec& run) {
     double s = checks_emulation(t) ? kCheckSeconds : 0;
     for (const auto& g : probes::probe_groups(t.probes)) {  // a group's members at the same time
         bool warm = std::any_of(g.members.begin(), g.members.end(), [](const auto* p) { return warms_up(*p); });
@@ -23,7 +23,7 @@ double planned_seconds(const lab::Trial& t, const lab::RunSpec& run) {
     return s;
 }
 
-double repeat_seconds(const lab::Trial& t, const lab::RunSpec& run) {
+double repeat_seconds(const experiment::Trial& t, const experiment::RunSpec& run) {
     double s = 0;
     for (const auto& g : probes::probe_groups(t.probes)) s += longest(g) + ns_to_s(run.cooldown.count());
     return s;

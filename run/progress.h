@@ -15,9 +15,9 @@ namespace wanlab::run {
 /// Seconds one trial is planned to take (emulation check, warm-up, repeats x (duration +
 /// cooldown)), for ETAs; with adaptive repeats, at the rule's first repeats (RepeatForecast
 /// corrects it as it runs).
-double planned_seconds(const lab::Trial& t, const lab::RunSpec& run);
+double planned_seconds(const experiment::Trial& t, const experiment::RunSpec& run);
 /// Seconds one repeat of every probe (or group) of a trial takes, cooldown included.
-double repeat_seconds(const lab::Trial& t, const lab::RunSpec& run);
+double repeat_seconds(const experiment::Trial& t, const experiment::RunSpec& run);
 
 /// The time left of a run, from its plan and the overhead measured so far: the planned
 /// seconds left, stretched by the time beyond plan (apply, process starts, slack) per planned

@@ -45,7 +45,7 @@ results::Measurement record_of(const probes::ProbeSpec& spec, const probes::Prob
     return m;
 }
 
-results::Trial trial_record(const lab::Trial& t) {
+results::Trial trial_record(const experiment::Trial& t) {
     results::Trial r;
     r.index = t.index;
     r.id = t.id;
@@ -65,7 +65,7 @@ results::Trial trial_record(const lab::Trial& t) {
     return r;
 }
 
-std::vector<std::string> environment_keys(const lab::Experiment& exp) {
+std::vector<std::string> environment_keys(const experiment::Experiment& exp) {
     std::set<std::string> keys(std::begin(kUsualKeys), std::end(kUsualKeys));
     for (const auto& t : exp.trials) {
         for (const auto& s : t.sysctl.global) keys.insert(s.key);
@@ -75,7 +75,7 @@ std::vector<std::string> environment_keys(const lab::Experiment& exp) {
     return {keys.begin(), keys.end()};
 }
 
-results::Environment environment(const lab::Experiment& exp, const std::string& where) {
+results::Environment environment(const experiment::Experiment& exp, const std::string& where) {
     results::Environment env;
     utsname u{};
     if (::uname(&u) == 0) {

@@ -21,15 +21,15 @@ results::Measurement record_of(const probes::ProbeSpec& spec, const probes::Prob
                                unsigned repeat, const std::string& started);
 
 /// The trial as the results model records it (configuration that explanations need).
-results::Trial trial_record(const lab::Trial& t);
+results::Trial trial_record(const experiment::Trial& t);
 
 /// The sysctls an environment records: the usual buffer and congestion-control keys and
 /// every key the experiment sets.
-std::vector<std::string> environment_keys(const lab::Experiment& exp);
+std::vector<std::string> environment_keys(const experiment::Experiment& exp);
 
 /// The machine as the run found it: uname, the sysctls of environment_keys() (host
 /// namespace).
-results::Environment environment(const lab::Experiment& exp, const std::string& where);
+results::Environment environment(const experiment::Experiment& exp, const std::string& where);
 
 /// Now as ISO 8601 UTC ("2026-11-30T04:12:09Z").
 std::string utc_now();

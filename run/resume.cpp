@@ -57,8 +57,8 @@ std::vector<results::Session> sessions_of(const results::Run& run) {
     return {s};
 }
 
-ResumeProblems resume_problems(const results::RunData& stored, const lab::Experiment& exp, const std::string& text,
-                               const std::vector<std::string>& sets, const std::string& shard,
+ResumeProblems resume_problems(const results::RunData& stored, const experiment::Experiment& exp,
+                               const std::string& text, const std::vector<std::string>& sets, const std::string& shard,
                                const results::Environment& now) {
     ResumeProblems out;
     const auto& run = stored.run;
@@ -139,7 +139,7 @@ results::RunData resumable(const std::string& out, const std::string& run, bool 
     return data;
 }
 
-std::string admit_resume(const results::RunData& before, const lab::Experiment& exp, const ResumeRequest& r,
+std::string admit_resume(const results::RunData& before, const experiment::Experiment& exp, const ResumeRequest& r,
                          const results::Environment& now) {
     auto p = resume_problems(before, exp, r.text, r.sets, r.shard, now);
     const auto& id = before.run.id;
@@ -160,7 +160,7 @@ std::string admit_resume(const results::RunData& before, const lab::Experiment& 
     return list + " (--force)";
 }
 
-results::RunData resumed_record(const lab::Experiment& exp, const results::RunData& before) {
+results::RunData resumed_record(const experiment::Experiment& exp, const results::RunData& before) {
     results::RunData data;
     data.run = before.run;
     data.run.status = results::RunStatus::running;

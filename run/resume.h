@@ -25,8 +25,8 @@ struct ResumeProblems {
 
 /// What stands between `stored` and its continuation by `exp` (read from `text` with `sets`,
 /// `shard` as given to --shard) on a machine described by `now`.
-ResumeProblems resume_problems(const results::RunData& stored, const lab::Experiment& exp, const std::string& text,
-                               const std::vector<std::string>& sets, const std::string& shard,
+ResumeProblems resume_problems(const results::RunData& stored, const experiment::Experiment& exp,
+                               const std::string& text, const std::vector<std::string>& sets, const std::string& shard,
                                const results::Environment& now);
 
 /// The sessions of `run` as recorded; a run recorded before sessions were kept gets one made
@@ -57,12 +57,12 @@ struct ResumeRequest {
 /// Refuses to continue `before` with `exp` on a machine described by `now`
 /// (resume_problems()); returns what --force let through ("" if nothing), for the new
 /// session's note. Throws InputError listing the problems and what to do.
-std::string admit_resume(const results::RunData& before, const lab::Experiment& exp, const ResumeRequest& r,
+std::string admit_resume(const results::RunData& before, const experiment::Experiment& exp, const ResumeRequest& r,
                          const results::Environment& now);
 
 /// The record a resumed run continues from `before`: its header running again, its sessions
 /// (a last one that never recorded its end marked killed), its "done" trials and their
 /// measurements kept, every other trial planned anew from `exp`.
-results::RunData resumed_record(const lab::Experiment& exp, const results::RunData& before);
+results::RunData resumed_record(const experiment::Experiment& exp, const results::RunData& before);
 
 }  // namespace wanlab::run

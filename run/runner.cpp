@@ -51,7 +51,7 @@ Ending ending_of(const std::exception_ptr& e) {
 }
 
 /// The record a new run begins with: its header and every trial planned.
-results::RunData fresh_record(const lab::Experiment& exp, const std::string& text, const RunnerOptions& options,
+results::RunData fresh_record(const experiment::Experiment& exp, const std::string& text, const RunnerOptions& options,
                               const results::Environment& now) {
     results::RunData data;
     data.run.id = options.run_id.empty() ? lab::new_run_id() : options.run_id;
@@ -73,7 +73,7 @@ results::RunData fresh_record(const lab::Experiment& exp, const std::string& tex
 struct PlannedTime {
     double planned = 0, repeating = 0;
 };
-PlannedTime planned_time(const lab::Experiment& exp, const results::RunData& data) {
+PlannedTime planned_time(const experiment::Experiment& exp, const results::RunData& data) {
     PlannedTime p;
     for (std::size_t i = 0; i < exp.trials.size(); ++i) {
         if (data.trials[i].status == results::TrialStatus::done) continue;
@@ -93,7 +93,7 @@ results::Session this_session(const results::Environment& now, const std::string
     return s;
 }
 
-SessionRequest session_request(const lab::Experiment& exp, const RunnerOptions& options, const std::string& run,
+SessionRequest session_request(const experiment::Experiment& exp, const RunnerOptions& options, const std::string& run,
                                double planned, Progress& progress, const probes::Tick& tick) {
     SessionRequest r;
     r.run = run;
@@ -116,10 +116,10 @@ SessionRequest session_request(const lab::Experiment& exp, const RunnerOptions& 
 /// measured if any failed.
 class TrialLoop {
 public:
-    TrialLoop(const lab::Experiment& exp, const RunnerOptions& options, results::Store& store, Progress& progress,
-              const probes::Tick& tick, results::RunData& data, lab::Session& session, Eta& eta)
-        : exp_(exp), options_(options), store_(store), progress_(progress), tick_(tick), data_(data),
-          session_(session), eta_(eta), runner_(exp, store, progress, tick, data, eta) {}
+    TrialLoop(const experiment::Experiment& exp, const RunnerOptions& options, results::Store& store,
+              Progress& progress, const probes::Tick& tick, results::RunData& data, lab::Session& session, Eta& eta)
+        : exp_(exp), options_(options), store_(store), progress_(progress), tick_(tick), data_(data), session_(session),
+          eta_(eta), runner_(exp, store, progress, tick, data, eta) {}
 
     void run(results::Trial*& current) {
         const auto files = options_.files_dir.empty() ? store_.path().parent_path() : options_.files_dir;
@@ -149,14 +149,15 @@ public:
 
 private:
     /// One trial applied and measured into `rec`; returns why it failed ("" = done).
-    std::string trial(const lab::Trial& t, results::Trial& rec, const std::filesystem::path& work,
+    std::string trial(const experiment::Trial& t, results::Trial& rec, const std::filesystem::path& work,
                       const std::filesystem::path& keep, const std::filesystem::path& files) {
         session_.apply_trial(t);
         try {
             if (!t.services.empty()) progress_.status(runner_.trial_label(t) + ": starting services", 1s * eta_.done);
             session_.start_services(t, work, tick_);
             runner_.run(
-                t, rec, session_.testbed(), [this] { session_.check_services(); }, work, keep.lexically_relative(files));
+                t, rec, session_.testbed(), [this] { session_.check_services(); }, work,
+                keep.lexically_relative(files));
             session_.check_services();
             session_.stop_services();
             move_folder(work, keep);
@@ -173,7 +174,7 @@ private:
         }
     }
 
-    const lab::Experiment& exp_;
+    const experiment::Experiment& exp_;
     const RunnerOptions& options_;
     results::Store& store_;
     Progress& progress_;
@@ -186,9 +187,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<lab::Session> open_session(const std::vector<lab::Trial>& trials, const SessionRequest& request,
+std::unique_ptr<lab::Session> open_session(const std::vector<experiment::Trial>& trials, const SessionRequest& request,
                                            results::Environment& env) {
-    if (trials.front().lab.mode == lab::LabSpec::Mode::hosts) {
+    if (trials.front().lab.mode == experiment::LabSpec::Mode::hosts) {
         remote::HostsOptions ho;
         ho.run = request.run;
         ho.restore_stale = request.restore_stale;
@@ -234,7 +235,8 @@ int recorded_run(results::Store& store, results::RunData& data,
         exit_code = end.exit_code;
     }
     if (current) {
-        current->status = data.run.status == results::RunStatus::interrupted ? results::TrialStatus::interrupted : results::TrialStatus::failed;
+        current->status = data.run.status == results::RunStatus::interrupted ? results::TrialStatus::interrupted
+                                                                             : results::TrialStatus::failed;
         current->error = data.run.error;
         store.put_trial(data.run.id, *current);
     }
@@ -244,7 +246,7 @@ int recorded_run(results::Store& store, results::RunData& data,
     return exit_code;
 }
 
-Outcome run_experiment(const lab::Experiment& exp, const std::string& text, const RunnerOptions& options,
+Outcome run_experiment(const experiment::Experiment& exp, const std::string& text, const RunnerOptions& options,
                        results::Store& store, Progress& progress, const probes::Tick& tick, const OpenSession& open) {
     Outcome out;
     auto& data = out.data;
@@ -252,13 +254,13 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
     data = options.resume ? resumed_record(exp, *options.resume) : fresh_record(exp, text, options, now);
     const auto time = planned_time(exp, data);
     data.run.sessions.push_back(this_session(now, options.resume_note));
-    const std::size_t left = static_cast<std::size_t>(
-        std::count_if(data.trials.begin(), data.trials.end(), [](const auto& t) { return t.status != results::TrialStatus::done; }));
+    const std::size_t left = static_cast<std::size_t>(std::count_if(
+        data.trials.begin(), data.trials.end(), [](const auto& t) { return t.status != results::TrialStatus::done; }));
     progress.plan(1s * time.planned);
 
     // Throws before anything is recorded.
-    auto session = open(exp.trials, session_request(exp, options, data.run.id, time.planned, progress, tick),
-                        data.run.env);
+    auto session =
+        open(exp.trials, session_request(exp, options, data.run.id, time.planned, progress, tick), data.run.env);
 
     data.run.sessions.back().started = utc_now();
     if (!options.resume) data.run.started = data.run.sessions.back().started;
@@ -267,10 +269,11 @@ Outcome run_experiment(const lab::Experiment& exp, const std::string& text, cons
         store, data,
         [&](results::Trial*& current) {
             if (options.resume)
-                progress.line(fmt::format("run {} resumed (session {}): {} of {} trials left, about {} of measuring; "
-                                          "results in {}",
-                                          data.run.id, data.run.sessions.size(), left, exp.trials.size(),
-                                          Progress::clock(time.planned), store.path().string()));
+                progress.line(
+                    fmt::format("run {} resumed (session {}): {} of {} trials left, about {} of measuring; "
+                                "results in {}",
+                                data.run.id, data.run.sessions.size(), left, exp.trials.size(),
+                                Progress::clock(time.planned), store.path().string()));
             else
                 progress.line(fmt::format("run {}: {} trials, about {} of measuring; results in {}", data.run.id,
                                           exp.trials.size(), Progress::clock(time.planned), store.path().string()));

@@ -62,31 +62,30 @@ struct SessionRequest {
     std::string run;  ///< the run's id
     bool restore_stale = false, resume = false, force = false;
     std::filesystem::path journal_dir = lab::kRunDir;
-    double planned_seconds = 0;             ///< the run's planned measuring time
-    std::vector<std::string> sysctl_keys;   ///< what an environment records (run/record.h)
-    lab::Progress progress;                 ///< after each stage of building the lab
-    lab::Log log;                           ///< restore messages
+    double planned_seconds = 0;            ///< the run's planned measuring time
+    std::vector<std::string> sysctl_keys;  ///< what an environment records (run/record.h)
+    lab::Progress progress;                ///< after each stage of building the lab
+    lab::Log log;                          ///< restore messages
 };
 
 /// Opens the machine side of a run of `trials` and adds what it learns of the machines to
 /// `env` (hosts mode: each machine's environment). Throws before anything changes when the
 /// machine cannot take the run.
-using OpenSession = std::function<std::unique_ptr<lab::Session>(const std::vector<lab::Trial>& trials,
-                                                                const SessionRequest& request,
-                                                                results::Environment& env)>;
+using OpenSession = std::function<std::unique_ptr<lab::Session>(
+    const std::vector<experiment::Trial>& trials, const SessionRequest& request, results::Environment& env)>;
 
 /// The real sessions: LabSession on this machine, or HostsSession across the [lab] hosts.
-std::unique_ptr<lab::Session> open_session(const std::vector<lab::Trial>& trials, const SessionRequest& request,
+std::unique_ptr<lab::Session> open_session(const std::vector<experiment::Trial>& trials, const SessionRequest& request,
                                            results::Environment& env);
 
 struct Outcome {
     results::RunData data;
-    int exit_code = 0;  ///< 0 complete, 130 interrupted, else the error's exit code
+    int exit_code = 0;     ///< 0 complete, 130 interrupted, else the error's exit code
     bool recorded = true;  ///< false: stopped before anything was recorded (a micro-VM interrupted while booting)
 };
 
 /// `text` is the experiment file's text (stored with the run).
-Outcome run_experiment(const lab::Experiment& exp, const std::string& text, const RunnerOptions& options,
+Outcome run_experiment(const experiment::Experiment& exp, const std::string& text, const RunnerOptions& options,
                        results::Store& store, Progress& progress, const probes::Tick& tick,
                        const OpenSession& open = open_session);
 

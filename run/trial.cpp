@@ -12,8 +12,8 @@
 #include "diagnosis/qdisc_watch.h"
 #include "probes/http.h"
 #include "probes/probe_spec.h"
-#include "probes/stats.h"
 #include "probes/sockets.h"
+#include "probes/stats.h"
 #include "run/check.h"
 #include "run/record.h"
 
@@ -22,7 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string point_text(const lab::Trial& t) {
+std::string point_text(const experiment::Trial& t) {
     std::string s;
     for (const auto& [k, v] : t.sweep) s += fmt::format("{}{}={}", s.empty() ? "" : " ", k, v);
     return s;
@@ -30,7 +30,7 @@ std::string point_text(const lab::Trial& t) {
 
 }  // namespace
 
-bool checks_emulation(const lab::Trial& t) {
+bool checks_emulation(const experiment::Trial& t) {
     auto e = expected_of(t);
     return lab::unverifiable(t.lab).empty() && (e.rtt > 0 || e.rate_up > 0 || e.rate_down > 0);
 }
@@ -64,7 +64,7 @@ std::pair<probes::ProbeSpec, probes::Endpoints> in_lab(const probes::ProbeSpec& 
     return {std::move(out), std::move(where)};
 }
 
-void TrialRunner::run(const lab::Trial& t, results::Trial& rec, const lab::Testbed& testbed,
+void TrialRunner::run(const experiment::Trial& t, results::Trial& rec, const lab::Testbed& testbed,
                       const std::function<void()>& between, const std::filesystem::path& work,
                       const std::filesystem::path& kept) {
     check(t, rec, testbed);
@@ -80,7 +80,7 @@ void TrialRunner::run(const lab::Trial& t, results::Trial& rec, const lab::Testb
 }
 
 /// The emulation check, when the trial has conditions a measurement can compare with.
-void TrialRunner::check(const lab::Trial& t, results::Trial& rec, const lab::Testbed& testbed) {
+void TrialRunner::check(const experiment::Trial& t, results::Trial& rec, const lab::Testbed& testbed) {
     auto label = trial_label(t);
     if (checks_emulation(t)) progress_.status(label + ": checking the emulation", 1s * eta_.done);
     if (auto why = lab::unverifiable(t.lab); !why.empty())
@@ -107,7 +107,7 @@ std::vector<TrialRunner::Member> TrialRunner::members_of(const probes::ProbeGrou
 
 /// The repeats of one probe or group, each followed by the cooldown; with adaptive repeats,
 /// their count decided after the first ones.
-void TrialRunner::repeats(const lab::Trial& t, const probes::ProbeGroup& group, std::vector<Member>& members,
+void TrialRunner::repeats(const experiment::Trial& t, const probes::ProbeGroup& group, std::vector<Member>& members,
                           const lab::Testbed& testbed, const std::function<void()>& between) {
     const auto& rule = exp_.run;
     const auto label = trial_label(t);
@@ -178,7 +178,7 @@ void TrialRunner::warm_up(const std::string& label, const std::string& name, con
 /// Repeat `r` of one probe, or of a group's members at the same time (`group` its name),
 /// each measurement committed as taken; a group's own record after its members'. The
 /// counters and queue statistics are the interval's, on each member's record.
-void TrialRunner::measure(const lab::Trial& t, const std::string& label, const std::string& group,
+void TrialRunner::measure(const experiment::Trial& t, const std::string& label, const std::string& group,
                           std::vector<Member>& members, unsigned r, const lab::Testbed& testbed,
                           const std::vector<netem::QdiscSite>& sites) {
     auto started = utc_now();
@@ -219,7 +219,8 @@ void TrialRunner::measure(const lab::Trial& t, const std::string& label, const s
             if (!group.empty()) {
                 probes::align_series(*o.result, o.released);
                 if (auto load = load_beside(members, spec); !load.empty())
-                    o.result->notes.push_back(fmt::format("{}beside {} in group {}", probes::kUnderLoadNote, load, group));
+                    o.result->notes.push_back(
+                        fmt::format("{}beside {} in group {}", probes::kUnderLoadNote, load, group));
             }
             m = record_of(spec, *o.result, t.index, r, started);
             m.counters = delta;
@@ -247,7 +248,7 @@ void TrialRunner::measure(const lab::Trial& t, const std::string& label, const s
 /// group, from its first ones: the most any settled metric asks (each member's main
 /// metric, a command probe's first own metric instead of its wall time, and every metric
 /// an [[assert]] names of a member or of the group).
-unsigned TrialRunner::repeats_needed(const lab::Trial& t, const probes::ProbeGroup& group,
+unsigned TrialRunner::repeats_needed(const experiment::Trial& t, const probes::ProbeGroup& group,
                                      const std::vector<Member>& members) {
     const auto& rule = exp_.run;
     std::vector<std::pair<std::string, std::string>> settle;  // (probe, metric)
@@ -263,8 +264,9 @@ unsigned TrialRunner::repeats_needed(const lab::Trial& t, const probes::ProbeGro
     }
     std::size_t need = rule.min_repeats;
     for (const auto& [probe, metric] : settle)
-        need = std::max(need, probes::stats::stein_repeats(data_.first_repeats(t.index, probe, metric, rule.min_repeats),
-                                                           rule.precision, rule.max_repeats));
+        need =
+            std::max(need, probes::stats::stein_repeats(data_.first_repeats(t.index, probe, metric, rule.min_repeats),
+                                                        rule.precision, rule.max_repeats));
     return static_cast<unsigned>(need);
 }
 
@@ -296,7 +298,7 @@ std::vector<std::unique_ptr<diagnosis::Capture>> TrialRunner::start_captures(con
     return out;
 }
 
-std::string TrialRunner::trial_label(const lab::Trial& t) const {
+std::string TrialRunner::trial_label(const experiment::Trial& t) const {
     return fmt::format("[{}/{}] {}{}{}", t.index, exp_.trials.size(), t.variant, t.sweep.empty() ? "" : " ",
                        point_text(t));
 }

@@ -36,7 +36,7 @@ inline constexpr double kCheckSeconds = 2;
 
 /// Whether the trial gets an emulation check: it has link conditions, on a testbed where the
 /// configured RTT and rate can be compared with a measurement.
-bool checks_emulation(const lab::Trial& t);
+bool checks_emulation(const experiment::Trial& t);
 
 /// Whether a probe gets a warm-up (its kind's trait: rtt and udp probes carry no state to
 /// warm; a command's warm-up is the user's, a command has no duration to shorten).
@@ -61,7 +61,7 @@ struct Eta {
 
 class TrialRunner {
 public:
-    TrialRunner(const lab::Experiment& exp, results::Store& store, Progress& progress, const probes::Tick& tick,
+    TrialRunner(const experiment::Experiment& exp, results::Store& store, Progress& progress, const probes::Tick& tick,
                 results::RunData& data, Eta& eta)
         : exp_(exp), store_(store), progress_(progress), tick_(tick), data_(data), eta_(eta) {}
 
@@ -69,12 +69,12 @@ public:
     /// services' liveness check); it may throw. Captures are written into `work` (the trial's
     /// folder, maybe staged) and recorded as `kept`/NAME (the folder's path relative to the
     /// results folder).
-    void run(const lab::Trial& t, results::Trial& rec, const lab::Testbed& testbed,
+    void run(const experiment::Trial& t, results::Trial& rec, const lab::Testbed& testbed,
              const std::function<void()>& between, const std::filesystem::path& work,
              const std::filesystem::path& kept);
 
     /// "[2/6] variant key=value": how progress names trial `t`.
-    std::string trial_label(const lab::Trial& t) const;
+    std::string trial_label(const experiment::Trial& t) const;
 
 private:
     /// One probe of a trial as it measures: its spec and endpoints in the lab, its captures.
@@ -84,23 +84,25 @@ private:
         std::vector<std::unique_ptr<diagnosis::Capture>> captures;
     };
 
-    void check(const lab::Trial& t, results::Trial& rec, const lab::Testbed& testbed);
+    void check(const experiment::Trial& t, results::Trial& rec, const lab::Testbed& testbed);
     std::vector<Member> members_of(const probes::ProbeGroup& group, const lab::Testbed& testbed) const;
-    void repeats(const lab::Trial& t, const probes::ProbeGroup& group, std::vector<Member>& members,
+    void repeats(const experiment::Trial& t, const probes::ProbeGroup& group, std::vector<Member>& members,
                  const lab::Testbed& testbed, const std::function<void()>& between);
     void keep_captures(std::vector<Member>& members, results::Trial& rec, const std::filesystem::path& kept);
     void warm_up(const std::string& label, const std::string& name, const std::vector<Member>& members,
                  const lab::Testbed& testbed);
-    void measure(const lab::Trial& t, const std::string& label, const std::string& group, std::vector<Member>& members,
-                 unsigned r, const lab::Testbed& testbed, const std::vector<netem::QdiscSite>& sites);
-    unsigned repeats_needed(const lab::Trial& t, const probes::ProbeGroup& group, const std::vector<Member>& members);
+    void measure(const experiment::Trial& t, const std::string& label, const std::string& group,
+                 std::vector<Member>& members, unsigned r, const lab::Testbed& testbed,
+                 const std::vector<netem::QdiscSite>& sites);
+    unsigned repeats_needed(const experiment::Trial& t, const probes::ProbeGroup& group,
+                            const std::vector<Member>& members);
     static std::string load_beside(const std::vector<Member>& members, const probes::ProbeSpec& self);
     static std::vector<std::unique_ptr<diagnosis::Capture>> start_captures(const probes::ProbeSpec& spec,
                                                                            const lab::Testbed& testbed,
                                                                            const std::filesystem::path& work);
     void commit(results::Measurement m);
 
-    const lab::Experiment& exp_;
+    const experiment::Experiment& exp_;
     results::Store& store_;
     Progress& progress_;
     const probes::Tick& tick_;

@@ -10,14 +10,14 @@
 
 namespace wanlab::run {
 
-std::filesystem::path trial_dir(const std::filesystem::path& files_dir, const std::string& run, const lab::Trial& t) {
+std::filesystem::path trial_dir(const std::filesystem::path& files_dir, const std::string& run,
+                                const experiment::Trial& t) {
     return files_dir / run / fmt::format("trial-{}-{}", t.index, t.id);
 }
 
-bool writes_files(const lab::Trial& t) {
-    return !t.services.empty() || std::any_of(t.probes.begin(), t.probes.end(), [](const auto& p) {
-        return diagnosis::capture_bounds(p).has_value();
-    });
+bool writes_files(const experiment::Trial& t) {
+    return !t.services.empty() || std::any_of(t.probes.begin(), t.probes.end(),
+                                              [](const auto& p) { return diagnosis::capture_bounds(p).has_value(); });
 }
 
 StageDir::StageDir() : path_(sys::make_service_dir("wanlab-trials", "the services")) {}

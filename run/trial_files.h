@@ -15,11 +15,12 @@
 namespace wanlab::run {
 
 /// The folder of trial `t` of run `run` under `files_dir`: FILES/RUN/trial-N-ID.
-std::filesystem::path trial_dir(const std::filesystem::path& files_dir, const std::string& run, const lab::Trial& t);
+std::filesystem::path trial_dir(const std::filesystem::path& files_dir, const std::string& run,
+                                const experiment::Trial& t);
 
 /// Whether `t` writes files while it measures (its services, or a probe's capture): over a
 /// network filesystem such as the micro-VM's 9p share, both are slowed down.
-bool writes_files(const lab::Trial& t);
+bool writes_files(const experiment::Trial& t);
 
 /// StageDir: a private folder under /tmp where services work when the results folder is on
 /// a network filesystem. Creates: the folder (sys::make_service_dir). Undoes: removes it and

@@ -102,8 +102,7 @@ Service::Service(const ServiceSpec& spec, const Placement& where, std::map<std::
         argv[0] = exe;
         out_ = dir / (spec_.name + ".stdout");
         err_ = dir / (spec_.name + ".stderr");
-        process_ =
-            std::make_unique<sys::Process>(where_.netns, argv, sys::Process::LogFiles{out_, err_, dir});
+        process_ = std::make_unique<sys::Process>(where_.netns, argv, sys::Process::LogFiles{out_, err_, dir});
         pid_ = process_->pid();
     } catch (const ServiceFailure&) {
         throw;

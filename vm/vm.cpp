@@ -383,9 +383,10 @@ fs::path vm_cache_dir() { return cache_root() / "vm"; }
 Vm::Vm(VmOptions options) : options_(std::move(options)) {
     auto qemu = find_qemu();
     if (!qemu)
-        throw Error(fmt::format("qemu-system-x86_64 not found; install the Debian package {0} "
-                                "(apt-get install {0}), or set WANLAB_QEMU to its path",
-                                sys::debian_package("qemu-system-x86_64")));
+        throw Error(
+            fmt::format("qemu-system-x86_64 not found; install the Debian package {0} "
+                        "(apt-get install {0}), or set WANLAB_QEMU to its path",
+                        sys::debian_package("qemu-system-x86_64")));
     qemu_ = *qemu;
     kernel_ = find_kernel(options_.kernel, options_.modules, kernel_cache_dir());
     if (!fs::exists("/bin/busybox"))

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "vm/initramfs.h"
 #include "vm/files.h"
+#include "vm/initramfs.h"
 
 namespace wanlab::vm {
 

@@ -23,7 +23,7 @@ TEST_CASE("a minimal experiment has one default trial and the documented default
     CHECK(e.run.duration == 10s);
     REQUIRE(e.trials.size() == 1);
     const auto& t = e.trials[0];
-    CHECK(t.lab.mode == wanlab::lab::LabSpec::Mode::netns);
+    CHECK(t.lab.mode == wanlab::experiment::LabSpec::Mode::netns);
     CHECK(t.lab.mtu == 1500);
     CHECK_FALSE(t.lab.offloads);
     CHECK_FALSE(t.link.up.impaired());
@@ -406,7 +406,7 @@ TEST_CASE("host mode needs dev and target and refuses router sysctls", "[experim
     CHECK(l.messages.find("[lab] mode = \"host\" needs `target`") != std::string::npos);
     auto ok = load("[lab]\nmode = \"host\"\ndev = \"eth0\"\ntarget = \"203.0.113.7\"\n[link]\ndelay = \"10ms\"\n");
     REQUIRE(ok.exp);
-    auto cmds = wanlab::lab::trial_commands(ok.exp->trials[0]);
+    auto cmds = wanlab::experiment::trial_commands(ok.exp->trials[0]);
     REQUIRE(cmds.size() >= 3);
     CHECK(cmds[0] == "tc qdisc replace dev eth0 root handle 1: htb default 1");
     CHECK(cmds[3] == "tc filter replace dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 203.0.113.7 flowid 1:2");
@@ -471,7 +471,7 @@ loss = "1%"
 kind = "throughput"
 )");
     REQUIRE(l.exp);
-    auto j = wanlab::lab::plan_json(*l.exp);
+    auto j = wanlab::experiment::plan_json(*l.exp);
     REQUIRE(j["trials"].size() == 2);
     const auto& t = j["trials"][1];
     CHECK(t["link"]["up"]["delay"].get<double>() == Approx(0.02));
@@ -486,7 +486,7 @@ kind = "throughput"
 }
 
 TEST_CASE("every shipped profile loads cleanly and names its description and source", "[experiment][profile]") {
-    wanlab::lab::ProfileLibrary lib({WANLAB_TEST_PROFILES});
+    wanlab::experiment::ProfileLibrary lib({WANLAB_TEST_PROFILES});
     const std::map<std::string, std::set<std::string>> promised = {
         {"link",
          {"lan", "datacenter", "metro", "transcontinental", "transatlantic", "transpacific", "satellite-geo",
@@ -513,7 +513,7 @@ TEST_CASE("a profile in the user's folder hides the shipped one and may describe
     auto dir = std::filesystem::temp_directory_path() / "wanlab-profiles-test";
     std::filesystem::create_directories(dir / "link");
     std::ofstream(dir / "link" / "transatlantic.toml") << "# My own transatlantic\n\n[link]\nrtt = \"80ms\"\n";
-    wanlab::lab::ProfileLibrary lib({dir.string(), WANLAB_TEST_PROFILES});
+    wanlab::experiment::ProfileLibrary lib({dir.string(), WANLAB_TEST_PROFILES});
     auto entries = lib.list("link");
     auto it = std::find_if(entries.begin(), entries.end(), [](const auto& e) { return e.name == "transatlantic"; });
     REQUIRE(it != entries.end());
@@ -523,11 +523,12 @@ TEST_CASE("a profile in the user's folder hides the shipped one and may describe
     CHECK(it->summary.source.empty());
     wanlab::config::Documents docs;
     wanlab::Diagnostics diag;
-    auto exp = wanlab::lab::load_experiment("exp.toml", "[link]\nprofile = \"transatlantic\"\n", {}, lib, docs, diag);
+    auto exp =
+        wanlab::experiment::load_experiment("exp.toml", "[link]\nprofile = \"transatlantic\"\n", {}, lib, docs, diag);
     REQUIRE(exp);
     CHECK(exp->trials[0].link.up.netem.delay == 40ms);
     std::filesystem::remove_all(dir);
-    CHECK(wanlab::lab::summarize_profile("description = [").error.find("invalid TOML at line 1") == 0);
+    CHECK(wanlab::experiment::summarize_profile("description = [").error.find("invalid TOML at line 1") == 0);
 }
 
 TEST_CASE("the plan predicts what the kernel makes of a probe's buffer ask, per trial and tool", "[experiment][plan]") {
@@ -555,7 +556,7 @@ rcvbuf = "16M"
     INFO(l.messages);
     REQUIRE(l.exp);
     REQUIRE(l.exp->trials.size() == 2);
-    auto small = wanlab::lab::buffer_clamps(l.exp->trials[0]);
+    auto small = wanlab::experiment::buffer_clamps(l.exp->trials[0]);
     REQUIRE(small.size() == 3);
     CHECK(small[0].text() ==
           "probe builtin asks rcvbuf = 32MiB; net.core.rmem_max = 208KiB grants 416KiB (twice the maximum, not twice "
@@ -568,8 +569,8 @@ rcvbuf = "16M"
           "probe iperf runs iperf3 -w 16MiB, which net.core.rmem_max = 208KiB cannot grant (the kernel gives twice the "
           "ask, up to 416KiB): iperf3 refuses (\"socket buffer size not set correctly\") and these measurements fail; "
           "raise net.core.rmem_max to at least 8MiB, or leave rcvbuf and sndbuf at 0 for autotuning");
-    CHECK(wanlab::lab::buffer_clamps(l.exp->trials[1]).empty());  // 64M grants both
-    auto text = wanlab::lab::render_plan_text(*l.exp);
+    CHECK(wanlab::experiment::buffer_clamps(l.exp->trials[1]).empty());  // 64M grants both
+    auto text = wanlab::experiment::render_plan_text(*l.exp);
     CHECK(text.find("    note: probe iperf runs iperf3 -w 16MiB") != std::string::npos);
 }
 
@@ -676,7 +677,7 @@ TEST_CASE("a udp probe without `rate` sends at its default 1 Mbit/s, in bit/s li
 TEST_CASE("[lab] ip chooses the lab's families, and a probe's family must be one the lab has", "[experiment][ipv6]") {
     auto v4 = load("[[probe]]\nkind = \"rtt\"\n");
     REQUIRE(v4.exp);
-    CHECK(v4.exp->trials[0].lab.ip == wanlab::lab::LabSpec::Ip::v4);
+    CHECK(v4.exp->trials[0].lab.ip == wanlab::experiment::LabSpec::Ip::v4);
     auto dual = load(
         "[lab]\nip = \"dual\"\n[[probe]]\nkind = \"rtt\"\nfamily = \"ipv6\"\n"
         "[[probe]]\nname = \"four\"\nkind = \"rtt\"\nfamily = \"ipv4\"\n");
@@ -684,7 +685,7 @@ TEST_CASE("[lab] ip chooses the lab's families, and a probe's family must be one
     REQUIRE(dual.exp);
     CHECK(dual.exp->trials[0].lab.has_ipv4());
     CHECK(dual.exp->trials[0].lab.has_ipv6());
-    CHECK(wanlab::lab::plan_json(*dual.exp)["trials"][0]["lab"]["ip"] == "dual");
+    CHECK(wanlab::experiment::plan_json(*dual.exp)["trials"][0]["lab"]["ip"] == "dual");
 
     auto missing = load("[[probe]]\nkind = \"rtt\"\nfamily = \"ipv6\"\n");
     CHECK_THAT(missing.messages, Catch::Contains("probe `rtt` has family = \"ipv6\", but [lab] ip = \"ipv4\" gives no "
@@ -748,10 +749,10 @@ TEST_CASE("repeats = \"auto\" takes min_repeats, max_repeats and precision, and 
     CHECK(run.max_repeats == 12u);
     CHECK(run.precision == Approx(0.02));
     CHECK(run.first_repeats() == 3u);
-    auto text = wanlab::lab::render_plan_text(*l.exp);
+    auto text = wanlab::experiment::render_plan_text(*l.exp);
     CHECK_THAT(text, Catch::Contains("repeats auto: 3 per probe, then until the mean's 95% interval is within +-2% "
                                      "(Stein's two-stage rule), at most 12"));
-    auto json = wanlab::lab::plan_json(*l.exp);
+    auto json = wanlab::experiment::plan_json(*l.exp);
     CHECK(json["run"]["repeats"] == "auto");
     CHECK(json["run"]["max_repeats"] == 12);
 

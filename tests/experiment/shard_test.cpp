@@ -14,7 +14,7 @@ using wanlab::testing::load;
 
 namespace {
 
-lab::Experiment experiment(const std::string& text) {
+experiment::Experiment shard_experiment(const std::string& text) {
     auto l = load(text);
     INFO(l.messages);
     REQUIRE(l.exp);
@@ -30,24 +30,24 @@ const std::string kSweep =
 }  // namespace
 
 TEST_CASE("a shard is read as K/N, and anything else is refused saying what is wrong", "[experiment][shard]") {
-    auto s = lab::parse_shard("2/4");
+    auto s = experiment::parse_shard("2/4");
     CHECK(s.k == 2);
     CHECK(s.n == 4);
     CHECK(s.text() == "2/4");
-    CHECK(lab::parse_shard("1/1").whole());
-    CHECK_THROWS_WITH(lab::parse_shard("2"), Catch::Contains("expected K/N"));
-    CHECK_THROWS_WITH(lab::parse_shard("a/4"), Catch::Contains("expected K/N"));
-    CHECK_THROWS_WITH(lab::parse_shard("2/4/"), Catch::Contains("expected K/N"));
-    CHECK_THROWS_WITH(lab::parse_shard("-1/4"), Catch::Contains("expected K/N"));
-    CHECK_THROWS_WITH(lab::parse_shard("0/4"), Catch::Contains("K must be 1-4"));
-    CHECK_THROWS_WITH(lab::parse_shard("5/4"), Catch::Contains("K must be 1-4"));
-    CHECK_THROWS_WITH(lab::parse_shard("1/0"), Catch::Contains("N must be 1-10000"));
-    CHECK_THROWS_AS(lab::parse_shard("1/99999999999"), InputError);
+    CHECK(experiment::parse_shard("1/1").whole());
+    CHECK_THROWS_WITH(experiment::parse_shard("2"), Catch::Contains("expected K/N"));
+    CHECK_THROWS_WITH(experiment::parse_shard("a/4"), Catch::Contains("expected K/N"));
+    CHECK_THROWS_WITH(experiment::parse_shard("2/4/"), Catch::Contains("expected K/N"));
+    CHECK_THROWS_WITH(experiment::parse_shard("-1/4"), Catch::Contains("expected K/N"));
+    CHECK_THROWS_WITH(experiment::parse_shard("0/4"), Catch::Contains("K must be 1-4"));
+    CHECK_THROWS_WITH(experiment::parse_shard("5/4"), Catch::Contains("K must be 1-4"));
+    CHECK_THROWS_WITH(experiment::parse_shard("1/0"), Catch::Contains("N must be 1-10000"));
+    CHECK_THROWS_AS(experiment::parse_shard("1/99999999999"), InputError);
 }
 
 TEST_CASE("the shards of a sweep cover every trial once, keep each point's variants together, and balance time",
           "[experiment][shard]") {
-    auto exp = experiment(kSweep);
+    auto exp = shard_experiment(kSweep);
     REQUIRE(exp.trials.size() == 24);
     // Planned seconds grow with the RTT, as a long path's probes would.
     std::vector<double> seconds;
@@ -58,9 +58,9 @@ TEST_CASE("the shards of a sweep cover every trial once, keep each point's varia
         std::multiset<std::size_t> seen;
         double longest = 0;
         for (unsigned k = 1; k <= n; ++k) {
-            auto mine = lab::shard_positions(exp.trials, seconds, {k, n});
-            CHECK(mine == lab::shard_positions(exp.trials, seconds, {k, n}));  // the same file, the same part
-            CHECK(std::is_sorted(mine.begin(), mine.end()));                   // plan order
+            auto mine = experiment::shard_positions(exp.trials, seconds, {k, n});
+            CHECK(mine == experiment::shard_positions(exp.trials, seconds, {k, n}));  // the same file, the same part
+            CHECK(std::is_sorted(mine.begin(), mine.end()));                          // plan order
             CHECK_FALSE(mine.empty());
             double load = 0;
             for (auto i : mine) {
@@ -81,18 +81,18 @@ TEST_CASE("the shards of a sweep cover every trial once, keep each point's varia
 
 TEST_CASE("with fewer sweep points than shards the unit is the trial, and too many shards get none",
           "[experiment][shard]") {
-    auto exp = experiment(
+    auto exp = shard_experiment(
         "[[probe]]\nkind = \"rtt\"\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n"
         "[[variant]]\nname = \"c\"\n");
     REQUIRE(exp.trials.size() == 3);  // one point, three variants
     std::vector<double> seconds{5, 5, 5};
     std::set<std::size_t> seen;
     for (unsigned k = 1; k <= 3; ++k) {
-        auto mine = lab::shard_positions(exp.trials, seconds, {k, 3});
+        auto mine = experiment::shard_positions(exp.trials, seconds, {k, 3});
         CHECK(mine.size() == 1);
         seen.insert(mine.begin(), mine.end());
     }
     CHECK(seen.size() == 3);
-    CHECK(lab::shard_positions(exp.trials, seconds, {4, 4}).empty());
-    CHECK(lab::shard_positions(exp.trials, seconds, {1, 1}) == std::vector<std::size_t>{0, 1, 2});
+    CHECK(experiment::shard_positions(exp.trials, seconds, {4, 4}).empty());
+    CHECK(experiment::shard_positions(exp.trials, seconds, {1, 1}) == std::vector<std::size_t>{0, 1, 2});
 }

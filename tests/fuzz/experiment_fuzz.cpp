@@ -18,12 +18,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     wanlab::config::Documents docs;
     wanlab::Diagnostics diag;
-    wanlab::lab::ProfileLibrary profiles({WANLAB_FUZZ_PROFILES});
-    auto exp = wanlab::lab::load_experiment("fuzz.toml", text, sets, profiles, docs, diag);
+    wanlab::experiment::ProfileLibrary profiles({WANLAB_FUZZ_PROFILES});
+    auto exp = wanlab::experiment::load_experiment("fuzz.toml", text, sets, profiles, docs, diag);
     (void)diag.render(docs.sources());
     if (exp && exp->trials.size() <= 50) {
-        (void)wanlab::lab::render_plan_text(*exp);
-        (void)wanlab::lab::plan_json(*exp).dump();
+        (void)wanlab::experiment::render_plan_text(*exp);
+        (void)wanlab::experiment::plan_json(*exp).dump();
     }
     return 0;
 }

@@ -21,7 +21,7 @@ using namespace wanlab::root_testing;
 
 namespace {
 
-lab::Trial trial_of(const ExperimentFile& f, const std::vector<std::string>& sets = {}) {
+experiment::Trial trial_of(const ExperimentFile& f, const std::vector<std::string>& sets = {}) {
     std::ifstream in(f.path);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     auto loaded = testing::load(text, sets);

@@ -636,7 +636,7 @@ TEST_CASE("iperf3 against a remote target loads the target's own iperf3 -s on th
     auto spec = spec_of("throughput", {{"tool", "\"iperf3\""}, {"duration", "\"1s\""}});
     SECTION("with iperf3 -s on the target") {
         sys::Process target(lab.where.server.netns,
-                           {sys::find_tool("iperf3"), "-s", "-B", lab.where.server.address, "-p", "5202"});
+                            {sys::find_tool("iperf3"), "-s", "-B", lab.where.server.address, "-p", "5202"});
         REQUIRE(await_tcp_listening(lab.where.server.netns, 5202, std::chrono::seconds(5)));
         auto r = measure(remote_at(lab, 5202), spec);
         CHECK(r.metrics.at("throughput") > 1e8);

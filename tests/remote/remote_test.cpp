@@ -46,7 +46,7 @@ TEST_CASE("hosts mode reads each machine with its ssh, address and wanlab", "[re
     INFO(l.messages);
     REQUIRE(l.exp);
     const auto& lab = l.exp->trials[0].lab;
-    CHECK(lab.mode == lab::LabSpec::Mode::hosts);
+    CHECK(lab.mode == experiment::LabSpec::Mode::hosts);
     CHECK(lab.ssh_config == "/home/me/.ssh/lab_config");
     REQUIRE(lab.machines.size() == 2);
     CHECK(lab.machines[0].name == "client");
@@ -192,7 +192,7 @@ method = "icmp"
     INFO(l.messages);
     REQUIRE(l.exp);
     CHECK(l.exp->trials[0].lab.machines[0].dev == "eth1");
-    auto cmds = lab::trial_commands(l.exp->trials[0]);
+    auto cmds = experiment::trial_commands(l.exp->trials[0]);
     auto joined = fmt::format("{}", fmt::join(cmds, "\n"));
     CHECK_THAT(joined, Contains("tc qdisc replace dev eth1 root handle 1: htb default 1") &&
                            Contains("match ip dst 203.0.113.7") && Contains("delay 20ms") &&
@@ -344,11 +344,11 @@ method = "icmp"
     REQUIRE(l.exp);
     const auto& lab = l.exp->trials[0].lab;
     CHECK(lab.hosts() == std::vector<std::string>{"client", "server", "router"});
-    auto joined = fmt::format("{}", fmt::join(lab::trial_commands(l.exp->trials[0]), "\n"));
+    auto joined = fmt::format("{}", fmt::join(experiment::trial_commands(l.exp->trials[0]), "\n"));
     CHECK_THAT(joined, Contains("ssh root@198.51.100.9 tc qdisc replace dev eth2 root handle 1: htb default 1") &&
                            Contains("match ip dst 203.0.113.7"));
     CHECK_THAT(joined, !Contains("on this machine (client): tc"));
-    auto plan = lab::render_plan_text(*l.exp);
+    auto plan = experiment::render_plan_text(*l.exp);
     CHECK_THAT(plan, Contains("machine router: ssh root@198.51.100.9 (198.51.100.9)") &&
                          Contains("link conditions on eth2 toward the server"));
     // The middle box is another machine.

@@ -10,8 +10,8 @@ using Catch::Matchers::StartsWith;
 
 namespace {
 
-lab::AssertSpec gain(const std::string& variant, double min_gain) {
-    lab::AssertSpec a;
+experiment::AssertSpec gain(const std::string& variant, double min_gain) {
+    experiment::AssertSpec a;
     a.probe = "bulk";
     a.metric = "throughput";
     a.variant = variant;
@@ -51,7 +51,7 @@ TEST_CASE("report min_gain without a variant applies to every variant but the ba
 
 TEST_CASE("report min_gain of a lower-is-better metric counts a fall as a gain", "[report]") {
     auto d = fixtures::buffer_sweep();
-    lab::AssertSpec a;
+    experiment::AssertSpec a;
     a.probe = "bulk";
     a.metric = "rwnd_limited";
     a.variant = "large-buffers";
@@ -65,7 +65,7 @@ TEST_CASE("report min_gain of a lower-is-better metric counts a fall as a gain",
 }
 
 TEST_CASE("report bounds apply to every variant at every sweep point, in human units", "[report]") {
-    lab::AssertSpec a;
+    experiment::AssertSpec a;
     a.metric = "throughput";  // the only probe reporting it
     a.at_least = 100e6;
     a.at_most = 1e9;
@@ -88,7 +88,7 @@ TEST_CASE("report bounds apply to every variant at every sweep point, in human u
 
 TEST_CASE("report assert on a metric nobody measured fails as not measured", "[report]") {
     auto d = fixtures::buffer_sweep();
-    lab::AssertSpec a;
+    experiment::AssertSpec a;
     a.probe = "ping";
     a.metric = "rtt_avg";
     a.at_most = 0.05;
@@ -168,7 +168,7 @@ TEST_CASE("report shows a command probe's own metrics with the unit and directio
                        "command: /usr/bin/curl -s http://198.18.0.6/"};
             d.measurements.push_back(m);
         }
-    lab::AssertSpec a;
+    experiment::AssertSpec a;
     a.probe = "fetch";
     a.metric = "ttfb";
     a.variant = "large-buffers";

@@ -15,8 +15,8 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-std::vector<lab::AssertSpec> one_gain() {
-    lab::AssertSpec a;
+std::vector<experiment::AssertSpec> one_gain() {
+    experiment::AssertSpec a;
     a.probe = "bulk";
     a.metric = "throughput";
     a.variant = "large-buffers";

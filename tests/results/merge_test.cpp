@@ -114,7 +114,7 @@ TEST_CASE("a finished trial replaces an interrupted copy, a pending one stays pe
     a.data.run.error = "interrupted by SIGINT";
     a.data.trials[1].status = TrialStatus::interrupted;
     a.data.trials[2].status = TrialStatus::pending;  // never reached
-    a.data.measurements.resize(3);        // trial 1's two and trial 2's first
+    a.data.measurements.resize(3);                   // trial 1's two and trial 2's first
     auto b = shard("r2", "", {2});
     std::vector<std::string> notes;
     auto m = merge_runs({a, b}, {"m"}, &notes);

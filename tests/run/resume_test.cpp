@@ -2,8 +2,8 @@
 // lets through, and what a run from before sessions were kept looks like.
 #include <catch2/catch.hpp>
 
-#include "run/resume.h"
 #include "run/record.h"
+#include "run/resume.h"
 #include "run/runner.h"
 #include "tests/support/load_helper.h"
 
@@ -21,7 +21,7 @@ name = "a"
 name = "b"
 )";
 
-lab::Experiment experiment(const std::string& text, const std::vector<std::string>& sets = {}) {
+experiment::Experiment loaded_experiment(const std::string& text, const std::vector<std::string>& sets = {}) {
     auto l = testing::load(text, sets);
     INFO(l.messages);
     REQUIRE(l.exp);
@@ -37,7 +37,7 @@ results::RunData recorded(const std::string& text) {
     d.run.env.hostname = "lab-1";
     d.run.env.kernel = "6.1.0";
     d.run.env.where = "host";
-    for (const auto& t : experiment(text).trials) d.trials.push_back(run::trial_record(t));
+    for (const auto& t : loaded_experiment(text).trials) d.trials.push_back(run::trial_record(t));
     return d;
 }
 
@@ -53,7 +53,7 @@ results::Environment machine(const std::string& kernel = "6.1.0", const std::str
 
 TEST_CASE("the file that started a run resumes it on the same machine with nothing to force", "[resume]") {
     auto d = recorded(kFile);
-    auto p = run::resume_problems(d, experiment(kFile), kFile, {}, "", machine());
+    auto p = run::resume_problems(d, loaded_experiment(kFile), kFile, {}, "", machine());
     CHECK(p.refused.empty());
     CHECK(p.forceable.empty());
 }
@@ -62,13 +62,13 @@ TEST_CASE("a file that gives other trials is refused with each difference", "[re
     auto d = recorded(kFile);
     std::string fewer = kFile;
     fewer.replace(fewer.find(", \"20ms\""), 8, "");
-    auto p = run::resume_problems(d, experiment(fewer), fewer, {}, "", machine());
+    auto p = run::resume_problems(d, loaded_experiment(fewer), fewer, {}, "", machine());
     REQUIRE(!p.refused.empty());
     CHECK(p.refused.front() == "the run planned 4 trials, the file now gives 2");
     // The same number of trials, other configurations: each moved trial is named.
     std::string other = kFile;
     other.replace(other.find("\"20ms\""), 6, "\"30ms\"");
-    p = run::resume_problems(d, experiment(other), other, {}, "", machine());
+    p = run::resume_problems(d, loaded_experiment(other), other, {}, "", machine());
     REQUIRE(p.refused.size() == 2);
     CHECK_THAT(p.refused[0], Catch::StartsWith("trial 3: the run measured ") && Catch::Contains("link.delay=20ms") &&
                                  Catch::Contains("the file now gives") && Catch::Contains("link.delay=30ms"));
@@ -77,7 +77,7 @@ TEST_CASE("a file that gives other trials is refused with each difference", "[re
 TEST_CASE("another text, --set, kernel or machine is forceable, and named", "[resume]") {
     auto d = recorded(kFile);
     std::string edited = std::string(kFile) + "[run]\nduration = \"3s\"\n";
-    auto p = run::resume_problems(d, experiment(edited, {"run.repeats=2"}), edited, {"run.repeats=2"}, "",
+    auto p = run::resume_problems(d, loaded_experiment(edited, {"run.repeats=2"}), edited, {"run.repeats=2"}, "",
                                   machine("6.1.0-28", "lab-2"));
     CHECK(p.refused.empty());
     REQUIRE(p.forceable.size() == 4);

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "core/mounts.h"
 #include "core/signals.h"
 #include "results/store.h"
 #include "run/check.h"
 #include "run/progress.h"
-#include "core/mounts.h"
 #include "run/record.h"
 #include "run/runner.h"
 #include "run/trial.h"
@@ -24,14 +24,14 @@ using namespace wanlab;
 
 namespace {
 
-lab::Experiment loaded(const std::string& text) {
+experiment::Experiment loaded(const std::string& text) {
     auto l = wanlab::testing::load(text);
     INFO(l.messages);
     REQUIRE(l.exp);
     return *l.exp;
 }
 
-lab::Trial first_trial(const std::string& text) { return loaded(text).trials.front(); }
+experiment::Trial first_trial(const std::string& text) { return loaded(text).trials.front(); }
 
 std::string written(const std::function<void(run::Progress&)>& fn, run::Progress::Mode mode) {
     std::FILE* f = std::tmpfile();

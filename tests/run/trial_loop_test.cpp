@@ -27,7 +27,7 @@ using namespace wanlab;
 
 namespace {
 
-lab::Experiment loop_experiment(const std::string& text) {
+experiment::Experiment loop_experiment(const std::string& text) {
     auto l = wanlab::testing::load(text);
     INFO(l.messages);
     REQUIRE(l.exp);
@@ -36,14 +36,14 @@ lab::Experiment loop_experiment(const std::string& text) {
 
 /// What the fakes saw, shared by the session, its testbed and the test.
 struct Script {
-    std::vector<std::size_t> applied;           ///< trial indexes, in the order applied
-    std::vector<std::string> measured;          ///< "trial/probe" per run_probe() call
-    std::size_t service_fails_in = 0;           ///< this trial's service fails to start (0: none)
-    std::size_t interrupt_in = 0;               ///< Ctrl-C during this trial's first probe (0: never)
-    std::size_t refuse_in = 0;                  ///< the tool refuses every measurement of this trial
+    std::vector<std::size_t> applied;                   ///< trial indexes, in the order applied
+    std::vector<std::string> measured;                  ///< "trial/probe" per run_probe() call
+    std::size_t service_fails_in = 0;                   ///< this trial's service fails to start (0: none)
+    std::size_t interrupt_in = 0;                       ///< Ctrl-C during this trial's first probe (0: never)
+    std::size_t refuse_in = 0;                          ///< the tool refuses every measurement of this trial
     std::map<std::size_t, std::vector<double>> values;  ///< trial -> the main metric of each call, in turn
-    std::size_t current = 0;                    ///< the trial applied last
-    int sessions_open = 0;                      ///< sessions made and not yet closed (restored)
+    std::size_t current = 0;                            ///< the trial applied last
+    int sessions_open = 0;                              ///< sessions made and not yet closed (restored)
     bool interrupted = false;
 };
 
@@ -52,8 +52,8 @@ struct Script {
 class FakeTestbed final : public lab::Testbed {
 public:
     explicit FakeTestbed(Script& s) : s_(s) {}
-    void prepare(const lab::LabSpec&) override {}
-    void apply_link(const lab::Trial&) override {}
+    void prepare(const experiment::LabSpec&) override {}
+    void apply_link(const experiment::Trial&) override {}
     probes::Endpoints endpoints(int) const override {
         probes::Endpoints e;
         e.server.address = "198.18.0.6";
@@ -76,10 +76,10 @@ public:
         return r;
     }
     bool probes_here() const override { return false; }  // no counters of this machine read
-    std::vector<netem::QdiscSite> qdisc_sites(const lab::Trial&) const override { return {}; }
+    std::vector<netem::QdiscSite> qdisc_sites(const experiment::Trial&) const override { return {}; }
     std::vector<lab::CapturePoint> capture_points() const override { return {}; }
     services::Placement placement(const std::string&) const override { return {}; }
-    std::string describe(const lab::Trial&) const override { return "fake"; }
+    std::string describe(const experiment::Trial&) const override { return "fake"; }
     std::string undo_text() const override { return "nothing"; }
 
 private:
@@ -91,11 +91,11 @@ class FakeSession final : public lab::Session {
 public:
     explicit FakeSession(Script& s) : s_(s), testbed_(s) { ++s_.sessions_open; }
     ~FakeSession() override { --s_.sessions_open; }
-    void apply_trial(const lab::Trial& t) override {
+    void apply_trial(const experiment::Trial& t) override {
         s_.applied.push_back(t.index);
         s_.current = t.index;
     }
-    void start_services(const lab::Trial& t, const std::filesystem::path&, const probes::Tick&) override {
+    void start_services(const experiment::Trial& t, const std::filesystem::path&, const probes::Tick&) override {
         if (t.index == s_.service_fails_in) throw services::ServiceFailure("service web: exited with status 1");
     }
     void check_services() override {}
@@ -108,13 +108,13 @@ private:
 };
 
 /// A run of `exp` on the fakes of `s`, into `store`.
-run::Outcome run_on(Script& s, const lab::Experiment& exp, results::Store& store, run::RunnerOptions o = {}) {
+run::Outcome run_on(Script& s, const experiment::Experiment& exp, results::Store& store, run::RunnerOptions o = {}) {
     run::Progress quiet(run::Progress::Mode::quiet);
     if (o.run_id.empty() && !o.resume) o.run_id = "loop1";
     auto tick = [&s] {
         if (s.interrupted) throw sys::Interrupted(SIGINT);
     };
-    auto open = [&s](const std::vector<lab::Trial>&, const run::SessionRequest&, results::Environment&) {
+    auto open = [&s](const std::vector<experiment::Trial>&, const run::SessionRequest&, results::Environment&) {
         return std::make_unique<FakeSession>(s);
     };
     return run::run_experiment(exp, "the text", o, store, quiet, tick, open);
@@ -135,7 +135,8 @@ std::size_t count_of(const results::RunData& d, std::size_t trial, const std::st
 
 }  // namespace
 
-TEST_CASE("trial loop: every trial is applied in plan order and each probe's repeats recorded as taken", "[run][loop]") {
+TEST_CASE("trial loop: every trial is applied in plan order and each probe's repeats recorded as taken",
+          "[run][loop]") {
     results::samples::TempDir dir;
     results::Store store(dir.path / "results.db");
     Script s;
@@ -158,7 +159,8 @@ TEST_CASE("trial loop: every trial is applied in plan order and each probe's rep
     CHECK(stored.measurements.size() == out.data.measurements.size());
 }
 
-TEST_CASE("trial loop: a trial whose service fails is recorded failed, the others measured, the run fails", "[run][loop]") {
+TEST_CASE("trial loop: a trial whose service fails is recorded failed, the others measured, the run fails",
+          "[run][loop]") {
     results::samples::TempDir dir;
     results::Store store(dir.path / "results.db");
     Script s;
@@ -263,9 +265,9 @@ TEST_CASE("trial loop: a shard measures only its trials and records which shard 
         "[run]\nrepeats = 1\nwarmup = \"0s\"\ncooldown = \"0s\"\nduration = \"1s\"\n");
     std::vector<double> seconds;
     for (const auto& t : exp.trials) seconds.push_back(run::planned_seconds(t, exp.run));
-    auto keep = lab::shard_positions(exp.trials, seconds, lab::parse_shard("2/2"));
+    auto keep = experiment::shard_positions(exp.trials, seconds, experiment::parse_shard("2/2"));
     REQUIRE(!keep.empty());
-    std::vector<lab::Trial> mine;
+    std::vector<experiment::Trial> mine;
     std::vector<std::size_t> indexes;
     for (auto i : keep) {
         indexes.push_back(exp.trials[i].index);

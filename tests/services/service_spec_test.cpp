@@ -140,7 +140,7 @@ kind = "rtt"
     REQUIRE(l.exp);
     REQUIRE(l.exp->trials.size() == 2);
     CHECK(l.exp->trials[1].services[0].vars.at("cpu") == "1");
-    auto plan = lab::render_plan_text(*l.exp);
+    auto plan = experiment::render_plan_text(*l.exp);
     CHECK_THAT(plan, Contains("service srv on server: iperf3 -s -p 5201 --affinity 0; ready after 200ms"));
     CHECK_THAT(plan, Contains("start on server: iperf3 -s -p 5201 --affinity 1  (vars: cpu=1, port=5201)"));
 }

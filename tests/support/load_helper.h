@@ -12,7 +12,7 @@
 namespace wanlab::testing {
 
 struct Loaded {
-    std::optional<lab::Experiment> exp;
+    std::optional<experiment::Experiment> exp;
     std::string messages;  ///< every diagnostic, rendered with source lines
 };
 
@@ -20,9 +20,9 @@ inline Loaded load(const std::string& text, const std::vector<std::string>& sets
                    const std::string& name = "exp.toml") {
     config::Documents docs;
     Diagnostics diag;
-    lab::ProfileLibrary profiles({WANLAB_TEST_PROFILES});
+    experiment::ProfileLibrary profiles({WANLAB_TEST_PROFILES});
     Loaded out;
-    out.exp = lab::load_experiment(name, text, sets, profiles, docs, diag);
+    out.exp = experiment::load_experiment(name, text, sets, profiles, docs, diag);
     out.messages = diag.render(docs.sources());
     return out;
 }

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "core/error.h"
-#include "vm/kernel.h"
 #include "vm/files.h"
+#include "vm/kernel.h"
 #include "vm/vmlinux.h"
 
 using namespace wanlab::vm;

@@ -4,9 +4,9 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "vm/files.h"
 #include "vm/initramfs.h"
 #include "vm/modules.h"
-#include "vm/files.h"
 
 using wanlab::vm::module_name;
 using wanlab::vm::ModuleIndex;
