@@ -85,7 +85,7 @@ int run_here(const RunArgs& a, const experiment::Experiment& exp, const std::str
 }
 
 int run_in_vm(const RunArgs& a, const experiment::Experiment& exp, const results::RunData* before) {
-    auto outcome = run::measure_in_vm(a.request, exp, before);
+    auto outcome = run::measure_in_vm(a.request, before);
     if (!outcome.recorded) return outcome.exit_code;
     return report_and_gate(a, exp, outcome.data, outcome.exit_code);
 }

@@ -186,8 +186,7 @@ Outcome measure_here(const RunRequest& r, const experiment::Experiment& exp, con
     return outcome;
 }
 
-Outcome measure_in_vm(const RunRequest& r, const experiment::Experiment& exp, const results::RunData* before) {
-    (void)exp;  // the VM reads the file itself, with the same --set and --shard
+Outcome measure_in_vm(const RunRequest& r, const results::RunData* before) {
     if (r.auto_restore_s > 0)
         std::fputs(
             "wanlab: --auto-restore does not apply to a run in the micro-VM: it changes only the VM, which "

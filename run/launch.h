@@ -74,7 +74,7 @@ Outcome measure_here(const RunRequest& r, const experiment::Experiment& exp, con
 /// the VM left "running" (it was killed) is recorded interrupted or failed here. `exit_code`
 /// is the VM's (at least 1 after a timeout or running out of memory). Interrupted before the
 /// VM recorded anything: `recorded` is false (its own message said why).
-Outcome measure_in_vm(const RunRequest& r, const experiment::Experiment& exp, const results::RunData* before);
+Outcome measure_in_vm(const RunRequest& r, const results::RunData* before);
 
 /// --detach: the rest of the run goes on in a child process of its own session (no terminal
 /// to lose), its output in OUT/wanlab-RUN.log. Returns 0 in that child, and in this process

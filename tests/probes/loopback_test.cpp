@@ -11,23 +11,12 @@
 #include "core/error.h"
 #include "probes/probe.h"
 #include "probes/sockets.h"
+#include "tests/support/probe_helper.h"
 
 using namespace wanlab;
 using namespace wanlab::probes;
 
 namespace {
-ProbeSpec loopback_spec(const std::string& kind, const std::string& options) {
-    config::Documents docs;
-    Diagnostics diag;
-    const auto* table = docs.parse("test", "[[probe]]\nkind = \"" + kind + "\"\n" + options, diag);
-    REQUIRE(table);
-    auto root = config::from_toml(*table);
-    auto spec = parse_probe(root.find("probe")->items.at(0), 0, std::chrono::milliseconds(300), diag);
-    INFO(diag.render(docs.sources()));
-    REQUIRE(!diag.has_errors());
-    return spec;
-}
-
 const Endpoints kLoopback{{"", "127.0.0.1", 0}, {"", "", 0}};
 
 void check_names(const ProbeResult& r) {
@@ -42,7 +31,7 @@ void check_names(const ProbeResult& r) {
 
 TEST_CASE("throughput on loopback moves data both ways and reports every connection", "[probes][loopback]") {
     auto r =
-        make_probe(loopback_spec("throughput", "direction = \"both\"\ninterval = \"100ms\"\n"))->run(kLoopback, {});
+        make_probe(testing::probe_of("throughput", "direction = \"both\"\ninterval = \"100ms\"\n"))->run(kLoopback, {});
     CHECK(r.metrics.at("throughput_upload") > 0);
     CHECK(r.metrics.at("throughput_download") > 0);
     CHECK(r.connections.size() == 2);
@@ -92,8 +81,8 @@ TEST_CASE("the receive watermark leaves the socket's receive buffer as the kerne
 TEST_CASE("rtt on loopback answers every tcp and udp probe", "[probes][loopback]") {
     for (const char* method : {"tcp", "udp"}) {
         INFO(method);
-        auto r = make_probe(
-                     loopback_spec("rtt", std::string("method = \"") + method + "\"\ncount = 5\ninterval = \"1ms\"\n"))
+        auto r = make_probe(testing::probe_of(
+                                "rtt", std::string("method = \"") + method + "\"\ncount = 5\ninterval = \"1ms\"\n"))
                      ->run(kLoopback, {});
         CHECK(r.metrics.at("loss") == 0);
         CHECK(r.samples.at("rtt").size() == 5);
@@ -107,7 +96,7 @@ TEST_CASE("rtt on loopback answers every tcp and udp probe", "[probes][loopback]
 }
 
 TEST_CASE("rr on loopback completes transactions without errors", "[probes][loopback]") {
-    auto r = make_probe(loopback_spec("rr", "connections = 2\nserver_split_write = true\ninterval = \"100ms\"\n"))
+    auto r = make_probe(testing::probe_of("rr", "connections = 2\nserver_split_write = true\ninterval = \"100ms\"\n"))
                  ->run(kLoopback, {});
     CHECK(r.metrics.at("transactions") > 0);
     CHECK(r.metrics.at("errors") == 0);
@@ -124,7 +113,7 @@ TEST_CASE("rr on loopback completes transactions without errors", "[probes][loop
 }
 
 TEST_CASE("a probe aborted from its tick stops its threads and rethrows", "[probes][loopback]") {
-    auto probe = make_probe(loopback_spec("throughput", "duration = \"10s\"\n"));
+    auto probe = make_probe(testing::probe_of("throughput", "duration = \"10s\"\n"));
     auto start = std::chrono::steady_clock::now();
     REQUIRE_THROWS_WITH(probe->run(kLoopback, [] { throw Error("interrupted"); }), "interrupted");
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(3));
@@ -154,7 +143,7 @@ const std::string kUrl = "url = \"http://198.18.0.2:8080/\"\n";
 TEST_CASE("remote_unsupported accepts a TCP rtt probe with a port and refuses it without one", "[probes][remote]") {
     for (const char* options : {"", "method = \"tcp\"\n", "tool = \"hping3\"\n"}) {
         INFO(options);
-        auto spec = loopback_spec("rtt", options);
+        auto spec = testing::probe_of("rtt", options);
         CHECK(remote_unsupported(spec, 443) == "");
         CHECK(remote_unsupported(spec, 0) == kTcpNeedsPort);
     }
@@ -163,7 +152,7 @@ TEST_CASE("remote_unsupported accepts a TCP rtt probe with a port and refuses it
 TEST_CASE("remote_unsupported accepts an ICMP rtt probe without a port and refuses it with one", "[probes][remote]") {
     for (const char* options : {"method = \"icmp\"\n", "method = \"icmp\"\ntool = \"ping\"\n"}) {
         INFO(options);
-        auto spec = loopback_spec("rtt", options);
+        auto spec = testing::probe_of("rtt", options);
         CHECK(remote_unsupported(spec, 0) == "");
         CHECK(remote_unsupported(spec, 443) == kIcmpHasNoPort);
     }
@@ -172,11 +161,11 @@ TEST_CASE("remote_unsupported accepts an ICMP rtt probe without a port and refus
 TEST_CASE("remote_unsupported refuses the probes that need a server of wanlab's own", "[probes][remote]") {
     for (std::uint16_t port : {0, 443}) {
         INFO("port " << port);
-        CHECK(remote_unsupported(loopback_spec("rtt", "method = \"udp\"\n"), port) == kUdpNeedsEcho);
-        CHECK(remote_unsupported(loopback_spec("throughput", ""), port) == kThroughputNeedsReceiver);
-        CHECK(remote_unsupported(loopback_spec("rr", ""), port) == kRrNeedsServer);
-        CHECK(remote_unsupported(loopback_spec("http", ""), port) == kHttpNeedsUrl);
-        CHECK(remote_unsupported(loopback_spec("http", "tool = \"wrk\"\n"), port) == kHttpNeedsUrl);
+        CHECK(remote_unsupported(testing::probe_of("rtt", "method = \"udp\"\n"), port) == kUdpNeedsEcho);
+        CHECK(remote_unsupported(testing::probe_of("throughput", ""), port) == kThroughputNeedsReceiver);
+        CHECK(remote_unsupported(testing::probe_of("rr", ""), port) == kRrNeedsServer);
+        CHECK(remote_unsupported(testing::probe_of("http", ""), port) == kHttpNeedsUrl);
+        CHECK(remote_unsupported(testing::probe_of("http", "tool = \"wrk\"\n"), port) == kHttpNeedsUrl);
     }
 }
 
@@ -184,9 +173,9 @@ TEST_CASE("remote_unsupported accepts iperf3 and an http probe with a url, with 
           "[probes][remote]") {
     for (std::uint16_t port : {0, 5201}) {
         INFO("port " << port);
-        CHECK(remote_unsupported(loopback_spec("throughput", "tool = \"iperf3\"\n"), port) == "");
-        CHECK(remote_unsupported(loopback_spec("http", kUrl), port) == "");
-        CHECK(remote_unsupported(loopback_spec("http", kUrl + "tool = \"wrk\"\n"), port) == "");
+        CHECK(remote_unsupported(testing::probe_of("throughput", "tool = \"iperf3\"\n"), port) == "");
+        CHECK(remote_unsupported(testing::probe_of("http", kUrl), port) == "");
+        CHECK(remote_unsupported(testing::probe_of("http", kUrl + "tool = \"wrk\"\n"), port) == "");
     }
 }
 
@@ -195,11 +184,11 @@ TEST_CASE("a probe against a remote target refuses at run time with remote_unsup
     // a different error.
     Endpoints remote{{"wanlab-absent", "127.0.0.1", 0, true}, {"", "", 0}};
     const std::vector<std::pair<ProbeSpec, std::string>> cases{
-        {loopback_spec("rtt", ""), kTcpNeedsPort},
-        {loopback_spec("rtt", "method = \"udp\"\n"), kUdpNeedsEcho},
-        {loopback_spec("throughput", ""), kThroughputNeedsReceiver},
-        {loopback_spec("rr", ""), kRrNeedsServer},
-        {loopback_spec("http", ""), kHttpNeedsUrl},
+        {testing::probe_of("rtt", ""), kTcpNeedsPort},
+        {testing::probe_of("rtt", "method = \"udp\"\n"), kUdpNeedsEcho},
+        {testing::probe_of("throughput", ""), kThroughputNeedsReceiver},
+        {testing::probe_of("rr", ""), kRrNeedsServer},
+        {testing::probe_of("http", ""), kHttpNeedsUrl},
     };
     for (const auto& [spec, why] : cases) {
         INFO(spec.kind);
@@ -208,7 +197,7 @@ TEST_CASE("a probe against a remote target refuses at run time with remote_unsup
 }
 
 TEST_CASE("tcp rtt against a remote target on loopback connects to that target's listener", "[probes][remote]") {
-    auto spec = loopback_spec("rtt", "count = 5\ninterval = \"1ms\"\n");
+    auto spec = testing::probe_of("rtt", "count = 5\ninterval = \"1ms\"\n");
     Fd listener = listen_tcp("", "127.0.0.1", 0);
     Endpoints remote{{"wanlab-absent", "127.0.0.1", local_port(listener.get()), true}, {"", "", 0}};
     auto r = make_probe(spec)->run(remote, {});

@@ -9,6 +9,7 @@
 
 #include "core/config.h"
 #include "probes/probe.h"
+#include "tests/support/probe_helper.h"
 
 using namespace wanlab;
 using namespace wanlab::probes;
@@ -25,18 +26,6 @@ std::vector<const ProbeKind*> every_traits_kind() {
 bool kind_has_option(const ProbeKind& kind, const char* name) {
     return std::any_of(kind.options.begin(), kind.options.end(),
                        [name](const OptionSpec& o) { return std::string(o.name) == name; });
-}
-
-ProbeSpec traits_spec(const std::string& kind, const std::string& options) {
-    config::Documents docs;
-    Diagnostics diag;
-    const auto* table = docs.parse("test", "[[probe]]\nkind = \"" + kind + "\"\n" + options, diag);
-    REQUIRE(table);
-    auto root = config::from_toml(*table);
-    auto spec = parse_probe(root.find("probe")->items.at(0), 0, std::chrono::milliseconds(300), diag);
-    INFO(diag.render(docs.sources()));
-    REQUIRE(!diag.has_errors());
-    return spec;
 }
 
 }  // namespace
@@ -104,7 +93,7 @@ TEST_CASE("each kind's built-in probe reports the metrics, series and samples it
     for (const auto& [kind, options] : runs) {
         INFO(kind);
         const auto& t = traits_of(kind);
-        auto r = make_probe(traits_spec(kind, options))->run(loopback, {});
+        auto r = make_probe(testing::probe_of(kind, options))->run(loopback, {});
         CHECK(r.metrics.count(t.main_metric) == 1);
         if (t.exchanges_metric) CHECK(r.metrics.count(t.exchanges_metric) == 1);
         for (const char* s : t.group_series) {
@@ -122,8 +111,8 @@ TEST_CASE("each kind's built-in probe reports the metrics, series and samples it
 TEST_CASE("a kind's remote-target trait is what remote_unsupported says of its defaults", "[probes][traits]") {
     for (const auto& kind : probe_kinds()) {
         INFO(kind.name);
-        auto why =
-            remote_unsupported(traits_spec(kind.name, kind.traits.user_command ? "command = [\"true\"]\n" : ""), 80);
+        auto why = remote_unsupported(
+            testing::probe_of(kind.name, kind.traits.user_command ? "command = [\"true\"]\n" : ""), 80);
         // Only a kind that goes where it goes, or one whose default (TCP rtt to the port) can,
         // measures against a remote target with its defaults.
         bool refused = kind.traits.remote != RemoteTarget::own && kind.traits.remote != RemoteTarget::protocol;
