@@ -30,6 +30,7 @@
 #include "probes/http.h"
 #include "probes/probe.h"
 #include "probes/sockets.h"
+#include "tests/support/cpu_watch.h"
 
 using namespace wanlab;
 using namespace wanlab::probes;
@@ -243,7 +244,9 @@ TEST_CASE("rtt over a bare veth is below 1 ms without loss for tcp, udp and icmp
     BareLab lab;
     for (const char* method : {"\"tcp\"", "\"udp\"", "\"icmp\""}) {
         INFO("method " << method);
+        testing::CpuWatch cpu;
         auto r = measure(lab, spec_of("rtt", {{"method", method}, {"count", "50"}, {"interval", "\"2ms\""}}));
+        INFO("rtt min " << r.metrics.at("rtt_min") << " s, p99 " << r.metrics.at("rtt_p99") << " s; " << cpu.describe());
         CHECK(r.metrics.at("loss") == 0);
         CHECK(r.samples.at("rtt").size() == 50);
         CHECK(r.metrics.at("rtt_p50") > 0);
@@ -833,7 +836,9 @@ TEST_CASE("every built-in probe measures over IPv6 as over IPv4, and the packets
     for (const char* method : {"\"tcp\"", "\"udp\"", "\"icmp\""}) {
         INFO("method " << method);
         auto before = received();
+        testing::CpuWatch cpu;
         auto r = measure(lab.where6, spec_of("rtt", {{"method", method}, {"count", "50"}, {"interval", "\"2ms\""}}));
+        INFO("rtt min " << r.metrics.at("rtt_min") << " s, p99 " << r.metrics.at("rtt_p99") << " s; " << cpu.describe());
         CHECK(r.metrics.at("loss") == 0);
         CHECK(r.samples.at("rtt").size() == 50);
         CHECK(r.metrics.at("rtt_p50") > 0);
