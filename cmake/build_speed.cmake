@@ -12,6 +12,23 @@
 # WANLAB_UNITY=OFF compiles each file on its own (scripts/test's sanitizer and fuzzer trees do);
 # WANLAB_PCH=OFF parses every header in every file.
 
+# Debug information: line tables by default (GCC -g1, clang -gline-tables-only), enough for
+# backtraces, perf, ASan and gdb's `bt` with file:line, at about half the compile time of full
+# -g with GCC (a unity batch of cli/: 40.8 s at -g, 22.4 s at -g1, 20.0 s at -g0) and 80% of
+# it with clang. WANLAB_DEBUG_INFO=full keeps the build type's own -g (variables and types for
+# a debugger).
+set(WANLAB_DEBUG_INFO lines CACHE STRING "Debug information in Debug and RelWithDebInfo builds: lines or full")
+set_property(CACHE WANLAB_DEBUG_INFO PROPERTY STRINGS lines full)
+if(WANLAB_DEBUG_INFO STREQUAL "lines")
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    add_compile_options($<$<CONFIG:Debug,RelWithDebInfo>:-gline-tables-only>)
+  else()
+    add_compile_options($<$<CONFIG:Debug,RelWithDebInfo>:-g1>)
+  endif()
+elseif(NOT WANLAB_DEBUG_INFO STREQUAL "full")
+  message(FATAL_ERROR "WANLAB_DEBUG_INFO is '${WANLAB_DEBUG_INFO}': use lines or full")
+endif()
+
 option(WANLAB_PCH "Precompile the heavy third-party headers (toml++, nlohmann/json, fmt, CLI11, Catch2)" ON)
 option(WANLAB_UNITY "Compile the libraries and the unit tests in unity batches" ON)
 

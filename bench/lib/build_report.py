@@ -14,8 +14,8 @@ import re
 import subprocess
 import sys
 
-work, base, t_make, t_base, t_pch, t_now, jobs, slowest = sys.argv[1:9]
-t_make, t_base, t_pch, t_now = float(t_make), float(t_base), float(t_pch), float(t_now)
+work, base, t_make, t_base, t_pch, t_now, jobs, slowest, t_full = sys.argv[1:10]
+t_make, t_base, t_pch, t_now, t_full = float(t_make), float(t_base), float(t_pch), float(t_now), float(t_full)
 
 
 def ninja_log(tree):
@@ -123,10 +123,12 @@ tree, one after the other in the same run.
 |---|---|---|
 | {base}, make (as its `scripts/build` did) | {t_make:.0f} s | 100% |
 | {base}, Ninja | {t_base:.0f} s | {100 * t_base / t_make:.0f}% |
-| this tree without unity batches: Ninja, one precompiled header, lld | {t_pch:.0f} s | {100 * t_pch / t_make:.0f}% |
-| this tree: Ninja, one precompiled header, unity batches of 8, lld | {t_now:.0f} s | **{100 * t_now / t_make:.0f}%** |
+| this tree without unity batches: Ninja, one precompiled header, lld (line tables, `-g1`) | {t_pch:.0f} s | {100 * t_pch / t_make:.0f}% |
+| this tree with full debug information (`-DWANLAB_DEBUG_INFO=full`: `-g`, as before issue 38) | {t_full:.0f} s | {100 * t_full / t_make:.0f}% |
+| this tree: Ninja, one precompiled header, unity batches of 8, lld, line tables (`-g1`) | {t_now:.0f} s | **{100 * t_now / t_make:.0f}%** |
 
-{saving("Ninja alone", t_make, t_base)}. {saving("The precompiled header without unity batches", t_base, t_pch)},
+{saving("Ninja alone", t_make, t_base)}. {saving("Line tables instead of full debug information", t_full, t_now)} of this tree's build
+(`WANLAB_DEBUG_INFO`, cmake/build_speed.cmake: backtraces, perf and ASan keep file and line). {saving("The precompiled header without unity batches", t_base, t_pch)},
 for the reason below. {len(base_units)} units took {sum(base_units.values()):.0f} CPU seconds to compile before,
 {len(now_units)} units {sum(now_units.values()):.0f} seconds now.
 

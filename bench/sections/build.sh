@@ -40,7 +40,9 @@ echo "bench: build: $base with Ninja" >&2
 t_base=$(cold "$work/base-src" "$work/base" Ninja)
 echo "bench: build: this tree without unity batches (precompiled headers and lld only)" >&2
 t_pch=$(cold "$root" "$work/pch" Ninja -DWANLAB_UNITY=OFF)
-echo "bench: build: this tree (Ninja, precompiled headers, unity batches, lld)" >&2
+echo "bench: build: this tree with full debug information (-g, as before issue 38)" >&2
+t_full=$(cold "$root" "$work/full" Ninja -DWANLAB_DEBUG_INFO=full)
+echo "bench: build: this tree (Ninja, precompiled headers, unity batches, lld, line tables only)" >&2
 t_now=$(cold "$root" "$work/now" Ninja)
 
 # What one header costs a translation unit by itself, with the build's own flags.
@@ -62,4 +64,4 @@ for e in json.load(open(sys.argv[1])):
 PY
 bash "$work/slowest.sh" 2>"$work/slowest.report" >/dev/null || true
 
-python3 bench/lib/build_report.py "$work" "$base" "$t_make" "$t_base" "$t_pch" "$t_now" "$jobs" "$slowest"
+python3 bench/lib/build_report.py "$work" "$base" "$t_make" "$t_base" "$t_pch" "$t_now" "$jobs" "$slowest" "$t_full"
