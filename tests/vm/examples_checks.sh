@@ -25,11 +25,12 @@ short="--set run.duration=2s --set run.repeats=2 --set run.warmup=0s --set run.c
 # run NAME [--set ...]: runs examples/NAME.toml; its exit status is the assert gate.
 run() {
     name=$1; shift
+    t0=$(date +%s)
     # shellcheck disable=SC2086
     "$wanlab" run "$src/examples/$name.toml" --no-vm --out "$out/$name" --run "$name" --quiet $short "$@" \
         >"$out/$name.stdout" 2>"$out/$name.stderr"
-    rc=$?
-    check "$name runs and its asserts pass [rc=$rc]" [ "$rc" = 0 ]
+    rc=$? took=$(($(date +%s) - t0))
+    check "$name runs and its asserts pass [rc=$rc, ${took} s]" [ "$rc" = 0 ]
     db=$out/$name/results.db
     total=$(q "$db" "select count(*) from trials")
     done_trials=$(q "$db" "select count(*) from trials where status = 'done'")
