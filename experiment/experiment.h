@@ -111,6 +111,11 @@ struct Trial {
     std::vector<services::ServiceSpec> services;  ///< started on their hosts, in this order, after the sysctls
 };
 
+/// [sweep] mode: every combination of the axes' values, or their values side by side.
+enum class SweepMode { cross, zip };
+/// "cross" or "zip", as the file writes it.
+const char* sweep_mode_name(SweepMode mode) noexcept;
+
 struct Experiment {
     std::string file;
     std::string name;
@@ -118,7 +123,7 @@ struct Experiment {
     RunSpec run;
     std::vector<std::string> variants;  ///< in file order; "default" when none is declared
     std::vector<std::string> sweep_keys;
-    std::string sweep_mode;  ///< "cross" or "zip"
+    SweepMode sweep_mode = SweepMode::cross;
     std::vector<AssertSpec> asserts;
     std::vector<Trial> trials;
     std::vector<std::string> sets;  ///< the --set arguments applied

@@ -458,7 +458,7 @@ json plan_json(const Experiment& exp) {
             {"sets", exp.sets},
             {"variants", exp.variants},
             {"baseline", exp.run.baseline},
-            {"sweep", {{"mode", exp.sweep_mode}, {"keys", exp.sweep_keys}}},
+            {"sweep", {{"mode", sweep_mode_name(exp.sweep_mode)}, {"keys", exp.sweep_keys}}},
             {"run",
              {{"repeats", exp.run.adaptive ? nlohmann::json("auto") : nlohmann::json(exp.run.repeats)},
               {"min_repeats", exp.run.adaptive ? nlohmann::json(exp.run.min_repeats) : nlohmann::json()},

@@ -124,11 +124,13 @@ std::string value_text(const Node& leaf) {
     return "?";
 }
 
+const char* sweep_mode_name(SweepMode mode) noexcept { return mode == SweepMode::zip ? "zip" : "cross"; }
+
 std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnostics& diag) {
-    exp.sweep_mode = "cross";
+    exp.sweep_mode = SweepMode::cross;
     if (!sweep) return {SweepPoint{}};
     config::Reader r(*sweep, "[sweep]", diag);
-    if (auto m = r.choice("mode", {"cross", "zip"})) exp.sweep_mode = *m;
+    if (auto m = r.choice("mode", {"cross", "zip"})) exp.sweep_mode = *m == "zip" ? SweepMode::zip : SweepMode::cross;
     std::vector<std::pair<std::string, const Node*>> lists;
     for (const auto& [path, value] : sweep->members) {
         if (path == "mode") continue;
@@ -156,14 +158,14 @@ std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnos
                        fmt::format("[sweep] `{}` is an empty list: the sweep would have no trials", path));
             continue;
         }
-        if (exp.sweep_mode == "zip" && !usable.empty() && n != count) {
+        if (exp.sweep_mode == SweepMode::zip && !usable.empty() && n != count) {
             diag.error(list->value_at,
                        fmt::format("[sweep] mode = \"zip\" needs lists of one length: `{}` has {} values, `{}` has {}",
                                    path, n, usable.front().first, count));
             continue;
         }
         usable.emplace_back(path, list);
-        count = exp.sweep_mode == "zip" ? n : std::min<std::size_t>(count * n, kMaxTrials + 1);
+        count = exp.sweep_mode == SweepMode::zip ? n : std::min<std::size_t>(count * n, kMaxTrials + 1);
     }
     lists = std::move(usable);
     std::size_t total = count * exp.variants.size();
@@ -186,7 +188,7 @@ std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnos
             std::size_t i;
             if (!points_first_only.empty()) {
                 i = 0;
-            } else if (exp.sweep_mode == "zip") {
+            } else if (exp.sweep_mode == SweepMode::zip) {
                 i = p;
             } else {
                 stride /= n;

@@ -137,22 +137,6 @@ void append_measurement(std::string& out, const RunData& data, const std::vector
 
 }  // namespace
 
-void to_json(json& j, const MachineEnvironment& m) {
-    j = {{"ssh", m.ssh},
-         {"hostname", m.hostname},
-         {"kernel", m.kernel},
-         {"machine", m.machine},
-         {"sysctls_before", m.sysctls_before}};
-}
-
-void from_json(const json& j, MachineEnvironment& m) {
-    j.at("ssh").get_to(m.ssh);
-    j.at("hostname").get_to(m.hostname);
-    j.at("kernel").get_to(m.kernel);
-    j.at("machine").get_to(m.machine);
-    j.at("sysctls_before").get_to(m.sysctls_before);
-}
-
 void to_json(json& j, const Environment& env) {
     j = {{"hostname", env.hostname}, {"kernel", env.kernel},
          {"machine", env.machine},   {"wanlab_version", env.wanlab_version},
@@ -168,22 +152,6 @@ void from_json(const json& j, Environment& env) {
     j.at("where").get_to(env.where);
     j.at("sysctls_before").get_to(env.sysctls_before);
     if (auto it = j.find("machines"); it != j.end()) it->get_to(env.machines);  // since hosts mode recorded them
-}
-
-void to_json(json& j, const Session& s) {
-    j = {{"started", s.started},   {"finished", s.finished}, {"status", s.status}, {"error", s.error},
-         {"hostname", s.hostname}, {"kernel", s.kernel},     {"where", s.where},   {"note", s.note}};
-}
-
-void from_json(const json& j, Session& s) {
-    j.at("started").get_to(s.started);
-    j.at("finished").get_to(s.finished);
-    j.at("status").get_to(s.status);
-    j.at("error").get_to(s.error);
-    j.at("hostname").get_to(s.hostname);
-    j.at("kernel").get_to(s.kernel);
-    j.at("where").get_to(s.where);
-    j.at("note").get_to(s.note);
 }
 
 void to_json(json& j, const RepeatRule& r) {
@@ -211,22 +179,6 @@ void to_json(json& j, const EmulationCheck& c) {
          {"rate_configured", number(c.rate_configured)},
          {"rate_measured", number(c.rate_measured)},
          {"note", c.note}};
-}
-
-void to_json(json& j, const Capture& c) {
-    j = {{"probe", c.probe},     {"host", c.host},   {"dev", c.dev},         {"path", c.path},
-         {"packets", c.packets}, {"bytes", c.bytes}, {"dropped", c.dropped}, {"stopped", c.stopped}};
-}
-
-void from_json(const json& j, Capture& c) {
-    j.at("probe").get_to(c.probe);
-    j.at("host").get_to(c.host);
-    j.at("dev").get_to(c.dev);
-    j.at("path").get_to(c.path);
-    j.at("packets").get_to(c.packets);
-    j.at("bytes").get_to(c.bytes);
-    j.at("dropped").get_to(c.dropped);
-    j.at("stopped").get_to(c.stopped);
 }
 
 void from_json(const json& j, EmulationCheck& c) {

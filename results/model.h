@@ -93,6 +93,8 @@ struct MachineEnvironment {
     std::string machine;                                ///< uname -m
     std::map<std::string, std::string> sysctls_before;  ///< the same keys as Environment's, there
 };
+// In JSON (the env column, the export): every member under its own name, all required.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MachineEnvironment, ssh, hostname, kernel, machine, sysctls_before)
 
 struct Environment {
     std::string hostname;
@@ -115,6 +117,7 @@ struct Session {
     std::string hostname, kernel, where;  ///< as Environment's, when this session ran
     std::string note;                     ///< what --force let through ("kernel 6.1.0-27 -> 6.1.0-28")
 };
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Session, started, finished, status, error, hostname, kernel, where, note)
 
 /// How many repeats each (trial, probe) got: a fixed count ([run] repeats = N), or Stein's
 /// two-stage rule ([run] repeats = "auto", probes/stats.h stein_repeats()): `first` repeats,
@@ -163,6 +166,7 @@ struct Capture {
     std::uint64_t dropped = 0;             ///< the kernel dropped (buffer full), pcap_stats
     std::string stopped;                   ///< "" (end of the probe), or the bound that stopped it
 };
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Capture, probe, host, dev, path, packets, bytes, dropped, stopped)
 
 struct Trial {
     std::size_t index = 0;  ///< 1-based position in the plan

@@ -83,19 +83,15 @@ nlohmann::json to_json(const RunData& data);
 /// The inverse of to_json(), which the tests use to check what a run wrote.
 RunData from_json(const nlohmann::json& j);
 /// Parts of a run as to_json() writes them (NaN as JSON null), also the store's JSON columns:
-/// `json j = env; j.get<Environment>()`. from_json throws nlohmann::json::exception.
-void to_json(nlohmann::json& j, const MachineEnvironment& m);
-void from_json(const nlohmann::json& j, MachineEnvironment& m);
+/// `json j = env; j.get<Environment>()`. from_json throws nlohmann::json::exception. (Those
+/// with every member required and nothing special, MachineEnvironment, Session and Capture, are
+/// described beside their structs in results/model.h.)
 void to_json(nlohmann::json& j, const Environment& env);
 void from_json(const nlohmann::json& j, Environment& env);
-void to_json(nlohmann::json& j, const Session& s);
-void from_json(const nlohmann::json& j, Session& s);
 void to_json(nlohmann::json& j, const RepeatRule& r);
 void from_json(const nlohmann::json& j, RepeatRule& r);
 void to_json(nlohmann::json& j, const EmulationCheck& check);
 void from_json(const nlohmann::json& j, EmulationCheck& check);
-void to_json(nlohmann::json& j, const Capture& c);
-void from_json(const nlohmann::json& j, Capture& c);
 /// One CSV row per (measurement, metric): run,trial,trial_id,variant,<sweep columns>,probe,
 /// kind,tool,repeat,metric,value,unit. RFC 4180 quoting.
 std::string to_csv(const RunData& data);
