@@ -7,6 +7,8 @@
 #include "cli/command.h"
 #include "cli/load.h"
 #include "experiment/plan.h"
+#include "experiment/shard.h"
+#include "run/shard.h"
 
 namespace wanlab::cli {
 
@@ -26,7 +28,7 @@ Runner setup_plan(CLI::App& sub) {
         if (!o->shard.empty()) (void)experiment::parse_shard(o->shard);
         o->file = experiment_path(o->file);
         auto exp = load_or_throw(o->file, o->sets);
-        std::size_t all = o->shard.empty() ? exp.trials.size() : keep_shard(exp, o->file, o->shard);
+        std::size_t all = o->shard.empty() ? exp.trials.size() : run::keep_shard(exp, o->file, o->shard);
         if (o->json) {
             auto j = experiment::plan_json(exp);
             if (!o->shard.empty()) j["shard"] = {{"shard", o->shard}, {"trials", exp.trials.size()}, {"of", all}};

@@ -12,12 +12,14 @@
 #include "cli/command.h"
 #include "cli/load.h"
 #include "core/error.h"
+#include "experiment/shard.h"
 #include "lab/capabilities.h"
 #include "lab/journal.h"
 #include "report/report.h"
 #include "results/store.h"
 #include "run/launch.h"
 #include "run/resume.h"
+#include "run/shard.h"
 
 namespace wanlab::cli {
 namespace {
@@ -119,7 +121,7 @@ int run(RunArgs a) {
     }
     std::string text;
     auto exp = load_or_throw(r.file, r.sets, &text);
-    if (!r.shard.empty()) keep_shard(exp, r.file, r.shard);
+    if (!r.shard.empty()) run::keep_shard(exp, r.file, r.shard);
     const results::RunData* resumed = before ? &*before : nullptr;
     if (r.inner) {  // inside the micro-VM
         lab::require_capabilities("wanlab run");

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "experiment/experiment.h"
-#include "experiment/shard.h"
 #include "lab/session.h"
 
 namespace wanlab::cli {
@@ -29,11 +28,6 @@ std::string experiment_path(const std::string& arg);
 /// `text`, when given, receives the file's text as read.
 experiment::Experiment load_or_throw(const std::string& path, const std::vector<std::string>& sets,
                                      std::string* text = nullptr);
-
-/// Keeps only the trials of shard `text` ("K/N") in `exp`, with their plan positions and
-/// ids (experiment/shard.h). Throws InputError when the shard has none; returns how many
-/// trials the whole experiment has.
-std::size_t keep_shard(experiment::Experiment& exp, const std::string& file, const std::string& text);
 
 /// Throws wanlab::Error (exit 2) when this kernel lacks a qdisc the experiment's link
 /// conditions need, with the fix and, for a namespace lab, the micro-VM command line:

@@ -246,7 +246,8 @@ TEST_CASE("rtt over a bare veth is below 1 ms without loss for tcp, udp and icmp
         INFO("method " << method);
         testing::CpuWatch cpu;
         auto r = measure(lab, spec_of("rtt", {{"method", method}, {"count", "50"}, {"interval", "\"2ms\""}}));
-        INFO("rtt min " << r.metrics.at("rtt_min") << " s, p99 " << r.metrics.at("rtt_p99") << " s; " << cpu.describe());
+        INFO("rtt min " << r.metrics.at("rtt_min") << " s, p99 " << r.metrics.at("rtt_p99") << " s; "
+                        << cpu.describe());
         CHECK(r.metrics.at("loss") == 0);
         CHECK(r.samples.at("rtt").size() == 50);
         CHECK(r.metrics.at("rtt_p50") > 0);
@@ -838,7 +839,8 @@ TEST_CASE("every built-in probe measures over IPv6 as over IPv4, and the packets
         auto before = received();
         testing::CpuWatch cpu;
         auto r = measure(lab.where6, spec_of("rtt", {{"method", method}, {"count", "50"}, {"interval", "\"2ms\""}}));
-        INFO("rtt min " << r.metrics.at("rtt_min") << " s, p99 " << r.metrics.at("rtt_p99") << " s; " << cpu.describe());
+        INFO("rtt min " << r.metrics.at("rtt_min") << " s, p99 " << r.metrics.at("rtt_p99") << " s; "
+                        << cpu.describe());
         CHECK(r.metrics.at("loss") == 0);
         CHECK(r.samples.at("rtt").size() == 50);
         CHECK(r.metrics.at("rtt_p50") > 0);

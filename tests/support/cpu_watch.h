@@ -52,7 +52,8 @@ public:
         std::sort(others.rbegin(), others.rend());
         std::string top;
         for (std::size_t i = 0; i < others.size() && i < 3; ++i)
-            top += fmt::format("{}{} {:.0f}%", i ? ", " : "", others[i].second, pct(static_cast<double>(others[i].first)));
+            top +=
+                fmt::format("{}{} {:.0f}%", i ? ", " : "", others[i].second, pct(static_cast<double>(others[i].first)));
         return fmt::format(
             "over {:.2f} s the machine's {:.0f} cores were {:.0f}% busy (100% = one core): this test {:.0f}%, "
             "steal {:.0f}%; busiest others: {}",
