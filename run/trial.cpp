@@ -67,21 +67,23 @@ std::pair<probes::ProbeSpec, probes::Endpoints> in_lab(const probes::ProbeSpec& 
 void TrialRunner::run(const experiment::Trial& t, results::Trial& rec, const lab::Testbed& testbed,
                       const std::function<void()>& between, const std::filesystem::path& work,
                       const std::filesystem::path& kept) {
-    check(t, rec, testbed);
+    const auto label = trial_label(t);
+    check(t, label, rec, testbed);
     store_.put_trial(data_.run.id, rec);
     for (const auto& group : probes::probe_groups(t.probes)) {
         auto members = members_of(group, testbed);
-        auto name = group.name.empty() ? members.front().spec.name : group.name;
-        warm_up(trial_label(t), name, members, testbed);
+        // Progress names a group by its name, a lone probe by the probe's.
+        const auto name = group.name.empty() ? members.front().spec.name : group.name;
+        warm_up(label, name, members, testbed);
         for (auto& m : members) m.captures = start_captures(m.spec, testbed, work);
-        repeats(t, group, members, testbed, between);
+        repeats(t, label, name, group, members, testbed, between);
         keep_captures(members, rec, kept);
     }
 }
 
 /// The emulation check, when the trial has conditions a measurement can compare with.
-void TrialRunner::check(const experiment::Trial& t, results::Trial& rec, const lab::Testbed& testbed) {
-    auto label = trial_label(t);
+void TrialRunner::check(const experiment::Trial& t, const std::string& label, results::Trial& rec,
+                        const lab::Testbed& testbed) {
     if (checks_emulation(t)) progress_.status(label + ": checking the emulation", 1s * eta_.done);
     if (auto why = lab::unverifiable(t.lab); !why.empty())
         rec.check.note = why;  // apply_trial() has read the qdiscs back
@@ -107,11 +109,10 @@ std::vector<TrialRunner::Member> TrialRunner::members_of(const probes::ProbeGrou
 
 /// The repeats of one probe or group, each followed by the cooldown; with adaptive repeats,
 /// their count decided after the first ones.
-void TrialRunner::repeats(const experiment::Trial& t, const probes::ProbeGroup& group, std::vector<Member>& members,
-                          const lab::Testbed& testbed, const std::function<void()>& between) {
+void TrialRunner::repeats(const experiment::Trial& t, const std::string& label, const std::string& name,
+                          const probes::ProbeGroup& group, std::vector<Member>& members, const lab::Testbed& testbed,
+                          const std::function<void()>& between) {
     const auto& rule = exp_.run;
-    const auto label = trial_label(t);
-    const auto name = group.name.empty() ? members.front().spec.name : group.name;
     const auto sites = testbed.qdisc_sites(t);
     unsigned repeats = rule.first_repeats();
     bool decided = !rule.adaptive;

@@ -84,10 +84,11 @@ private:
         std::vector<std::unique_ptr<diagnosis::Capture>> captures;
     };
 
-    void check(const experiment::Trial& t, results::Trial& rec, const lab::Testbed& testbed);
+    void check(const experiment::Trial& t, const std::string& label, results::Trial& rec, const lab::Testbed& testbed);
     std::vector<Member> members_of(const probes::ProbeGroup& group, const lab::Testbed& testbed) const;
-    void repeats(const experiment::Trial& t, const probes::ProbeGroup& group, std::vector<Member>& members,
-                 const lab::Testbed& testbed, const std::function<void()>& between);
+    void repeats(const experiment::Trial& t, const std::string& label, const std::string& name,
+                 const probes::ProbeGroup& group, std::vector<Member>& members, const lab::Testbed& testbed,
+                 const std::function<void()>& between);
     void keep_captures(std::vector<Member>& members, results::Trial& rec, const std::filesystem::path& kept);
     void warm_up(const std::string& label, const std::string& name, const std::vector<Member>& members,
                  const lab::Testbed& testbed);
