@@ -16,6 +16,7 @@
 #include "experiment/asserts.h"
 #include "experiment/document.h"
 #include "experiment/sections.h"
+#include "experiment/timeouts.h"
 #include "experiment/trials.h"
 #include "probes/group.h"
 
@@ -155,6 +156,7 @@ std::optional<Experiment> load_experiment(const std::string& file, const std::st
     if (points.empty()) points.emplace_back();
     exp.trials = expand_trials(doc, exp, points, implicit_variant, profiles, docs, diag);
     check_one_place(doc, exp, diag);
+    warn_short_timeouts(exp, diag);
     // A group's own record is asserted like a probe's (its fairness, its summed throughput).
     if (!exp.trials.empty())
         parse_asserts(asserts, exp, probes::with_group_records(exp.trials.front().probes), diag, exp.asserts);

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -16,15 +17,55 @@ namespace {
 
 using RunFn = ProbeResult (*)(const ProbeSpec&, const Endpoints&, const Tick&);
 
+/// What a repeat attempted and how much of it failed, in the same three metrics for every
+/// kind that counts exchanges, whatever tool measured: rtt (probes sent; unanswered ones
+/// failed), rr and http (transactions or requests begun; `errors` failed). A failed exchange
+/// leaves no latency sample, so these say what the percentiles rest on; the report shows them
+/// beside every figure that lost some (issue 39).
+void add_tally(const ProbeTraits& traits, ProbeResult& r) {
+    auto get = [&r](const char* name) {
+        auto it = r.metrics.find(name);
+        return it == r.metrics.end() ? std::numeric_limits<double>::quiet_NaN() : it->second;
+    };
+    double attempted = std::numeric_limits<double>::quiet_NaN(), failed = attempted;
+    if (traits.exchanges_metric) {
+        // A non-2xx answer completed (it is among `requests`) and is an error too.
+        double done = get(traits.exchanges_metric), errors = get("errors"), non_2xx = get("non_2xx");
+        if (std::isfinite(done) && std::isfinite(errors)) {
+            failed = errors;
+            attempted = done + errors - (std::isfinite(non_2xx) ? non_2xx : 0);
+        }
+    } else if (traits.counted) {
+        double sent = get("sent"), loss = get("loss");
+        if (std::isfinite(sent) && std::isfinite(loss)) {
+            attempted = sent;
+            failed = std::round(sent * loss);
+        }
+    }
+    if (!std::isfinite(attempted)) return;
+    r.metrics["attempted"] = attempted;
+    r.metrics["failed"] = failed;
+    r.metrics["failure_rate"] = attempted > 0 ? failed / attempted : 0;
+    if (failed <= 0) return;
+    const std::string one = traits.exchange ? traits.exchange : "probe";
+    std::string how;
+    if (double t = get("timeouts"); std::isfinite(t) && t > 0) how = fmt::format(" ({:.0f} timed out)", t);
+    if (traits.counted) how = " (unanswered within 1 s)";
+    r.notes.push_back(fmt::format("{:.0f} of {:.0f} {}s failed{}: the {} figures rest on the other {:.0f}", failed,
+                                  attempted, one, how, traits.measures_rtt ? "RTT" : "latency", attempted - failed));
+}
+
 /// A probe that is one function of (spec, endpoints).
 class FunctionProbe : public Probe {
 public:
     FunctionProbe(ProbeSpec spec, RunFn fn) : spec_(std::move(spec)), fn_(fn) {}
     ProbeResult run(const Endpoints& where, const Tick& tick) override {
         auto r = fn_(spec_, where, tick);
+        const auto& traits = traits_of(spec_.kind);
         // Each tool's streams the same way: Jain's index over their goodput.
-        if (traits_of(spec_.kind).bulk_tcp)
+        if (traits.bulk_tcp)
             if (double f = flow_fairness(r); std::isfinite(f)) r.metrics["fairness"] = f;
+        add_tally(traits, r);
         return r;
     }
 

@@ -161,6 +161,9 @@ const std::vector<ProbeKind> kKinds{
          {"rtt_mdev", Unit::seconds, false, "mean deviation, as ping prints it"},
          {"loss", Unit::fraction, false, "probes without an answer"},
          {"sent", Unit::count, true, "probes sent"},
+         {"attempted", Unit::count, true, "probes sent (as `sent`: every kind that counts exchanges has it)"},
+         {"failed", Unit::count, false, "probes unanswered within 1 s: the RTT figures rest on the others"},
+         {"failure_rate", Unit::fraction, false, "failed / attempted"},
      },
      {
          .main_metric = "rtt_avg",
@@ -197,6 +200,11 @@ const std::vector<ProbeKind> kKinds{
          {"latency_max", Unit::seconds, false, "slowest transaction"},
          {"transactions", Unit::count, true, "completed request/response pairs"},
          {"errors", Unit::count, false, "connections that failed or timed out mid-transaction"},
+         {"attempted", Unit::count, true, "transactions begun: completed plus failed"},
+         {"failed", Unit::count, false,
+          "transactions that did not complete (as `errors`): the latency figures rest "
+          "on the others"},
+         {"failure_rate", Unit::fraction, false, "failed / attempted"},
      },
      {
          .main_metric = "transactions_per_second",
@@ -244,6 +252,11 @@ const std::vector<ProbeKind> kKinds{
          {"non_2xx", Unit::count, false, "answers with a status outside 200-299"},
          {"requests", Unit::count, true, "completed requests (any status)"},
          {"throughput", Unit::bits_per_second, true, "response bytes (headers and body) received"},
+         {"attempted", Unit::count, true, "requests sent: answered plus timed out or broken"},
+         {"failed", Unit::count, false,
+          "requests that timed out, broke, or got a non-2xx answer (as `errors`): the "
+          "latency figures rest on the answered ones"},
+         {"failure_rate", Unit::fraction, false, "failed / attempted"},
      },
      {
          .main_metric = "requests_per_second",

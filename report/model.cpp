@@ -30,6 +30,18 @@ std::vector<std::string> metrics_for(const ProbeRef& p, const std::vector<std::s
     return out;
 }
 
+// Adds what trial `trial`'s repeats of `probe` attempted and lost to the cell's counts.
+void count_failures(Cell& c, const results::RunData& data, std::size_t trial, const std::string& probe) {
+    auto add = [&](const char* metric, double& into) {
+        for (double x : detail::values_of(data, trial, probe, metric)) {
+            if (!std::isfinite(x)) continue;
+            into = std::isfinite(into) ? into + x : x;
+        }
+    };
+    add("attempted", c.attempted);
+    add("failed", c.failed);
+}
+
 Cell make_cell(const results::RunData& data, const std::string& point, const std::string& variant, const ProbeRef& p,
                const std::string& metric) {
     Cell c;
@@ -41,6 +53,7 @@ Cell make_cell(const results::RunData& data, const std::string& point, const std
     c.trial = detail::trial_at(data, point, variant);
     if (c.trial) c.values = detail::values_of(data, c.trial->index, p.name, metric);
     c.summary = summarize(c.values);
+    if (c.trial) count_failures(c, data, c.trial->index, p.name);
     if (const auto& rule = data.run.repeats; rule.adaptive && c.trial && !c.values.empty()) {
         c.first = data.first_repeats(c.trial->index, p.name, metric, rule.first);
         auto finite = c.first;
@@ -73,6 +86,10 @@ void build_rows(Model& m, const std::vector<ProbeRef>& probes, const ReportOptio
                     r.diff = data.run.repeats.adaptive ? difference(cells.front().values, cells[i].values, higher,
                                                                     cells.front().first, cells[i].first)
                                                        : difference(cells.front().values, cells[i].values, higher);
+                    if (lost_too_many(cells.front()) || lost_too_many(cells[i])) {
+                        r.too_many_failures = true;
+                        r.diff.significant = false;
+                    }
                     m.cells.push_back(cells[i]);
                     m.rows.push_back(r);
                 }
@@ -146,6 +163,7 @@ void build_pivot(Model& m, const std::vector<ProbeRef>& probes, const std::vecto
         auto v = detail::values_of(data, t.index, pv.probe.name, pv.metric);
         cell.values.insert(cell.values.end(), v.begin(), v.end());
         cell.summary = summarize(cell.values);
+        count_failures(cell, data, t.index, pv.probe.name);
     }
     // Variants as columns: the baseline first, as in every other table.
     if (pv.column_key == "variant")
@@ -187,6 +205,42 @@ std::vector<std::string> refused_measurements(const results::RunData& data, cons
         if (auto it = by_probe.find(p); it != by_probe.end())
             out.push_back(fmt::format("x {}: probe {}: {} of {} repeat{} not measured: {}", trial_name(t), p,
                                       it->second.first, repeats[p], repeats[p] == 1 ? "" : "s", it->second.second));
+    return out;
+}
+
+// Trial `t`'s probes whose exchanges failed, one line each: how many of how many, and what the
+// figures then rest on (probes' attempted and failed, summed over the repeats).
+std::vector<std::string> lost_exchanges(const results::RunData& data, const results::Trial& t) {
+    struct Tally {
+        std::string kind;
+        double attempted = 0, failed = 0, timeouts = 0;
+    };
+    std::vector<std::pair<std::string, Tally>> by_probe;
+    for (const auto& m : data.measurements) {
+        if (m.trial != t.index) continue;
+        auto a = m.metrics.find("attempted"), f = m.metrics.find("failed");
+        if (a == m.metrics.end() || f == m.metrics.end() || !std::isfinite(a->second) || !std::isfinite(f->second))
+            continue;
+        auto it = std::find_if(by_probe.begin(), by_probe.end(), [&m](const auto& p) { return p.first == m.probe; });
+        if (it == by_probe.end()) it = by_probe.insert(by_probe.end(), {m.probe, Tally{m.kind}});
+        it->second.attempted += a->second;
+        it->second.failed += f->second;
+        if (auto to = m.metrics.find("timeouts"); to != m.metrics.end() && std::isfinite(to->second))
+            it->second.timeouts += to->second;
+    }
+    std::vector<std::string> out;
+    for (const auto& [probe, n] : by_probe) {
+        if (n.failed <= 0) continue;
+        const auto& traits = probes::traits_of(n.kind);
+        const std::string one = traits.exchange ? traits.exchange : "probe";
+        out.push_back(fmt::format(
+            "x {}: probe {}: {:.0f} of {:.0f} {}s failed{}: its {} figures rest on the other {:.0f}{}", trial_name(t),
+            probe, n.failed, n.attempted, one, n.timeouts > 0 ? fmt::format(" ({:.0f} timed out)", n.timeouts) : "",
+            traits.measures_rtt ? "RTT" : "latency", n.attempted - n.failed,
+            n.failed > kFailureLimit * n.attempted
+                ? fmt::format("; over {:.0f}% failed, so no verdict on it", kFailureLimit * 100)
+                : ""));
+    }
     return out;
 }
 
@@ -291,16 +345,28 @@ std::vector<std::string> trial_warnings(const results::RunData& data) {
         if (t.status == results::TrialStatus::failed || t.status == results::TrialStatus::interrupted)
             out.push_back(fmt::format("x {}: {}{}{}", trial_name(t), t.status, t.error.empty() ? "" : ": ", t.error));
         for (auto& line : refused_measurements(data, t)) out.push_back(std::move(line));
+        for (auto& line : lost_exchanges(data, t)) out.push_back(std::move(line));
     }
     return out;
 }
 
 probes::Unit unit(const Cell& c) { return c.spec ? c.spec->unit : probes::Unit::count; }
 
+bool lost_some(const Cell& c) { return std::isfinite(c.failed) && c.failed > 0; }
+
+bool lost_too_many(const Cell& c) {
+    return lost_some(c) && std::isfinite(c.attempted) && c.failed > kFailureLimit * c.attempted;
+}
+
+std::string failures_text(const Cell& c) {
+    if (!lost_some(c)) return "";
+    return fmt::format(" ({:.0f} of {:.0f} failed{})", c.failed, c.attempted, lost_too_many(c) ? ": no verdict" : "");
+}
+
 std::string cell_text(const Cell& c) {
     auto text = detail::human_ci(unit(c), c.summary);
     if (!c.first.empty()) text += fmt::format(" n={}{}", c.values.size(), c.unsettled ? " max" : "");
-    return flagged(c, text);
+    return flagged(c, text + failures_text(c));
 }
 
 std::string delta_text(const Row& r) {
@@ -309,6 +375,7 @@ std::string delta_text(const Row& r) {
 }
 
 std::string verdict(const Row& r) {
+    if (r.other != kNone && r.too_many_failures) return "no verdict: failures";
     if (r.other == kNone || !r.diff.significant) return "";
     return r.diff.better ? "better" : "worse";
 }
@@ -387,8 +454,12 @@ std::vector<detail::TextTable> pivot_tables(const Model& m) {
             std::vector<std::string> row{r};
             for (const auto& c : g.columns) {
                 auto it = g.cells.find({r, c});
-                row.push_back(it == g.cells.end() ? "-"
-                                                  : flagged(it->second, probes::human(u, it->second.summary.median)));
+                if (it == g.cells.end()) {
+                    row.push_back("-");
+                    continue;
+                }
+                const auto& cell = it->second;
+                row.push_back(flagged(cell, probes::human(u, cell.summary.median) + failures_text(cell)));
             }
             t.add(row);
         }

@@ -36,13 +36,26 @@ struct Cell {
     /// (Stein's, from the first stage) still wider than the rule's precision.
     std::vector<double> first;
     bool unsettled = false;
+    /// What the probe's repeats attempted and lost (probes' `attempted` and `failed`, summed
+    /// over the repeats); NaN when the kind does not count exchanges.
+    double attempted = results::kNaN, failed = results::kNaN;
 };
+
+/// Above this share of failed exchanges a cell gets no verdict: its figures rest on the
+/// survivors, which are not a sample of what was asked (the slow ones are the ones missing).
+inline constexpr double kFailureLimit = 0.05;
+/// The cell lost exchanges (any), and lost too many to be judged.
+bool lost_some(const Cell& c);
+bool lost_too_many(const Cell& c);
+/// " (2 of 40 failed)", " (9 of 40 failed: no verdict)" over kFailureLimit; "" when none.
+std::string failures_text(const Cell& c);
 
 /// A line of the before/after table: the baseline cell against one other variant's (or
 /// alone, when the run has one variant).
 struct Row {
     std::size_t base = kNone, other = kNone;
     Difference diff;
+    bool too_many_failures = false;  ///< either side lost_too_many(): no verdict
 };
 
 struct PivotGroup {
@@ -103,7 +116,8 @@ probes::Unit unit(const Cell& c);
 std::string cell_text(const Cell& c);
 /// "+65.2% *" ("*": significant); "" for a row without a comparison.
 std::string delta_text(const Row& r);
-/// "better", "worse", or "" when not significant.
+/// "better", "worse", "no verdict: failures" when a side lost too many, or "" when not
+/// significant.
 std::string verdict(const Row& r);
 /// The coverage of the intervals shown: "75.0% at 3 repeats, ...".
 std::string coverage_legend(const Model& m);

@@ -123,6 +123,9 @@ json cell_json(const Cell& c) {
                 {"confidence", c.summary.confidence},
                 {"values", c.values},
                 {"settled", c.first.empty() ? json() : json(!c.unsettled)},
+                {"attempted", detail::number<json>(c.attempted)},
+                {"failed", detail::number<json>(c.failed)},
+                {"too_many_failures", lost_too_many(c)},
                 {"emulation_held", !detail::emulation_failed(c.trial)}};
 }
 
@@ -201,6 +204,7 @@ std::string render_json(const Model& m) {
              {"p_value", detail::number<json>(r.diff.p_value)},
              {"significant", r.diff.significant},
              {"better", r.diff.better},
+             {"too_many_failures", r.too_many_failures},
              {"emulation_held", !detail::emulation_failed(b.trial) && !detail::emulation_failed(o.trial)}});
     }
     j["pivot"] = nullptr;

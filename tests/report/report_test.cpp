@@ -254,3 +254,86 @@ TEST_CASE("report of adaptive repeats shows each cell's repeats and marks the on
     CHECK_THAT(fixed, !Contains("n=3"));
     CHECK_THAT(fixed, !Contains("repeats: auto"));
 }
+
+namespace {
+
+/// The mobile-API question of issue 39: an http probe "api" under cubic (the baseline) and
+/// bbr, 3 repeats each. `failed` of `attempted` requests per repeat did not complete; the
+/// latency percentiles rest on the others.
+results::RunData api_run(const std::vector<double>& cubic_failed, const std::vector<double>& bbr_failed,
+                         double attempted) {
+    results::RunData d;
+    d.run.id = "20261207T050000-cc01";
+    d.run.experiment = "mobile-api";
+    d.run.file = "mobile-api.toml";
+    d.run.baseline = "cubic";
+    d.run.status = results::RunStatus::complete;
+    d.run.planned_trials = 2;
+    d.run.env = {"lab1", "6.1.0-18-amd64", "x86_64", "0.1.0", "host", {}};
+    d.trials = {fixtures::trial(1, "bbbb0001", "cubic", ""), fixtures::trial(2, "bbbb0002", "bbr", "")};
+    const double p50[2][3] = {{1.276, 1.301, 1.250}, {0.820, 0.815, 0.830}};
+    for (std::size_t t = 0; t < 2; ++t)
+        for (unsigned r = 1; r <= 3; ++r) {
+            results::Measurement m;
+            m.trial = t + 1;
+            m.probe = "api";
+            m.kind = "http";
+            m.tool = "builtin";
+            m.repeat = r;
+            double failed = (t == 0 ? cubic_failed : bbr_failed).at(r - 1);
+            m.metrics = {{"latency_p50", p50[t][r - 1]},
+                         {"requests", attempted - failed},
+                         {"errors", failed},
+                         {"timeouts", failed},
+                         {"attempted", attempted},
+                         {"failed", failed},
+                         {"failure_rate", failed / attempted}};
+            d.measurements.push_back(m);
+        }
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("report counts failed requests beside every figure, and gives no verdict where too many failed", "[report]") {
+    ReportOptions o;
+    o.metrics = {"api.latency_p50"};
+    SECTION("4 of 6 failed under cubic: the cells say so and the comparison has no verdict") {
+        auto d = api_run({1, 2, 1}, {0, 0, 0}, 2);
+        auto text = render(d, {}, o);
+        INFO(text);
+        CHECK_THAT(text, Contains("(4 of 6 failed: no verdict)"));
+        // The header says it too, where a reader starts.
+        CHECK_THAT(text, Contains("x trial 1 (bbbb0001) cubic: probe api: 4 of 6 requests failed (4 timed out): its "
+                                  "latency figures rest on the other 2; over 5% failed, so no verdict on it"));
+        CHECK_THAT(text, !Contains("x trial 2"));
+        CHECK_THAT(text, Contains("no verdict: failures"));
+        CHECK_THAT(text, !Contains("better"));
+        o.format = Format::json;
+        auto j = nlohmann::json::parse(render(d, {}, o));
+        REQUIRE(j["cells"].size() == 2);
+        for (const auto& c : j["cells"]) {
+            CHECK(c["attempted"] == 6);
+            CHECK(c["failed"] == (c["variant"] == "cubic" ? 4 : 0));
+            CHECK(c["too_many_failures"] == (c["variant"] == "cubic"));
+        }
+        REQUIRE(j["comparisons"].size() == 1);
+        CHECK(j["comparisons"][0]["too_many_failures"] == true);
+        CHECK(j["comparisons"][0]["significant"] == false);
+    }
+    SECTION("1 of 600 failed: counted beside the figure, and the verdict stands") {
+        auto d = api_run({1, 0, 0}, {0, 0, 0}, 200);
+        auto text = render(d, {}, o);
+        INFO(text);
+        CHECK_THAT(text, Contains("(1 of 600 failed)"));
+        CHECK_THAT(text, Contains("probe api: 1 of 600 requests failed (1 timed out): its latency figures rest on the "
+                                  "other 599\n"));
+        CHECK_THAT(text, !Contains("no verdict"));
+        CHECK_THAT(text, Contains("better"));
+    }
+    SECTION("none failed: nothing is added") {
+        auto text = render(api_run({0, 0, 0}, {0, 0, 0}, 200), {}, o);
+        INFO(text);
+        CHECK_THAT(text, !Contains("failed"));
+    }
+}
