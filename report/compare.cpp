@@ -26,6 +26,7 @@ struct Side {
     const results::Trial* trial = nullptr;
     std::vector<double> values;
     Summary summary;
+    detail::Tally tally;
 };
 
 struct Line {
@@ -34,6 +35,7 @@ struct Line {
     std::shared_ptr<const detail::OwnMetrics> owner;  // where `spec` lives, for a command probe's own
     std::optional<Side> a, b;
     Difference diff;
+    bool too_many_failures = false;
 
     std::string presence() const { return a && b ? "both" : a ? "only in A" : "only in B"; }
 };
@@ -53,6 +55,7 @@ std::vector<Line> match(const results::RunData& a, const results::RunData& b) {
                     side.values = detail::values_of(*run, t.index, p.name, metric);
                     if (side.values.empty()) continue;
                     side.summary = summarize(side.values);
+                    side.tally = detail::tally_of(*run, t.index, p.name);
                     auto key = std::make_tuple(t.id, p.name, metric);
                     auto it = index.find(key);
                     if (it == index.end()) {
@@ -66,8 +69,13 @@ std::vector<Line> match(const results::RunData& a, const results::RunData& b) {
                     (run == &a ? lines[it->second].a : lines[it->second].b) = side;
                 }
     }
-    for (auto& l : lines)
-        if (l.a && l.b) l.diff = difference(l.a->values, l.b->values, !l.spec || l.spec->higher_is_better);
+    for (auto& l : lines) {
+        if (!(l.a && l.b)) continue;
+        l.diff = difference(l.a->values, l.b->values, !l.spec || l.spec->higher_is_better);
+        // Figures that rest on too few of their exchanges get no verdict (report/detail.h).
+        l.too_many_failures = l.a->tally.lost_too_many() || l.b->tally.lost_too_many();
+        if (l.too_many_failures) l.diff.significant = false;
+    }
     return lines;
 }
 
@@ -101,7 +109,7 @@ std::string run_line(const results::Run& r) {
 
 std::string side_text(const Line& l, const std::optional<Side>& s) {
     if (!s) return "-";
-    auto text = detail::human_ci(l.spec ? l.spec->unit : probes::Unit::count, s->summary);
+    auto text = detail::human_ci(l.spec ? l.spec->unit : probes::Unit::count, s->summary) + s->tally.text();
     return detail::emulation_failed(s->trial) ? text + " !" : text;
 }
 
@@ -133,7 +141,9 @@ std::string render_text(const results::RunData& a, const results::RunData& b, co
         row.push_back(l.a ? side_text(l, l.a) : "only in B");
         row.push_back(l.b ? side_text(l, l.b) : "only in A");
         row.push_back(l.a && l.b ? detail::signed_percent(l.diff.delta) + (l.diff.significant ? " *" : "") : "");
-        row.push_back(l.diff.significant ? (l.diff.better ? "better" : "worse") : "");
+        row.push_back(l.too_many_failures  ? "no verdict: failures"
+                      : l.diff.significant ? (l.diff.better ? "better" : "worse")
+                                           : "");
         table.add(row);
     }
     if (lines.empty())
@@ -152,6 +162,9 @@ json side_json(const std::optional<Side>& s) {
             {"high", detail::number<json>(s->summary.high)},
             {"confidence", s->summary.confidence},
             {"values", s->values},
+            {"attempted", detail::number<json>(s->tally.attempted)},
+            {"failed", detail::number<json>(s->tally.failed)},
+            {"too_many_failures", s->tally.lost_too_many()},
             {"emulation_held", !detail::emulation_failed(s->trial)}};
 }
 

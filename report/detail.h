@@ -117,6 +117,21 @@ std::vector<std::string> headline_metrics(const ProbeRef& probe);
 /// One finite value per repeat of `probe` in trial `trial_index` (NaN values left out).
 std::vector<double> values_of(const results::RunData& data, std::size_t trial_index, const std::string& probe,
                               const std::string& metric);
+/// Above this share of failed exchanges a figure gets no verdict: it rests on the survivors,
+/// which are not a sample of what was asked (the slow ones are the ones missing).
+inline constexpr double kFailureLimit = 0.05;
+/// What repeats of a probe attempted and lost (probes' `attempted` and `failed`, summed);
+/// NaN when the kind does not count exchanges.
+struct Tally {
+    double attempted = results::kNaN, failed = results::kNaN;
+    void add(const Tally& other);
+    bool lost_some() const;      ///< any failed
+    bool lost_too_many() const;  ///< over kFailureLimit of the attempts
+    /// " (2 of 40 failed)", " (9 of 40 failed: no verdict)"; "" when none failed.
+    std::string text() const;
+};
+/// Trial `trial_index`'s repeats of `probe`, summed.
+Tally tally_of(const results::RunData& data, std::size_t trial_index, const std::string& probe);
 /// True when the trial's emulated path did not behave as configured (check.held false).
 bool emulation_failed(const results::Trial* t);
 /// "bulk.throughput large-buffers @ link.rtt=40ms" without the parts that are empty.

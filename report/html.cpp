@@ -87,9 +87,9 @@ std::vector<Chart> pivot_charts(const Model& m) {
                                   {"high", scaled(c.summary.high, u.divisor)},
                                   {"n", c.summary.n},
                                   {"emulation", emulation(c.trial)},
-                                  {"failed", detail::number<json>(c.failed)},
-                                  {"attempted", detail::number<json>(c.attempted)},
-                                  {"text", detail::human_ci(unit, c.summary) + detail::failures_text(c)}});
+                                  {"failed", detail::number<json>(c.tally.failed)},
+                                  {"attempted", detail::number<json>(c.tally.attempted)},
+                                  {"text", detail::human_ci(unit, c.summary) + c.tally.text()}});
             }
         auto what = pv.probe.name + "." + pv.metric;
         auto title = fmt::format("{} against {}{}", what, pv.row_key, group.label.empty() ? "" : ": " + group.label);
@@ -163,8 +163,8 @@ std::vector<Chart> before_after_charts(const Model& m) {
                               {"significant", significant},
                               {"mark", significant ? (r->diff.better ? "* better" : "* worse") : ""},
                               {"emulation", emulation(c->trial)},
-                              {"failed", detail::number<json>(c->failed)},
-                              {"attempted", detail::number<json>(c->attempted)},
+                              {"failed", detail::number<json>(c->tally.failed)},
+                              {"attempted", detail::number<json>(c->tally.attempted)},
                               {"text", detail::cell_text(*c)}});
         }
         auto what = key.first + "." + key.second;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "probes/probe.h"
 #include "report/detail.h"
 
@@ -117,6 +119,32 @@ std::vector<double> values_of(const results::RunData& data, std::size_t trial_in
             v.push_back(it->second);
     }
     return v;
+}
+
+void Tally::add(const Tally& other) {
+    auto sum = [](double& into, double x) {
+        if (std::isfinite(x)) into = std::isfinite(into) ? into + x : x;
+    };
+    sum(attempted, other.attempted);
+    sum(failed, other.failed);
+}
+
+bool Tally::lost_some() const { return std::isfinite(failed) && failed > 0; }
+
+bool Tally::lost_too_many() const {
+    return lost_some() && std::isfinite(attempted) && failed > kFailureLimit * attempted;
+}
+
+std::string Tally::text() const {
+    if (!lost_some()) return "";
+    return fmt::format(" ({:.0f} of {:.0f} failed{})", failed, attempted, lost_too_many() ? ": no verdict" : "");
+}
+
+Tally tally_of(const results::RunData& data, std::size_t trial_index, const std::string& probe) {
+    Tally t;
+    for (double x : values_of(data, trial_index, probe, "attempted")) t.add({x, results::kNaN});
+    for (double x : values_of(data, trial_index, probe, "failed")) t.add({results::kNaN, x});
+    return t;
 }
 
 bool emulation_failed(const results::Trial* t) { return t && !t->check.held; }

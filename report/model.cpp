@@ -30,18 +30,6 @@ std::vector<std::string> metrics_for(const ProbeRef& p, const std::vector<std::s
     return out;
 }
 
-// Adds what trial `trial`'s repeats of `probe` attempted and lost to the cell's counts.
-void count_failures(Cell& c, const results::RunData& data, std::size_t trial, const std::string& probe) {
-    auto add = [&](const char* metric, double& into) {
-        for (double x : detail::values_of(data, trial, probe, metric)) {
-            if (!std::isfinite(x)) continue;
-            into = std::isfinite(into) ? into + x : x;
-        }
-    };
-    add("attempted", c.attempted);
-    add("failed", c.failed);
-}
-
 Cell make_cell(const results::RunData& data, const std::string& point, const std::string& variant, const ProbeRef& p,
                const std::string& metric) {
     Cell c;
@@ -53,7 +41,7 @@ Cell make_cell(const results::RunData& data, const std::string& point, const std
     c.trial = detail::trial_at(data, point, variant);
     if (c.trial) c.values = detail::values_of(data, c.trial->index, p.name, metric);
     c.summary = summarize(c.values);
-    if (c.trial) count_failures(c, data, c.trial->index, p.name);
+    if (c.trial) c.tally = detail::tally_of(data, c.trial->index, p.name);
     if (const auto& rule = data.run.repeats; rule.adaptive && c.trial && !c.values.empty()) {
         c.first = data.first_repeats(c.trial->index, p.name, metric, rule.first);
         auto finite = c.first;
@@ -86,7 +74,7 @@ void build_rows(Model& m, const std::vector<ProbeRef>& probes, const ReportOptio
                     r.diff = data.run.repeats.adaptive ? difference(cells.front().values, cells[i].values, higher,
                                                                     cells.front().first, cells[i].first)
                                                        : difference(cells.front().values, cells[i].values, higher);
-                    if (lost_too_many(cells.front()) || lost_too_many(cells[i])) {
+                    if (cells.front().tally.lost_too_many() || cells[i].tally.lost_too_many()) {
                         r.too_many_failures = true;
                         r.diff.significant = false;
                     }
@@ -163,7 +151,7 @@ void build_pivot(Model& m, const std::vector<ProbeRef>& probes, const std::vecto
         auto v = detail::values_of(data, t.index, pv.probe.name, pv.metric);
         cell.values.insert(cell.values.end(), v.begin(), v.end());
         cell.summary = summarize(cell.values);
-        count_failures(cell, data, t.index, pv.probe.name);
+        cell.tally.add(detail::tally_of(data, t.index, pv.probe.name));
     }
     // Variants as columns: the baseline first, as in every other table.
     if (pv.column_key == "variant")
@@ -352,21 +340,10 @@ std::vector<std::string> trial_warnings(const results::RunData& data) {
 
 probes::Unit unit(const Cell& c) { return c.spec ? c.spec->unit : probes::Unit::count; }
 
-bool lost_some(const Cell& c) { return std::isfinite(c.failed) && c.failed > 0; }
-
-bool lost_too_many(const Cell& c) {
-    return lost_some(c) && std::isfinite(c.attempted) && c.failed > kFailureLimit * c.attempted;
-}
-
-std::string failures_text(const Cell& c) {
-    if (!lost_some(c)) return "";
-    return fmt::format(" ({:.0f} of {:.0f} failed{})", c.failed, c.attempted, lost_too_many(c) ? ": no verdict" : "");
-}
-
 std::string cell_text(const Cell& c) {
     auto text = detail::human_ci(unit(c), c.summary);
     if (!c.first.empty()) text += fmt::format(" n={}{}", c.values.size(), c.unsettled ? " max" : "");
-    return flagged(c, text + failures_text(c));
+    return flagged(c, text + c.tally.text());
 }
 
 std::string delta_text(const Row& r) {
@@ -459,7 +436,7 @@ std::vector<detail::TextTable> pivot_tables(const Model& m) {
                     continue;
                 }
                 const auto& cell = it->second;
-                row.push_back(flagged(cell, probes::human(u, cell.summary.median) + failures_text(cell)));
+                row.push_back(flagged(cell, probes::human(u, cell.summary.median) + cell.tally.text()));
             }
             t.add(row);
         }

@@ -36,26 +36,16 @@ struct Cell {
     /// (Stein's, from the first stage) still wider than the rule's precision.
     std::vector<double> first;
     bool unsettled = false;
-    /// What the probe's repeats attempted and lost (probes' `attempted` and `failed`, summed
-    /// over the repeats); NaN when the kind does not count exchanges.
-    double attempted = results::kNaN, failed = results::kNaN;
+    /// What the probe's repeats attempted and lost, over the cell's trials.
+    Tally tally;
 };
-
-/// Above this share of failed exchanges a cell gets no verdict: its figures rest on the
-/// survivors, which are not a sample of what was asked (the slow ones are the ones missing).
-inline constexpr double kFailureLimit = 0.05;
-/// The cell lost exchanges (any), and lost too many to be judged.
-bool lost_some(const Cell& c);
-bool lost_too_many(const Cell& c);
-/// " (2 of 40 failed)", " (9 of 40 failed: no verdict)" over kFailureLimit; "" when none.
-std::string failures_text(const Cell& c);
 
 /// A line of the before/after table: the baseline cell against one other variant's (or
 /// alone, when the run has one variant).
 struct Row {
     std::size_t base = kNone, other = kNone;
     Difference diff;
-    bool too_many_failures = false;  ///< either side lost_too_many(): no verdict
+    bool too_many_failures = false;  ///< either side's tally lost_too_many(): no verdict
 };
 
 struct PivotGroup {

@@ -123,9 +123,9 @@ json cell_json(const Cell& c) {
                 {"confidence", c.summary.confidence},
                 {"values", c.values},
                 {"settled", c.first.empty() ? json() : json(!c.unsettled)},
-                {"attempted", detail::number<json>(c.attempted)},
-                {"failed", detail::number<json>(c.failed)},
-                {"too_many_failures", lost_too_many(c)},
+                {"attempted", detail::number<json>(c.tally.attempted)},
+                {"failed", detail::number<json>(c.tally.failed)},
+                {"too_many_failures", c.tally.lost_too_many()},
                 {"emulation_held", !detail::emulation_failed(c.trial)}};
 }
 

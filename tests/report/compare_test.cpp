@@ -95,3 +95,25 @@ TEST_CASE("report comparison as a page draws A against B per metric with the dif
     CHECK(marked);
     CHECK(spec["layer"][0]["encoding"]["y"]["title"] == "bulk.throughput (Mbit/s)");
 }
+
+TEST_CASE("report comparison counts failed requests on each side and gives no verdict where too many failed",
+          "[report]") {
+    auto a = fixtures::api_run({1, 2, 1}, {0, 0, 0}, 2);  // cubic lost 4 of 6 requests
+    auto b = fixtures::api_run({0, 0, 0}, {0, 0, 0}, 2);
+    auto text = render_comparison(a, b, Format::table);
+    INFO(text);
+    CHECK_THAT(text, Contains("(4 of 6 failed: no verdict)"));
+    CHECK_THAT(text, Contains("no verdict: failures"));
+    auto j = nlohmann::json::parse(render_comparison(a, b, Format::json));
+    bool seen = false;
+    for (const auto& r : j["rows"])
+        if (r["variant"] == "cubic" && r["metric"] == "latency_p50") {
+            seen = true;
+            CHECK(r["a"]["failed"] == 4);
+            CHECK(r["a"]["attempted"] == 6);
+            CHECK(r["a"]["too_many_failures"] == true);
+            CHECK(r["b"]["failed"] == 0);
+            CHECK(r["significant"] == false);
+        }
+    CHECK(seen);
+}

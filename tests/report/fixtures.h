@@ -3,6 +3,7 @@
 // buffer_sweep(): examples/buffer-sweep.toml measured: default-buffers and large-buffers at
 // link.rtt 20ms and 40ms on a 500 Mbit/s path, 3 repeats of probe "bulk" (throughput),
 // trial 3 (default-buffers @ 40ms) with an emulation check that did not hold.
+// api_run(): an http probe under cubic and bbr whose requests partly failed.
 #pragma once
 
 #include <string>
@@ -112,6 +113,42 @@ inline results::RunData buffer_sweep() {
         bulk(4, 2, 255 * M, 0.05, large, 31), bulk(4, 3, 245 * M, 0.05, large, 29),
     };
     d.measurements = ms;
+    return d;
+}
+
+/// The mobile-API question of issue 39: an http probe "api" under cubic (the baseline) and
+/// bbr, 3 repeats each. `failed` of `attempted` requests per repeat did not complete; the
+/// latency percentiles rest on the others.
+inline results::RunData api_run(const std::vector<double>& cubic_failed, const std::vector<double>& bbr_failed,
+                                double attempted) {
+    results::RunData d;
+    d.run.id = "20261207T050000-cc01";
+    d.run.experiment = "mobile-api";
+    d.run.file = "mobile-api.toml";
+    d.run.baseline = "cubic";
+    d.run.status = results::RunStatus::complete;
+    d.run.planned_trials = 2;
+    d.run.env = {"lab1", "6.1.0-18-amd64", "x86_64", "0.1.0", "host", {}};
+    d.trials = {trial(1, "bbbb0001", "cubic", ""), trial(2, "bbbb0002", "bbr", "")};
+    const double p50[2][3] = {{1.276, 1.301, 1.250}, {0.820, 0.815, 0.830}};
+    for (std::size_t t = 0; t < 2; ++t)
+        for (unsigned r = 1; r <= 3; ++r) {
+            results::Measurement m;
+            m.trial = t + 1;
+            m.probe = "api";
+            m.kind = "http";
+            m.tool = "builtin";
+            m.repeat = r;
+            double failed = (t == 0 ? cubic_failed : bbr_failed).at(r - 1);
+            m.metrics = {{"latency_p50", p50[t][r - 1]},
+                         {"requests", attempted - failed},
+                         {"errors", failed},
+                         {"timeouts", failed},
+                         {"attempted", attempted},
+                         {"failed", failed},
+                         {"failure_rate", failed / attempted}};
+            d.measurements.push_back(m);
+        }
     return d;
 }
 

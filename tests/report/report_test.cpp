@@ -255,51 +255,11 @@ TEST_CASE("report of adaptive repeats shows each cell's repeats and marks the on
     CHECK_THAT(fixed, !Contains("repeats: auto"));
 }
 
-namespace {
-
-/// The mobile-API question of issue 39: an http probe "api" under cubic (the baseline) and
-/// bbr, 3 repeats each. `failed` of `attempted` requests per repeat did not complete; the
-/// latency percentiles rest on the others.
-results::RunData api_run(const std::vector<double>& cubic_failed, const std::vector<double>& bbr_failed,
-                         double attempted) {
-    results::RunData d;
-    d.run.id = "20261207T050000-cc01";
-    d.run.experiment = "mobile-api";
-    d.run.file = "mobile-api.toml";
-    d.run.baseline = "cubic";
-    d.run.status = results::RunStatus::complete;
-    d.run.planned_trials = 2;
-    d.run.env = {"lab1", "6.1.0-18-amd64", "x86_64", "0.1.0", "host", {}};
-    d.trials = {fixtures::trial(1, "bbbb0001", "cubic", ""), fixtures::trial(2, "bbbb0002", "bbr", "")};
-    const double p50[2][3] = {{1.276, 1.301, 1.250}, {0.820, 0.815, 0.830}};
-    for (std::size_t t = 0; t < 2; ++t)
-        for (unsigned r = 1; r <= 3; ++r) {
-            results::Measurement m;
-            m.trial = t + 1;
-            m.probe = "api";
-            m.kind = "http";
-            m.tool = "builtin";
-            m.repeat = r;
-            double failed = (t == 0 ? cubic_failed : bbr_failed).at(r - 1);
-            m.metrics = {{"latency_p50", p50[t][r - 1]},
-                         {"requests", attempted - failed},
-                         {"errors", failed},
-                         {"timeouts", failed},
-                         {"attempted", attempted},
-                         {"failed", failed},
-                         {"failure_rate", failed / attempted}};
-            d.measurements.push_back(m);
-        }
-    return d;
-}
-
-}  // namespace
-
 TEST_CASE("report counts failed requests beside every figure, and gives no verdict where too many failed", "[report]") {
     ReportOptions o;
     o.metrics = {"api.latency_p50"};
     SECTION("4 of 6 failed under cubic: the cells say so and the comparison has no verdict") {
-        auto d = api_run({1, 2, 1}, {0, 0, 0}, 2);
+        auto d = fixtures::api_run({1, 2, 1}, {0, 0, 0}, 2);
         auto text = render(d, {}, o);
         INFO(text);
         CHECK_THAT(text, Contains("(4 of 6 failed: no verdict)"));
@@ -322,7 +282,7 @@ TEST_CASE("report counts failed requests beside every figure, and gives no verdi
         CHECK(j["comparisons"][0]["significant"] == false);
     }
     SECTION("1 of 600 failed: counted beside the figure, and the verdict stands") {
-        auto d = api_run({1, 0, 0}, {0, 0, 0}, 200);
+        auto d = fixtures::api_run({1, 0, 0}, {0, 0, 0}, 200);
         auto text = render(d, {}, o);
         INFO(text);
         CHECK_THAT(text, Contains("(1 of 600 failed)"));
@@ -332,7 +292,7 @@ TEST_CASE("report counts failed requests beside every figure, and gives no verdi
         CHECK_THAT(text, Contains("better"));
     }
     SECTION("none failed: nothing is added") {
-        auto text = render(api_run({0, 0, 0}, {0, 0, 0}, 200), {}, o);
+        auto text = render(fixtures::api_run({0, 0, 0}, {0, 0, 0}, 200), {}, o);
         INFO(text);
         CHECK_THAT(text, !Contains("failed"));
     }
