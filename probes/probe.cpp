@@ -51,8 +51,11 @@ void add_tally(const ProbeTraits& traits, ProbeResult& r) {
     std::string how;
     if (double t = get("timeouts"); std::isfinite(t) && t > 0) how = fmt::format(" ({:.0f} timed out)", t);
     if (traits.counted) how = " (unanswered within 1 s)";
-    r.notes.push_back(fmt::format("{:.0f} of {:.0f} {}s failed{}: the {} figures rest on the other {:.0f}", failed,
-                                  attempted, one, how, traits.measures_rtt ? "RTT" : "latency", attempted - failed));
+    const char* figures = traits.measures_rtt ? "RTT" : "latency";
+    r.notes.push_back(fmt::format(
+        "{:.0f} of {:.0f} {}s failed{}: {}", failed, attempted, one, how,
+        failed >= attempted ? fmt::format("no {} figures", figures)
+                            : fmt::format("the {} figures rest on the other {:.0f}", figures, attempted - failed)));
 }
 
 /// A probe that is one function of (spec, endpoints).

@@ -221,13 +221,16 @@ std::vector<std::string> lost_exchanges(const results::RunData& data, const resu
         if (n.failed <= 0) continue;
         const auto& traits = probes::traits_of(n.kind);
         const std::string one = traits.exchange ? traits.exchange : "probe";
-        out.push_back(fmt::format(
-            "x {}: probe {}: {:.0f} of {:.0f} {}s failed{}: its {} figures rest on the other {:.0f}{}", trial_name(t),
-            probe, n.failed, n.attempted, one, n.timeouts > 0 ? fmt::format(" ({:.0f} timed out)", n.timeouts) : "",
-            traits.measures_rtt ? "RTT" : "latency", n.attempted - n.failed,
-            n.failed > kFailureLimit * n.attempted
-                ? fmt::format("; over {:.0f}% failed, so no verdict on it", kFailureLimit * 100)
-                : ""));
+        const char* figures = traits.measures_rtt ? "RTT" : "latency";
+        out.push_back(
+            fmt::format("x {}: probe {}: {:.0f} of {:.0f} {}s failed{}: {}{}", trial_name(t), probe, n.failed,
+                        n.attempted, one, n.timeouts > 0 ? fmt::format(" ({:.0f} timed out)", n.timeouts) : "",
+                        n.failed >= n.attempted
+                            ? fmt::format("it has no {} figures", figures)
+                            : fmt::format("its {} figures rest on the other {:.0f}", figures, n.attempted - n.failed),
+                        n.failed > kFailureLimit * n.attempted
+                            ? fmt::format("; over {:.0f}% failed, so no verdict on it", kFailureLimit * 100)
+                            : ""));
     }
     return out;
 }
