@@ -142,6 +142,7 @@ std::string render_text(const results::RunData& a, const results::RunData& b, co
         row.push_back(l.b ? side_text(l, l.b) : "only in A");
         row.push_back(l.a && l.b ? detail::signed_percent(l.diff.delta) + (l.diff.significant ? " *" : "") : "");
         row.push_back(l.too_many_failures  ? "no verdict: failures"
+                      : l.diff.too_few     ? "too few repeats"
                       : l.diff.significant ? (l.diff.better ? "better" : "worse")
                                            : "");
         table.add(row);

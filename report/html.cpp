@@ -671,6 +671,10 @@ std::string run_page(const Model& m) {
         page.section("explanations", "Explanations");
         page.list(m.explanations);
     }
+    if (auto more = detail::more_repeats(m); !more.empty()) {
+        page.section("more-repeats", "What more repeats would settle");
+        page.list(more);
+    }
     if (m.asserted) {
         page.section("asserts", "Asserts: " + detail::assert_summary(m));
         std::string items = "<ul class=\"plain\">";

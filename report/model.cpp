@@ -356,6 +356,7 @@ std::string delta_text(const Row& r) {
 
 std::string verdict(const Row& r) {
     if (r.other != kNone && r.too_many_failures) return "no verdict: failures";
+    if (r.other != kNone && r.diff.too_few) return "too few repeats";
     if (r.other == kNone || !r.diff.significant) return "";
     return r.diff.better ? "better" : "worse";
 }
@@ -368,7 +369,10 @@ std::string coverage_legend(const Model& m) {
     std::string s;
     for (const auto& kv : by_n) {
         if (!s.empty()) s += ", ";
-        s += kv.first < 2 ? "none at 1 repeat" : fmt::format("{:.1f}% at {} repeats", kv.second * 100, kv.first);
+        s += kv.first < 2 ? "none at 1 repeat"
+             : kv.first < kMinJudgedRepeats
+                 ? fmt::format("at {} repeats the range of the values, not a confidence interval", kv.first)
+                 : fmt::format("{:.1f}% at {} repeats", kv.second * 100, kv.first);
     }
     return s;
 }
@@ -445,6 +449,41 @@ std::vector<detail::TextTable> pivot_tables(const Model& m) {
         }
         out.push_back(std::move(t));
     }
+    return out;
+}
+
+std::vector<std::string> more_repeats(const Model& m) {
+    // n per side = 2 (z(0.975) + z(0.80))^2 s^2 / d^2, s^2 the two sides' mean variance.
+    constexpr double kZ = 1.959964 + 0.841621;
+    constexpr double kNoise = 50;  // repeats a side beyond which a difference is called noise
+    std::vector<std::string> out;
+    for (const auto& r : m.rows) {
+        if (r.other == kNone || r.diff.significant || r.too_many_failures) continue;
+        const auto& b = m.cells[r.base];
+        const auto& o = m.cells[r.other];
+        const auto& vb = b.values;  // finite: values_of() leaves NaN out
+        const auto& vo = o.values;
+        if (vb.size() < 2 || vo.size() < 2) continue;
+        double d = probes::stats::mean(vo) - probes::stats::mean(vb);
+        double s2 = (std::pow(probes::stats::stdev(vb), 2) + std::pow(probes::stats::stdev(vo), 2)) / 2;
+        if (!(std::fabs(d) > 0) || !(s2 > 0)) continue;
+        double needed = std::max(std::ceil(2 * kZ * kZ * s2 / (d * d)), static_cast<double>(kMinJudgedRepeats));
+        auto what = fmt::format("{}.{}, {}{}: {} at {} and {} repeats", b.probe.name, b.metric, o.variant,
+                                b.point.empty() ? "" : " @ " + b.point, detail::signed_percent(r.diff.delta), vb.size(),
+                                vo.size());
+        if (needed > kNoise)
+            out.push_back(
+                fmt::format("{}: more than {:.0f} repeats a side would be needed to tell a difference this "
+                            "size: within the noise",
+                            what, kNoise));
+        else
+            out.push_back(
+                fmt::format("{}: about {:.0f} repeats a side would tell a difference this size (a test at "
+                            "5% with 80% power)",
+                            what, needed));
+    }
+    if (!out.empty() && !m.data->run.repeats.adaptive)
+        out.push_back("or [run] repeats = \"auto\": each cell repeated until its interval is within a precision");
     return out;
 }
 

@@ -119,6 +119,11 @@ std::string repeats_legend(const Model& m);
 /// The before/after table and the pivot's tables, in human units.
 TextTable before_after(const Model& m);
 std::vector<TextTable> pivot_tables(const Model& m);
+/// What more repeats would settle: for each comparison that is not significant (and lost no
+/// more than kFailureLimit), about how many repeats a side would tell a difference of the
+/// size measured (a two-sided test at 5% with 80% power, from the repeats' variances), or
+/// that it is within the noise; empty when every comparison is settled.
+std::vector<std::string> more_repeats(const Model& m);
 /// "3 checks, 3 passed, 0 failed".
 std::string assert_summary(const Model& m);
 /// "host, kernel 6.1.0 x86_64 on lab-1, wanlab 0.1.0".

@@ -89,6 +89,10 @@ std::string render_text(const Model& m, bool markdown) {
         for (const auto& t : data.trials)
             for (const auto& c : t.captures) line(capture_line(m, t, c));
     }
+    if (auto more = more_repeats(m); !more.empty()) {
+        section("What more repeats would settle");
+        for (const auto& l : more) line(l);
+    }
     if (m.asserted) {
         section("Asserts: " + assert_summary(m));
         for (const auto& o : m.outcomes) line(o.message);
@@ -227,6 +231,7 @@ std::string render_json(const Model& m) {
                       {"rows", pv.row_key},     {"columns", pv.column_key}, {"groups", groups}};
     }
     j["explanations"] = m.explanations;
+    j["more_repeats"] = more_repeats(m);
     j["captures"] = json::array();
     for (const auto& t : data.trials)
         for (const auto& c : t.captures)

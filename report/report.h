@@ -35,7 +35,11 @@ struct Difference {
     double p_value = results::kNaN;
     bool significant = false;
     bool better = false;
+    /// A side has fewer than kMinJudgedRepeats: never significant, whatever the p-value (two
+    /// values give a t-test one degree of freedom and a median interval of 50%).
+    bool too_few = false;
 };
+inline constexpr std::size_t kMinJudgedRepeats = 3;
 Difference difference(const std::vector<double>& base, const std::vector<double>& other, bool higher_is_better);
 /// The same for runs of adaptive repeats (results::RepeatRule): the means over every repeat,
 /// each side's variance from its first-stage repeats `base_first`, `other_first` (repeat

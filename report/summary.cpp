@@ -108,7 +108,8 @@ Difference difference(const std::vector<double>& base, const std::vector<double>
         d.delta = 0;  // else undefined: a change from zero has no relative size
     d.better = higher_is_better ? mo > mb : mo < mb;
     d.p_value = detail::welch_p_value(b, o);
-    d.significant = !std::isnan(d.p_value) && d.p_value < 0.05;
+    d.too_few = b.size() < kMinJudgedRepeats || o.size() < kMinJudgedRepeats;
+    d.significant = !d.too_few && !std::isnan(d.p_value) && d.p_value < 0.05;
     return d;
 }
 
@@ -116,7 +117,7 @@ Difference difference(const std::vector<double>& base, const std::vector<double>
                       const std::vector<double>& base_first, const std::vector<double>& other_first) {
     auto d = difference(base, other, higher_is_better);
     d.p_value = detail::stein_welch_p_value(detail::finite(base), detail::finite(other), base_first, other_first);
-    d.significant = !std::isnan(d.p_value) && d.p_value < 0.05;
+    d.significant = !d.too_few && !std::isnan(d.p_value) && d.p_value < 0.05;
     return d;
 }
 

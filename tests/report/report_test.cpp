@@ -297,3 +297,42 @@ TEST_CASE("report counts failed requests beside every figure, and gives no verdi
         CHECK_THAT(text, !Contains("failed"));
     }
 }
+
+TEST_CASE("report gives no verdict below 3 repeats and does not call their range a confidence interval", "[report]") {
+    auto d = fixtures::buffer_sweep();
+    std::erase_if(d.measurements, [](const results::Measurement& m) { return m.repeat == 3; });
+    auto text = render_as(d, Format::table);
+    INFO(text);
+    CHECK_THAT(text, Contains("at 2 repeats the range of the values, not a confidence interval"));
+    CHECK_THAT(text, !Contains("50.0% at 2 repeats"));
+    CHECK_THAT(text, Contains("too few repeats"));
+    CHECK_THAT(text, !Contains("better"));
+    CHECK_THAT(text, !Contains(" *  "));
+    auto j = nlohmann::json::parse(render_as(d, Format::json));
+    for (const auto& c : j["comparisons"]) CHECK(c["significant"] == false);
+}
+
+TEST_CASE("report says how many repeats would settle a comparison that is not significant", "[report]") {
+    auto d = fixtures::buffer_sweep();
+    // large-buffers at 20 ms: 174, 176, 172 against 170, 172, 168 Mbit/s: +2.4%, Welch's p about
+    // 0.07 at 3 repeats a side. Both variances 4 (Mbit/s)^2, difference 4: 2 x 2.80^2 x 4 / 16
+    // = 3.9, so about 4 repeats a side.
+    const double M = 1e6;
+    for (auto& m : d.measurements)
+        if (m.trial == 2) m.metrics["throughput"] = (m.repeat == 1 ? 174 : m.repeat == 2 ? 176 : 172) * M;
+    // at 40 ms: the same values on both sides but one: a difference within the noise.
+    for (auto& m : d.measurements)
+        if (m.trial == 4) m.metrics["throughput"] = (m.repeat == 1 ? 85.2 : m.repeat == 2 ? 84 : 86) * M;
+    auto text = render_as(d, Format::table);
+    INFO(text);
+    CHECK_THAT(text, Contains("What more repeats would settle"));
+    CHECK_THAT(text, Contains("bulk.throughput, large-buffers @ link.rtt=20ms: +2.4% at 3 and 3 repeats: about 4 "
+                              "repeats a side would tell a difference this size (a test at 5% with 80% power)"));
+    CHECK_THAT(text, Contains("bulk.throughput, large-buffers @ link.rtt=40ms: +0.2% at 3 and 3 repeats: more than "
+                              "50 repeats a side would be needed to tell a difference this size: within the noise"));
+    CHECK_THAT(text, Contains("or [run] repeats = \"auto\""));
+    auto j = nlohmann::json::parse(render_as(d, Format::json));
+    CHECK(j["more_repeats"].size() == 3);
+    // The significant comparisons of the fixture as it is: nothing to settle.
+    CHECK_THAT(render_as(fixtures::buffer_sweep(), Format::table), !Contains("What more repeats"));
+}
