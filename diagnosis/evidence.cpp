@@ -219,8 +219,7 @@ TrialDiagnosis diagnose_trial(const results::RunData& data, const results::Trial
     d.emulation = emulation_not_held(t.check.held, t.check.note);
     d.probes = diagnose_probes(data, t);
     for (const auto& p : d.probes)
-        for (const auto& v : p.verdicts)
-            if (v.rule == "rate-bound") return d;
+        if (p.verdicts.front().role == Role::binding && p.verdicts.front().rule == "rate-bound") return d;
     Repeats bulk;
     for (const auto& [name, ms] : repeats_by_probe(data, t))
         if (probes::traits_of(ms.front()->kind).bulk_tcp) bulk.insert(bulk.end(), ms.begin(), ms.end());

@@ -33,7 +33,7 @@ std::vector<std::pair<std::string, Repeats>> repeats_by_probe(const results::Run
 /// What the rules conclude of one probe in one trial.
 struct ProbeDiagnosis {
     std::string probe;
-    std::vector<Verdict> verdicts;  ///< diagnose()'s, in its order; never empty
+    std::vector<Verdict> verdicts;  ///< diagnose()'s: the binding one (if any) first; never empty
 };
 
 /// Each probe of trial `t` that any rule has a verdict for, judged on its repeats that
