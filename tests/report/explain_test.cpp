@@ -288,3 +288,22 @@ TEST_CASE("report says observed, not also observed, where no cause binds the num
     REQUIRE(lines.size() == 1);
     CHECK_THAT(lines[0], Contains("bulk, large-buffers @ link.rtt=40ms, observed: bufferbloat:"));
 }
+
+TEST_CASE("report gives no buffer advice where loss, not a buffer, binds the transfer", "[report]") {
+    // default-buffers @ 20ms on a path with 1% loss: 10 Mbit/s, near Mathis's 7.1 Mbit/s, the
+    // window limiting 10% of the time. Bigger buffers cannot lift it; the rmem_max advice goes.
+    auto d = fixtures::buffer_sweep();
+    d.trials[0].link_loss = 0.01;
+    for (auto& m : d.measurements)
+        if (m.trial == 1) {
+            m.metrics["throughput"] = 10e6;
+            m.metrics["rwnd_limited"] = 0.1;
+        }
+    auto lines = explain(d);
+    auto at20 = containing(lines, "default-buffers @ link.rtt=20ms");
+    REQUIRE(at20.size() == 1);
+    CHECK_THAT(at20[0], Contains("bulk, default-buffers @ link.rtt=20ms: loss-bound:") && Contains("bbr"));
+    // The same trial held by its receive window gets the advice, as before.
+    CHECK(containing(explain(fixtures::buffer_sweep()), "default-buffers @ link.rtt=20ms: bandwidth-delay product")
+              .size() == 1);
+}
