@@ -218,12 +218,22 @@ TrialDiagnosis diagnose_trial(const results::RunData& data, const results::Trial
     TrialDiagnosis d;
     d.emulation = emulation_not_held(t.check.held, t.check.note);
     d.probes = diagnose_probes(data, t);
-    for (const auto& p : d.probes)
-        for (const auto& v : p.verdicts)
-            if (v.rule == "rate-bound") return d;
     Repeats bulk;
+    std::vector<std::string> bulk_probes;
     for (const auto& [name, ms] : repeats_by_probe(data, t))
-        if (probes::traits_of(ms.front()->kind).bulk_tcp) bulk.insert(bulk.end(), ms.begin(), ms.end());
+        if (probes::traits_of(ms.front()->kind).bulk_tcp) {
+            bulk.insert(bulk.end(), ms.begin(), ms.end());
+            bulk_probes.push_back(name);
+        }
+    // Bigger buffers lift a bulk transfer only where a buffer is what binds it, or nothing is
+    // shown to: not a full link, a loss rate, a queue's drops or a busy CPU.
+    for (const auto& p : d.probes) {
+        const auto& v = p.verdicts.front();
+        bool bulk_probe = std::find(bulk_probes.begin(), bulk_probes.end(), p.probe) != bulk_probes.end();
+        if (bulk_probe && v.role == Role::binding && v.rule != "receive-window-limited" &&
+            v.rule != "send-buffer-limited")
+            return d;
+    }
     d.buffers = buffer_advice(data, t, bulk);
     return d;
 }

@@ -33,7 +33,7 @@ std::vector<std::pair<std::string, Repeats>> repeats_by_probe(const results::Run
 /// What the rules conclude of one probe in one trial.
 struct ProbeDiagnosis {
     std::string probe;
-    std::vector<Verdict> verdicts;  ///< diagnose()'s, in its order; never empty
+    std::vector<Verdict> verdicts;  ///< diagnose()'s: the binding one (if any) first; never empty
 };
 
 /// Each probe of trial `t` that any rule has a verdict for, judged on its repeats that
@@ -44,12 +44,13 @@ std::vector<ProbeDiagnosis> diagnose_probes(const results::RunData& data, const 
 struct TrialDiagnosis {
     std::optional<Verdict> emulation;     ///< emulation_not_held(), the trial's own rule
     std::vector<ProbeDiagnosis> probes;   ///< diagnose_probes()
-    std::optional<BufferAdvice> buffers;  ///< for its bulk transfers; none when one is rate-bound
+    std::optional<BufferAdvice> buffers;  ///< for its bulk transfers; none when another cause binds one
 };
 
 /// The trial's own rule, each probe's verdicts, and bandwidth-delay advice for the bulk
-/// transfers' buffers (diagnosis/buffers.h) unless a probe is rate-bound: a link whose rate
-/// is the bound gains nothing from bigger buffers.
+/// transfers' buffers (diagnosis/buffers.h) unless a bulk probe's binding verdict is one that
+/// bigger buffers cannot lift (rate-bound, loss-bound, queue-overflow, cpu-bound): a link whose
+/// rate is the bound gains nothing from bigger buffers, nor does a stream that loss holds back.
 TrialDiagnosis diagnose_trial(const results::RunData& data, const results::Trial& t);
 
 }  // namespace wanlab::diagnosis

@@ -41,6 +41,17 @@ std::optional<Verdict> buffer_limited(const Evidence& e, double share, double bu
     return Verdict{rule, text};
 }
 
+// Whether a buffer limit TCP_INFO reported can be what set the measured number: the cap it
+// implies (kWindowShare of the buffer per round trip, the lower estimate: newer kernels let
+// more of a buffer be window) is not far above the measurement. A stream that carried under
+// half of even that cap was held by something else (a receiver that did not drain its buffer,
+// a cwnd cut by loss): its limited share is a fact, not the bound.
+bool buffer_binds(const Evidence& e, double buffer) {
+    double rtt = path_rtt(e);
+    if (!(buffer > 0) || !(rtt > 0) || !known(e.throughput)) return true;
+    return e.throughput >= 0.5 * buffer * kWindowShare * 8 / rtt;
+}
+
 // A full-size segment as a queue holds it (the lab's links carry real packets: offloads are
 // off): the MSS plus TCP with timestamps, IPv4 and Ethernet headers; at MTU 1500, 1514.
 double packet_bytes(const Evidence& e) { return e.mss > 0 ? e.mss + 12 + 20 + 20 + 14 : 1514; }
@@ -52,6 +63,15 @@ double bdp_bytes(const Evidence& e) {
     double r = e.rate_configured > 0 ? e.rate_configured : e.throughput;
     double rtt = path_rtt(e);
     return r > 0 && rtt > 0 ? r * rtt / 8 : kUnknown;
+}
+
+// What a full link's queue drops: the drops a loss-based stream finds the link's rate by, no
+// fault of the limit (docs/diagnosis.md "One verdict per measurement").
+std::string no_cost(double drops, double offered) {
+    return fmt::format(
+        "; the link was full, so these drops ({} of the packets) cost no throughput: a loss-based stream finds "
+        "the link's rate by such drops, and a longer queue would only add delay",
+        probes::human(Unit::fraction, drops / offered));
 }
 
 // netem's own drops beyond what its loss model explains: the queue limit's. "" when there
@@ -82,6 +102,7 @@ std::string netem_overflow(const Evidence& e, const QueueEvidence& q) {
             ": besides its loss model only its queue limit of {:.0f} packets drops (the {} ms samples saw at "
             "most {:.0f} queued: it filled between them)",
             q.netem_limit, kQdiscSampleEvery.count(), q.netem_peak);
+    if (!queue_drops_cost(e)) return text + no_cost(own, offered);
     double bdp = bdp_bytes(e);
     if (known(bdp) && q.netem_limit * packet_bytes(e) < bdp) {
         double need = std::ceil(bdp / packet_bytes(e));
@@ -108,10 +129,10 @@ std::string bottleneck_overflow(const Evidence& e, const QueueEvidence& q) {
                             q.direction, q.bottleneck == "queue" ? "qdisc" : "the tbf shaper's own", limit,
                             q.bottleneck_drops, offered);
     if (known(q.bottleneck_peak)) text += fmt::format(" (peak {:.0f} queued)", q.bottleneck_peak);
-    double bdp = bdp_bytes(e);
     // A larger queue can only raise the goodput of a link that was not already full.
-    bool full = e.rate_configured > 0 && e.throughput >= 0.85 * e.rate_configured;
-    if (known(bdp) && limit_bytes < bdp && !full && kind_of(e).bulk_tcp)
+    if (!queue_drops_cost(e)) return text + no_cost(q.bottleneck_drops, offered);
+    double bdp = bdp_bytes(e);
+    if (known(bdp) && limit_bytes < bdp && kind_of(e).bulk_tcp)
         text += fmt::format(
             "; the queue is below the bandwidth-delay product {} ({:.0f} packets), so a loss-based stream backs off "
             "before it fills the link: a queue of one BDP ([link] qdisc_limit = {:.0f}) lets it, at the cost of "
@@ -123,6 +144,10 @@ std::string bottleneck_overflow(const Evidence& e, const QueueEvidence& q) {
 // Linux's delayed-ACK timer starts at TCP_DELACK_MIN (HZ/25 = 40 ms) and may grow up to
 // TCP_DELACK_MAX (200 ms) on a quiet connection (include/net/tcp.h).
 constexpr double kDelackMin = 0.040, kDelackMax = 0.200;
+
+// A rule's sentence as the binding cause (with its advice) or as an observation beside another
+// cause that binds (without advice that cause makes wrong).
+enum class Form { binding, observed };
 
 }  // namespace
 
@@ -166,20 +191,21 @@ std::optional<Verdict> delayed_ack_stall(const Evidence& e) {
 
 std::optional<Verdict> rate_bound(const Evidence& e) {
     if (!kind_of(e).bulk_tcp || !(e.rate_configured > 0) || !known(e.throughput)) return std::nullopt;
+    if (!link_full(e)) return std::nullopt;
     double share = e.throughput / e.rate_configured;
-    // Goodput is the rate less the headers (~5% at a 1500-byte MTU): 85% is the link, full.
-    if (share < 0.85) return std::nullopt;
     return Verdict{"rate-bound",
                    fmt::format("rate-bound: {} of the configured {} ({:.0f}%): the emulated link's rate sets this "
                                "number; larger socket buffers or another congestion control cannot raise it",
                                rate(e.throughput), rate(e.rate_configured), share * 100)};
 }
 
-std::optional<Verdict> loss_bound(const Evidence& e) {
+namespace {
+
+std::optional<Verdict> loss_bound_as(const Evidence& e, Form form) {
     if (!kind_of(e).bulk_tcp || !(e.loss_configured > 0) || !known(e.throughput)) return std::nullopt;
     double rtt = path_rtt(e);
     if (!(rtt > 0)) return std::nullopt;
-    if (e.rate_configured > 0 && e.throughput >= 0.85 * e.rate_configured) return std::nullopt;
+    if (link_full(e)) return std::nullopt;
     double mss = e.mss > 0 ? e.mss : 1448;
     // Mathis et al. 1997: one loss-based stream carries about MSS/RTT * C/sqrt(p), C = sqrt(3/2).
     double bound = mss * 8 / rtt * std::sqrt(1.5) / std::sqrt(e.loss_configured);
@@ -189,7 +215,8 @@ std::optional<Verdict> loss_bound(const Evidence& e) {
         "loss-bound: {} loss at {} RTT allows one loss-based stream about {} (MSS / (RTT x sqrt(p)) x 1.22, "
         "Mathis et al.); measured {} ({:.1f}x)",
         probes::human(Unit::fraction, e.loss_configured), ms(rtt), rate(bound), rate(e.throughput), ratio);
-    if (e.congestion_control != "bbr")
+    // Beside a window or a queue that binds, bbr would meet that bound instead.
+    if (e.congestion_control != "bbr" && form == Form::binding)
         text += fmt::format(
             "; {} backs off on every loss: bbr, which does not read random loss as congestion, "
             "can carry more",
@@ -197,18 +224,9 @@ std::optional<Verdict> loss_bound(const Evidence& e) {
     return Verdict{"loss-bound", text};
 }
 
-std::optional<Verdict> queue_overflow(const Evidence& e) {
-    std::vector<std::string> parts;
-    for (const auto& q : e.queues)
-        for (auto part : {netem_overflow(e, q), bottleneck_overflow(e, q)})
-            if (!part.empty()) parts.push_back(std::move(part));
-    if (parts.empty()) return std::nullopt;
-    std::string text;
-    for (const auto& p : parts) text += (text.empty() ? "" : "; ") + p;
-    return Verdict{"queue-overflow", text};
-}
-
-std::optional<Verdict> bufferbloat(const Evidence& e) {
+// `shorter_queue`: whether a shorter queue limit may be advised (not beside a queue limit
+// blamed for drops that cost the measurement).
+std::optional<Verdict> bufferbloat_as(const Evidence& e, bool shorter_queue) {
     // The loaded RTT: TCP's own under its load, or an rtt probe's beside a group's bulk flows.
     const bool pinged = kind_of(e).measures_rtt && e.under_load;
     if (!kind_of(e).bulk_tcp && !pinged) return std::nullopt;
@@ -224,19 +242,53 @@ std::optional<Verdict> bufferbloat(const Evidence& e) {
         text += fmt::format(" (about {} at {})", probes::human(Unit::bytes, queue * e.rate_configured / 8),
                             rate(e.rate_configured));
         // Only the emulated queue is wanlab's to change.
-        text += "; an AQM on the link (qdisc = \"fq_codel\") or a shorter queue limit keeps the delay down";
+        text += shorter_queue
+                    ? "; an AQM on the link (qdisc = \"fq_codel\") or a shorter queue limit keeps the delay down"
+                    : "; an AQM on the link (qdisc = \"fq_codel\") keeps the delay down";
     }
     return Verdict{"bufferbloat", text};
 }
 
-std::optional<Verdict> cpu_bound(const Evidence& e) {
+std::optional<Verdict> cpu_bound_as(const Evidence& e, Form form) {
     if (!(e.cpu_busiest >= 0.90)) return std::nullopt;
-    return Verdict{
-        "cpu-bound",
-        fmt::format("CPU-bound: one CPU{} was busy {:.0f}% of the measurement: the endpoints or the "
-                    "emulation, not the network, may set this number",
-                    e.cpu_machine.empty() ? "" : " of the " + e.cpu_machine + " machine", e.cpu_busiest * 100)};
+    auto on = e.cpu_machine.empty() ? std::string() : " of the " + e.cpu_machine + " machine";
+    if (form == Form::observed)
+        return Verdict{"cpu-bound",
+                       fmt::format("a busy CPU: one CPU{} was busy {:.0f}% of the measurement, near its limit too", on,
+                                   e.cpu_busiest * 100)};
+    return Verdict{"cpu-bound",
+                   fmt::format("CPU-bound: one CPU{} was busy {:.0f}% of the measurement: the endpoints or the "
+                               "emulation, not the network, may set this number",
+                               on, e.cpu_busiest * 100)};
 }
+
+// A verdict that another cause binds: said again without advice the binding one makes wrong.
+Verdict observed(const Evidence& e, Verdict v, const std::string& binding) {
+    if (v.rule == "loss-bound") v = *loss_bound_as(e, Form::observed);
+    if (v.rule == "cpu-bound") v = *cpu_bound_as(e, Form::observed);
+    if (v.rule == "bufferbloat") v = *bufferbloat_as(e, binding != "queue-overflow");
+    v.role = Role::observed;
+    return v;
+}
+
+}  // namespace
+
+std::optional<Verdict> loss_bound(const Evidence& e) { return loss_bound_as(e, Form::binding); }
+
+std::optional<Verdict> queue_overflow(const Evidence& e) {
+    std::vector<std::string> parts;
+    for (const auto& q : e.queues)
+        for (auto part : {netem_overflow(e, q), bottleneck_overflow(e, q)})
+            if (!part.empty()) parts.push_back(std::move(part));
+    if (parts.empty()) return std::nullopt;
+    std::string text;
+    for (const auto& p : parts) text += (text.empty() ? "" : "; ") + p;
+    return Verdict{"queue-overflow", text};
+}
+
+std::optional<Verdict> bufferbloat(const Evidence& e) { return bufferbloat_as(e, true); }
+
+std::optional<Verdict> cpu_bound(const Evidence& e) { return cpu_bound_as(e, Form::binding); }
 
 std::optional<Verdict> emulation_not_held(bool held, const std::string& note) {
     if (held) return std::nullopt;
@@ -246,11 +298,38 @@ std::optional<Verdict> emulation_not_held(bool held, const std::string& note) {
 }
 
 std::vector<Verdict> diagnose(const Evidence& e) {
+    // The rules in their order of precedence, each with whether it can set this measurement's
+    // number (docs/diagnosis.md "One verdict per measurement").
+    const std::pair<std::optional<Verdict>, bool> found[] = {
+        {rate_bound(e), true},
+        {receive_window_limited(e), buffer_binds(e, e.rcvbuf)},
+        {send_buffer_limited(e), buffer_binds(e, e.sndbuf)},
+        {delayed_ack_stall(e), true},
+        {queue_overflow(e), queue_drops_cost(e) && !kind_of(e).measures_rtt},
+        {loss_bound(e), true},
+        {bufferbloat(e), kind_of(e).measures_rtt},
+        {cpu_bound(e), true},
+    };
     std::vector<Verdict> out;
-    for (auto rule : {receive_window_limited, send_buffer_limited, delayed_ack_stall, rate_bound, loss_bound,
-                      queue_overflow, bufferbloat, cpu_bound})
-        if (auto v = rule(e)) out.push_back(std::move(*v));
+    for (const auto& [v, can_bind] : found)
+        if (v && can_bind) {
+            out.push_back(*v);
+            out.back().role = Role::binding;
+            break;
+        }
+    const std::string binding = out.empty() ? "" : out.front().rule;
+    for (const auto& [v, can_bind] : found)
+        if (v && v->rule != binding) out.push_back(binding.empty() ? *v : observed(e, *v, binding));
     return out;
 }
+
+const char* to_string(Role r) { return r == Role::binding ? "binding" : "observed"; }
+
+bool link_full(const Evidence& e) {
+    // Goodput is the rate less the headers (~5% at a 1500-byte MTU): 85% is the link, full.
+    return e.rate_configured > 0 && e.throughput >= 0.85 * e.rate_configured;
+}
+
+bool queue_drops_cost(const Evidence& e) { return !kind_of(e).bulk_tcp || !link_full(e); }
 
 }  // namespace wanlab::diagnosis

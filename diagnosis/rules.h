@@ -5,7 +5,9 @@
 // "not recorded", and a rule whose evidence is NaN says nothing. A verdict never contradicts
 // the measurement: the path's RTT is the configured one, else TCP's minimum, never an RTT
 // taken under load. Advice is given only where following it can change the result.
-// Thresholds and their sources: docs/diagnosis.md.
+// One verdict per measurement: diagnose() names the cause that binds the measured number first
+// (Role::binding) with its advice, and the rest as observations whose text gives no advice
+// against it. Thresholds, the order of precedence and their sources: docs/diagnosis.md.
 #pragma once
 
 #include <cmath>
@@ -61,9 +63,17 @@ struct Evidence {
     std::vector<QueueEvidence> queues;      ///< the emulated link's, per direction
 };
 
+/// What a verdict is to its measurement: the cause that set the measured number, or something
+/// else the evidence shows (which did not set it, or could not be shown to).
+enum class Role { binding, observed };
+
+/// "binding" or "observed", as the report's JSON spells it.
+const char* to_string(Role r);
+
 struct Verdict {
-    std::string rule;  ///< "delayed-ack-stall", "rate-bound", ...
-    std::string text;  ///< the sentence: cause, numbers, and advice where it can help
+    std::string rule;            ///< "delayed-ack-stall", "rate-bound", ...
+    std::string text;            ///< the sentence: cause, numbers, and advice where it can help
+    Role role = Role::observed;  ///< set by diagnose(); a rule on its own says nothing of precedence
 };
 
 /// The base RTT: configured, else TCP's minimum; NaN when neither is known.
@@ -74,6 +84,9 @@ std::optional<Verdict> send_buffer_limited(const Evidence& e);
 std::optional<Verdict> delayed_ack_stall(const Evidence& e);
 std::optional<Verdict> rate_bound(const Evidence& e);
 std::optional<Verdict> loss_bound(const Evidence& e);
+/// Drops beyond the loss model, by netem's limit or the bottleneck queue's. The limit is
+/// blamed (and advice to raise it given) only where the drops cost throughput: a bulk stream
+/// below the configured rate (queue_drops_cost()); a full link's drops are named as a fact.
 std::optional<Verdict> queue_overflow(const Evidence& e);
 std::optional<Verdict> bufferbloat(const Evidence& e);
 std::optional<Verdict> cpu_bound(const Evidence& e);
@@ -83,7 +96,23 @@ std::optional<Verdict> cpu_bound(const Evidence& e);
 /// configured path. `note` is the check's ("up rate 8.0 Mbit/s for 20 Mbit/s configured").
 std::optional<Verdict> emulation_not_held(bool held, const std::string& note);
 
-/// Every rule of a probe's evidence that holds, in the order above.
+/// The link carried at least 85% of its configured rate (goodput less ~5% of headers: full).
+bool link_full(const Evidence& e);
+
+/// Whether a queue's drops can have cost this measurement: for a bulk stream, when the link
+/// was not full (a full link's drops are how a loss-based stream finds its rate, and a larger
+/// queue only adds delay); for a probe that times exchanges or pings, always (a lost packet
+/// waits a retransmission).
+bool queue_drops_cost(const Evidence& e);
+
+/// Every rule of a probe's evidence that holds. The first, when any rule that can set this
+/// kind of measurement holds, is the binding one (Role::binding), in this order of precedence:
+/// rate-bound, receive-window-limited and send-buffer-limited (where the measurement is at
+/// least half the cap the buffer implies), delayed-ack-stall, queue-overflow
+/// (where its drops cost throughput), loss-bound, bufferbloat (of a probe that measures RTT,
+/// never of a throughput), cpu-bound. The others follow in that order as Role::observed, their
+/// advice withheld where it goes against the binding verdict's. At most one is binding; none
+/// when nothing holds that can set the number (a throughput probe that only saw a queue).
 std::vector<Verdict> diagnose(const Evidence& e);
 
 }  // namespace wanlab::diagnosis

@@ -71,16 +71,30 @@ std::string bdp_sentence(const results::Trial& t, const diagnosis::BufferAdvice&
 
 }  // namespace
 
-std::vector<std::string> explain(const results::RunData& data) {
-    std::vector<std::string> out;
+std::vector<Explanation> explanations(const results::RunData& data) {
+    std::vector<Explanation> out;
     for (const auto& t : data.trials) {
         auto d = diagnosis::diagnose_trial(data, t);
-        if (d.emulation) out.push_back(fmt::format("{}: {}", where(t), d.emulation->text));
-        for (const auto& p : d.probes)
-            for (const auto& v : p.verdicts)
-                out.push_back(fmt::format("{}, {}: {}{}", p.probe, where(t), v.text, flag(t)));
-        if (d.buffers) out.push_back(bdp_sentence(t, *d.buffers));
+        if (d.emulation)
+            out.push_back({&t, "", d.emulation->rule, "trial", fmt::format("{}: {}", where(t), d.emulation->text)});
+        for (const auto& p : d.probes) {
+            const bool bound = p.verdicts.front().role == diagnosis::Role::binding;
+            for (const auto& v : p.verdicts) {
+                // The binding cause as the probe's answer; the rest marked, for the reader who
+                // would otherwise weigh them alike.
+                auto as = v.role == diagnosis::Role::binding ? "" : bound ? ", also observed" : ", observed";
+                out.push_back({&t, p.probe, v.rule, diagnosis::to_string(v.role),
+                               fmt::format("{}, {}{}: {}{}", p.probe, where(t), as, v.text, flag(t))});
+            }
+        }
+        if (d.buffers) out.push_back({&t, "", "bandwidth-delay", "advice", bdp_sentence(t, *d.buffers)});
     }
+    return out;
+}
+
+std::vector<std::string> explain(const results::RunData& data) {
+    std::vector<std::string> out;
+    for (auto& e : explanations(data)) out.push_back(std::move(e.text));
     return out;
 }
 

@@ -482,6 +482,7 @@ th { background: #f3f5f7; } td.num { text-align: right; white-space: nowrap; }
 .chart { margin: 1em 0 .2em; overflow-x: auto; } .caption { color: var(--muted); font-size: .9em; margin: 0 0 1.2em; }
 .warning { color: var(--bad); } .pass { color: var(--good); } .fail { color: var(--bad); font-weight: 600; }
 ul.plain { padding-left: 1.2em; } li { margin: .25em 0; }
+li.observed { margin-left: 1.5em; color: var(--muted); }
 footer { margin-top: 3em; color: var(--muted); font-size: .85em; }
 .vega-bindings { margin: .3em 0; } .vega-bind-name { color: var(--muted); }
 )css";
@@ -669,7 +670,11 @@ std::string run_page(const Model& m) {
     }
     if (!m.explanations.empty()) {
         page.section("explanations", "Explanations");
-        page.list(m.explanations);
+        // A probe's binding verdict as the answer; what was also observed set back under it.
+        std::string items = "<ul class=\"plain\">";
+        for (const auto& e : m.explanations)
+            items += fmt::format("<li{}>{}</li>", e.role == "observed" ? " class=\"observed\"" : "", escape(e.text));
+        page.markup(items + "</ul>\n");
     }
     if (auto more = detail::more_repeats(m); !more.empty()) {
         page.section("more-repeats", "What more repeats would settle");

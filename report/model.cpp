@@ -251,7 +251,7 @@ Model build(const results::RunData& data, const std::vector<experiment::AssertSp
     auto probes = detail::probes_of(data);
     build_rows(m, probes, options);
     build_pivot(m, probes, asserts, options);
-    m.explanations = explain(data);
+    m.explanations = explanations(data);
     m.outcomes = evaluate(data, asserts);
     m.asserted = !asserts.empty();
     m.files_root = options.files_root;

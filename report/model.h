@@ -70,7 +70,7 @@ struct Model {
     std::vector<Row> rows;
     std::vector<std::string> notes;  // what the reader asked for that the run cannot show
     std::optional<Pivot> pivot;
-    std::vector<std::string> explanations;
+    std::vector<Explanation> explanations;
     std::vector<AssertOutcome> outcomes;
     bool asserted = false;
     std::string files_root;

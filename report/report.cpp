@@ -82,7 +82,7 @@ std::string render_text(const Model& m, bool markdown) {
     }
     if (!m.explanations.empty()) {
         section("Explanations");
-        for (const auto& e : m.explanations) line(e);
+        for (const auto& e : m.explanations) line(e.text);
     }
     if (std::any_of(data.trials.begin(), data.trials.end(), [](const auto& t) { return !t.captures.empty(); })) {
         section("Captures");
@@ -230,7 +230,20 @@ std::string render_json(const Model& m) {
         j["pivot"] = {{"probe", pv.probe.name}, {"metric", pv.metric},      {"unit", detail::unit_of(pv.spec)},
                       {"rows", pv.row_key},     {"columns", pv.column_key}, {"groups", groups}};
     }
-    j["explanations"] = m.explanations;
+    // "explanations": the lines as printed; "explanation_details": the same with what each one is.
+    j["explanations"] = json::array();
+    j["explanation_details"] = json::array();
+    for (const auto& e : m.explanations) {
+        j["explanations"].push_back(e.text);
+        j["explanation_details"].push_back({{"trial", e.trial->index},
+                                            {"trial_id", e.trial->id},
+                                            {"variant", e.trial->variant},
+                                            {"point", detail::point_label(*e.trial)},
+                                            {"probe", e.probe.empty() ? json() : json(e.probe)},
+                                            {"rule", e.rule},
+                                            {"role", e.role},
+                                            {"text", e.text}});
+    }
     j["more_repeats"] = more_repeats(m);
     j["captures"] = json::array();
     for (const auto& t : data.trials)

@@ -70,9 +70,25 @@ struct ReportOptions {
 std::string render(const results::RunData& data, const std::vector<experiment::AssertSpec>& asserts,
                    const ReportOptions& options);
 
-/// Sentences the data supports ("bulk, default-buffers at 40ms: receive-window limited 92% of
-/// the time: ..."), and bandwidth-delay advice (rate x RTT against tcp_rmem/tcp_wmem maxima
-/// and rmem_max/wmem_max as the trial set them).
+/// One sentence of explain(), with what it is: a probe's verdict, the trial's own, or advice.
+struct Explanation {
+    const results::Trial* trial = nullptr;
+    std::string probe;  ///< "" for the trial's own verdict and for bandwidth-delay advice
+    std::string rule;   ///< the verdict's rule; "bandwidth-delay" for the advice
+    /// "binding" (the cause that set the probe's number, said first), "observed" (seen beside
+    /// it, or with no cause shown to bind), "trial" (the trial's own verdict) or "advice".
+    std::string role;
+    std::string text;  ///< the whole line, as explain() gives it
+};
+
+/// Sentences the data supports, per trial: the trial's own verdict, then per probe its binding
+/// verdict first ("bulk, default-buffers @ link.rtt=40ms: receive-window limited 92% of the
+/// time: ...") and what else was seen ("bulk, ..., also observed: bufferbloat: ..."), then
+/// bandwidth-delay advice (rate x RTT against tcp_rmem/tcp_wmem maxima and rmem_max/wmem_max
+/// as the trial set them).
+std::vector<Explanation> explanations(const results::RunData& data);
+
+/// explanations()' lines.
 std::vector<std::string> explain(const results::RunData& data);
 
 struct AssertOutcome {

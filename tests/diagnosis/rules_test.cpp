@@ -328,3 +328,202 @@ TEST_CASE("emulation not held: the check's own words, and nothing for a trial th
           "numbers do not describe the configured path");
     CHECK_FALSE(emulation_not_held(true, "rtt 40.3 ms for 40 ms configured"));
 }
+
+// --- one verdict per measurement: the binding cause first, the rest observed ------------------
+
+namespace {
+
+// examples/buffer-sweep.toml, large-buffers at 40 ms (100 Mbit/s, netem's own rate, its limit
+// "auto": 1000 packets): the link full, 13 drops of 84,392 packets at the limit as the stream
+// found the rate, and the queue behind them standing under load.
+Evidence large_buffers_40ms() {
+    Evidence e;
+    e.kind = "throughput";
+    e.rtt_configured = 0.040;
+    e.rate_configured = 100e6;
+    e.loss_configured = kUnknown;
+    e.throughput = 94.1e6;
+    e.mss = 1448;
+    e.min_rtt = 0.0401;
+    e.srtt = 0.121;
+    e.rwnd_limited = 0.0;
+    e.sndbuf_limited = 0.0;
+    e.rcvbuf = 67108864;
+    e.streams = 1;
+    e.congestion_control = "cubic";
+    QueueEvidence up;
+    up.direction = "up";
+    up.loss = 0;
+    up.netem_sent = 84379;
+    up.netem_drops = 13;
+    up.netem_limit = 1000;
+    up.netem_peak = 1000;
+    e.queues.push_back(up);
+    QueueEvidence down = up;
+    down.direction = "down";
+    down.netem_sent = 42210;
+    down.netem_drops = 0;
+    down.netem_peak = 168;
+    e.queues.push_back(down);
+    return e;
+}
+
+std::vector<std::string> rules_of(const std::vector<Verdict>& vs) {
+    std::vector<std::string> out;
+    for (const auto& v : vs) out.push_back(v.rule);
+    return out;
+}
+
+std::vector<Role> roles_of(const std::vector<Verdict>& vs) {
+    std::vector<Role> out;
+    for (const auto& v : vs) out.push_back(v.role);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("one verdict: the main example's large buffers at 40 ms are rate-bound, the rest observed", "[diagnosis]") {
+    auto all = diagnose(large_buffers_40ms());
+    CHECK(rules_of(all) == std::vector<std::string>{"rate-bound", "queue-overflow", "bufferbloat"});
+    CHECK(roles_of(all) == std::vector<Role>{Role::binding, Role::observed, Role::observed});
+    CHECK_THAT(all[0].text, Contains("94.10 Mbit/s of the configured 100.00 Mbit/s (94%)"));
+    // The drops are said, not blamed: the link was full.
+    CHECK(all[1].text ==
+          "queue overflow (up): netem dropped 13 of 84392 packets: its queue limit of 1000 packets was reached "
+          "(peak 1000 queued, its delay line included); the link was full, so these drops (0.015% of the packets) "
+          "cost no throughput: a loss-based stream finds the link's rate by such drops, and a longer queue would "
+          "only add delay");
+    // Nothing after the binding verdict tells the reader to raise a limit or a buffer.
+    for (std::size_t i = 1; i < all.size(); ++i) {
+        CHECK_THAT(all[i].text, !Contains("raise", Catch::CaseSensitive::No));
+        CHECK_THAT(all[i].text, !Contains("qdisc_limit ="));
+    }
+    // A shorter queue agrees with a full link: it costs no throughput and saves the delay.
+    CHECK_THAT(all[2].text, Contains("a standing queue of 81.00 ms") && Contains("shorter queue limit"));
+}
+
+TEST_CASE("one verdict: a queue limit is blamed where the link was not full", "[diagnosis]") {
+    // evidence.toml's short-limit: 5.11 of 20 Mbit/s behind a 20-packet netem limit.
+    auto all = diagnose(short_limit());
+    REQUIRE(all.size() == 1);
+    CHECK(all[0].rule == "queue-overflow");
+    CHECK(all[0].role == Role::binding);
+    CHECK_THAT(all[0].text, Contains("Raise [link] limit above 67") && !Contains("cost no throughput"));
+    // The same drops with the link full are observations, with no advice to raise the limit.
+    auto full = short_limit();
+    full.throughput = 18.6e6;
+    auto v = queue_overflow(full);
+    REQUIRE(v);
+    CHECK_THAT(v->text, Contains("the link was full") && !Contains("Raise"));
+    CHECK(rules_of(diagnose(full)) == std::vector<std::string>{"rate-bound", "queue-overflow"});
+    CHECK(roles_of(diagnose(full)) == std::vector<Role>{Role::binding, Role::observed});
+}
+
+TEST_CASE("one verdict: rate-bound binds before a receive window that was just enough", "[diagnosis]") {
+    auto e = large_buffers_40ms();
+    e.queues.clear();
+    e.srtt = 0.045;
+    e.rwnd_limited = 0.62;
+    e.rcvbuf = 1048576;
+    auto all = diagnose(e);
+    CHECK(rules_of(all) == std::vector<std::string>{"rate-bound", "receive-window-limited"});
+    CHECK(roles_of(all) == std::vector<Role>{Role::binding, Role::observed});
+}
+
+TEST_CASE("one verdict: a receive window binds before loss, and bbr is not advised beside it", "[diagnosis]") {
+    // The main example's default buffers at 40 ms (88% receive-window limited, 34.28 Mbit/s)
+    // on a path with 0.01% loss, whose Mathis bound (35.5 Mbit/s) fits the number as well.
+    auto e = evidence_bulk(34.28e6);
+    e.rate_configured = 100e6;
+    e.loss_configured = 0.0001;
+    e.congestion_control = "cubic";
+    e.rwnd_limited = 0.881;
+    e.rcvbuf = 425984;
+    auto all = diagnose(e);
+    CHECK(rules_of(all) == std::vector<std::string>{"receive-window-limited", "loss-bound"});
+    CHECK(roles_of(all) == std::vector<Role>{Role::binding, Role::observed});
+    CHECK_THAT(all[1].text, Contains("Mathis") && !Contains("bbr"));
+    // Without the window limit the loss binds, with its advice.
+    e.rwnd_limited = 0.1;
+    all = diagnose(e);
+    CHECK(rules_of(all) == std::vector<std::string>{"loss-bound"});
+    CHECK(all[0].role == Role::binding);
+    CHECK_THAT(all[0].text, Contains("bbr"));
+}
+
+TEST_CASE("one verdict: a busy CPU beside a full link is observed, not blamed", "[diagnosis]") {
+    auto e = large_buffers_40ms();
+    e.queues.clear();
+    e.srtt = 0.045;
+    e.cpu_busiest = 0.95;
+    auto all = diagnose(e);
+    CHECK(rules_of(all) == std::vector<std::string>{"rate-bound", "cpu-bound"});
+    CHECK(roles_of(all) == std::vector<Role>{Role::binding, Role::observed});
+    CHECK(all[1].text == "a busy CPU: one CPU was busy 95% of the measurement, near its limit too");
+    // Below the rate with nothing else to show, the CPU binds.
+    e.throughput = 40e6;
+    all = diagnose(e);
+    REQUIRE(all.size() == 1);
+    CHECK(all[0].role == Role::binding);
+    CHECK_THAT(all[0].text, Contains("CPU-bound") && Contains("not the network, may set this number"));
+}
+
+TEST_CASE("one verdict: the delayed-ACK stall binds an exchange before a busy CPU", "[diagnosis]") {
+    auto e = nginx_stall();
+    e.cpu_busiest = 0.92;
+    auto all = diagnose(e);
+    CHECK(rules_of(all) == std::vector<std::string>{"delayed-ack-stall", "cpu-bound"});
+    CHECK(roles_of(all) == std::vector<Role>{Role::binding, Role::observed});
+    CHECK_THAT(all[0].text, Contains("TCP_NODELAY on the server"));
+}
+
+TEST_CASE("one verdict: a queue binds a ping's RTT, never a throughput", "[diagnosis]") {
+    // A throughput below the rate whose only verdict is its queue's delay: observed, none binds.
+    auto e = large_buffers_40ms();
+    e.queues.clear();
+    e.throughput = 60e6;
+    auto all = diagnose(e);
+    CHECK(rules_of(all) == std::vector<std::string>{"bufferbloat"});
+    CHECK(all[0].role == Role::observed);
+    // examples/bufferbloat.toml's ping beside the group's bulk flows: the queue sets its RTT.
+    Evidence ping;
+    ping.kind = "rtt";
+    ping.rtt_configured = 0.040;
+    ping.rate_configured = 20e6;
+    ping.rtt_p50 = 0.512;
+    ping.under_load = true;
+    all = diagnose(ping);
+    REQUIRE(all.size() == 1);
+    CHECK(all[0].rule == "bufferbloat");
+    CHECK(all[0].role == Role::binding);
+}
+
+TEST_CASE("one verdict: beside a queue limit blamed for its drops, no shorter queue is advised", "[diagnosis]") {
+    // Built to test the contract (a limit below the BDP leaves no room for a standing queue of
+    // a whole RTT): the binding queue-overflow says raise the limit, bufferbloat keeps only the AQM.
+    auto e = short_limit();
+    e.srtt = 0.2;
+    auto all = diagnose(e);
+    CHECK(rules_of(all) == std::vector<std::string>{"queue-overflow", "bufferbloat"});
+    CHECK(roles_of(all) == std::vector<Role>{Role::binding, Role::observed});
+    CHECK_THAT(all[1].text, Contains("fq_codel") && !Contains("shorter queue"));
+    CHECK_THAT(bufferbloat(e)->text, Contains("shorter queue limit"));  // the rule on its own
+}
+
+TEST_CASE("one verdict: a buffer limit binds only where its cap explains the number", "[diagnosis]") {
+    // 5.11 Mbit/s behind the 20-packet limit, "receive-window limited" 80% with 416 KiB granted:
+    // that buffer allows 42.6 Mbit/s at 40 ms, eight times the number, so the queue binds.
+    auto e = short_limit();
+    e.rwnd_limited = 0.8;
+    e.rcvbuf = 425984;
+    auto all = diagnose(e);
+    CHECK(rules_of(all) == std::vector<std::string>{"queue-overflow", "receive-window-limited"});
+    CHECK(roles_of(all) == std::vector<Role>{Role::binding, Role::observed});
+    // A 49 KB buffer allows about 4.9 Mbit/s: the window explains the number and binds; the
+    // short queue is observed, its advice kept (both limits hold the stream back).
+    e.rcvbuf = 49000;
+    all = diagnose(e);
+    CHECK(rules_of(all) == std::vector<std::string>{"receive-window-limited", "queue-overflow"});
+    CHECK(roles_of(all) == std::vector<Role>{Role::binding, Role::observed});
+    CHECK_THAT(all[1].text, Contains("Raise [link] limit above 67"));
+}

@@ -230,3 +230,80 @@ TEST_CASE("report names a queue overflow from the link's qdisc counters, per dir
     for (auto& m : d.measurements) m.counters.erase("qdisc");
     CHECK(containing(explain(d), "queue overflow").empty());
 }
+
+namespace {
+
+// examples/buffer-sweep.toml's large-buffers at 40 ms, as the main example's report saw it:
+// 100 Mbit/s with netem's own 1000-packet limit, the link full, 13 drops of 84,392 packets at
+// the limit and a standing queue behind them (srtt 121 ms on the 40 ms path).
+results::RunData large_buffers_full_link() {
+    auto d = fixtures::buffer_sweep();
+    auto& t = d.trials[3];
+    t.link_rate = 100e6;
+    t.link_loss = 0;
+    t.link_loss_down = 0;
+    for (auto& m : d.measurements) {
+        if (m.trial != 4) continue;
+        m.metrics["throughput"] = 94.1e6;
+        m.connections[0]["values"]["throughput"] = 94.1e6;
+        m.connections[0]["values"]["rtt"] = 0.121;
+        m.connections[0]["values"]["min_rtt"] = 0.0401;
+        m.counters["qdisc"] = {{"up.netem.sent_packets", 84379},   {"up.netem.drops", 13},
+                               {"up.netem.limit", 1000},           {"up.netem.qlen_peak", 1000},
+                               {"down.netem.sent_packets", 42210}, {"down.netem.drops", 0},
+                               {"down.netem.limit", 1000}};
+    }
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("report gives one verdict per measurement: the binding cause first, the rest also observed", "[report]") {
+    auto lines = containing(explain(large_buffers_full_link()), "bulk, large-buffers @ link.rtt=40ms");
+    REQUIRE(lines.size() == 3);
+    CHECK_THAT(lines[0], Contains("bulk, large-buffers @ link.rtt=40ms: rate-bound: 94.10 Mbit/s of the configured "
+                                  "100.00 Mbit/s (94%)"));
+    CHECK_THAT(lines[1], Contains("bulk, large-buffers @ link.rtt=40ms, also observed: queue overflow (up): netem "
+                                  "dropped 13 of 84392 packets") &&
+                             Contains("cost no throughput") && !Contains("Raise"));
+    CHECK_THAT(lines[2], Contains("bulk, large-buffers @ link.rtt=40ms, also observed: bufferbloat: RTT under load "
+                                  "121.00 ms against the path's 40.00 ms"));
+    auto roles = explanations(large_buffers_full_link());
+    std::vector<std::string> of_trial;
+    for (const auto& e : roles)
+        if (e.trial->index == 4) of_trial.push_back(e.rule + "/" + e.role);
+    CHECK(of_trial ==
+          std::vector<std::string>{"rate-bound/binding", "queue-overflow/observed", "bufferbloat/observed"});
+}
+
+TEST_CASE("report says observed, not also observed, where no cause binds the number", "[report]") {
+    // 60 of 100 Mbit/s, nothing limited, the queue standing: a latency fact, not the throughput's cause.
+    auto d = large_buffers_full_link();
+    for (auto& m : d.measurements)
+        if (m.trial == 4) {
+            m.metrics["throughput"] = 60e6;
+            m.counters.erase("qdisc");
+        }
+    auto lines = containing(explain(d), "bulk, large-buffers @ link.rtt=40ms");
+    REQUIRE(lines.size() == 1);
+    CHECK_THAT(lines[0], Contains("bulk, large-buffers @ link.rtt=40ms, observed: bufferbloat:"));
+}
+
+TEST_CASE("report gives no buffer advice where loss, not a buffer, binds the transfer", "[report]") {
+    // default-buffers @ 20ms on a path with 1% loss: 10 Mbit/s, near Mathis's 7.1 Mbit/s, the
+    // window limiting 10% of the time. Bigger buffers cannot lift it; the rmem_max advice goes.
+    auto d = fixtures::buffer_sweep();
+    d.trials[0].link_loss = 0.01;
+    for (auto& m : d.measurements)
+        if (m.trial == 1) {
+            m.metrics["throughput"] = 10e6;
+            m.metrics["rwnd_limited"] = 0.1;
+        }
+    auto lines = explain(d);
+    auto at20 = containing(lines, "default-buffers @ link.rtt=20ms");
+    REQUIRE(at20.size() == 1);
+    CHECK_THAT(at20[0], Contains("bulk, default-buffers @ link.rtt=20ms: loss-bound:") && Contains("bbr"));
+    // The same trial held by its receive window gets the advice, as before.
+    CHECK(containing(explain(fixtures::buffer_sweep()), "default-buffers @ link.rtt=20ms: bandwidth-delay product")
+              .size() == 1);
+}

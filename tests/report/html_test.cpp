@@ -198,3 +198,17 @@ TEST_CASE("html escapes markup, quotes and ampersands", "[report][html]") {
     CHECK(html::axis_unit(probes::Unit::fraction, 0.5).label == "%");
     CHECK(html::axis_unit(probes::Unit::count, 12).label == "count");
 }
+
+TEST_CASE("the page sets what was also observed back under a probe's binding verdict", "[report][html]") {
+    auto d = fixtures::buffer_sweep();
+    d.trials[3].link_rate = 260e6;  // large-buffers @ 40ms carried 250 Mbit/s: the link, full
+    for (auto& m : d.measurements)
+        if (m.trial == 4) m.counters["cpu_busiest"] = 0.95;
+    ReportOptions o;
+    o.format = parse_format("html");
+    auto page = render(d, {}, o);
+    CHECK_THAT(page, Contains("<li>bulk, large-buffers @ link.rtt=40ms: rate-bound: 250.00 Mbit/s"));
+    CHECK_THAT(page, Contains("<li class=\"observed\">bulk, large-buffers @ link.rtt=40ms, also observed: a busy "
+                              "CPU: one CPU was busy 95% of the measurement"));
+    CHECK(page.find("rate-bound: 250.00") < page.find("also observed: a busy CPU"));
+}

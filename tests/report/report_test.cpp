@@ -144,6 +144,17 @@ TEST_CASE("report json parses and carries base units", "[report]") {
     CHECK(j["pivot"]["groups"][0]["columns"] == nlohmann::json({"default-buffers", "large-buffers"}));
     CHECK(j["pivot"]["groups"][0]["median"][1][0] == 85e6);
     CHECK(j["explanations"].size() == 5);  // + the emulation check that did not hold
+    // The same lines with what each is: the probe's binding verdict, the trial's own, advice.
+    REQUIRE(j["explanation_details"].size() == 5);
+    CHECK(j["explanation_details"][0]["text"] == j["explanations"][0]);
+    CHECK(j["explanation_details"][0]["trial"] == 1);
+    CHECK(j["explanation_details"][0]["probe"] == "bulk");
+    CHECK(j["explanation_details"][0]["rule"] == "receive-window-limited");
+    CHECK(j["explanation_details"][0]["role"] == "binding");
+    CHECK(j["explanation_details"][1]["role"] == "advice");
+    CHECK(j["explanation_details"][1]["probe"].is_null());
+    CHECK(j["explanation_details"][2]["rule"] == "emulation-not-held");
+    CHECK(j["explanation_details"][2]["role"] == "trial");
     REQUIRE(j["asserts"].size() == 2);
     CHECK(j["asserts"][1]["check"] == "min_gain");
     CHECK(j["asserts"][1]["passed"] == true);
