@@ -176,13 +176,18 @@ TEST_CASE("throughput through a tbf at 8 Mbit/s counts each 100 ms interval as t
     REQUIRE(std::system(
                 fmt::format("tc -n {} qdisc add dev wlt-a root tbf rate 8mbit burst 16kb latency 300ms", lab.a.name())
                     .c_str()) == 0);
+    testing::CpuWatch cpu;
     auto r = measure(
         lab, spec_of("throughput", {{"duration", "\"3s\""}, {"interval", "\"100ms\""}, {"sndbuf", "\"64KiB\""}}));
+    INFO(cpu.describe());
     double goodput = 8e6 * 1448 / 1514;  // 1448 bytes of data in each 1514-byte frame (timestamps on)
     CHECK(r.metrics.at("retransmits") == 0);
     CHECK(r.metrics.at("throughput") == Approx(goodput).epsilon(0.05));
     const auto& samples = r.series.at("throughput").value;
     REQUIRE(samples.size() == 30);
+    std::string all;
+    for (double v : samples) all += fmt::format(" {:.2f}", v / 1e6);
+    INFO("intervals (Mbit/s):" << all);
     for (std::size_t i = 1; i < samples.size(); ++i) {  // the first holds the tbf's burst
         INFO("interval " << i + 1 << " of " << samples.size());
         CHECK(samples[i] == Approx(goodput).epsilon(0.15));
