@@ -47,8 +47,9 @@ Cell make_cell(const results::RunData& data, const std::string& point, const std
         auto finite = c.first;
         std::erase_if(finite, [](double v) { return !std::isfinite(v); });
         double half = probes::stats::stein_half_width(c.first, c.values.size());
-        c.unsettled = c.values.size() >= rule.max && finite.size() >= 2 &&
-                      half > rule.precision * std::fabs(probes::stats::median(finite));
+        double reference = finite.size() >= 2 ? std::fabs(probes::stats::median(finite)) : 0;
+        if (reference > 0 && std::isfinite(half)) c.mean_half_width = half / reference;
+        c.unsettled = c.values.size() >= rule.max && finite.size() >= 2 && half > rule.precision * reference;
     }
     return c;
 }
@@ -345,7 +346,11 @@ probes::Unit unit(const Cell& c) { return c.spec ? c.spec->unit : probes::Unit::
 
 std::string cell_text(const Cell& c) {
     auto text = detail::human_ci(unit(c), c.summary);
-    if (!c.first.empty()) text += fmt::format(" n={}{}", c.values.size(), c.unsettled ? " max" : "");
+    if (!c.first.empty()) {
+        text += fmt::format(" n={}{}", c.values.size(), c.unsettled ? " max" : "");
+        // The interval the rule settles (the mean's), beside the median's shown before it.
+        if (std::isfinite(c.mean_half_width)) text += fmt::format(", mean +-{:.1f}%", c.mean_half_width * 100);
+    }
     return flagged(c, text + c.tally.text());
 }
 
@@ -385,7 +390,8 @@ std::string repeats_legend(const Model& m) {
         if (!c.first.empty()) ++cells, unsettled += c.unsettled;
     return fmt::format(
         "repeats: auto, {} first, then until the mean's 95% interval is within +-{:g}% of the median (Stein's "
-        "two-stage rule), at most {}; n: repeats; max: stopped at {} still wider ({} of {} cells)",
+        "two-stage rule), at most {}; n: repeats; mean +-: that interval's half-width, the one the rule settles (the "
+        "brackets are the median's); max: stopped at {} still wider ({} of {} cells)",
         rule.first, rule.precision * 100, rule.max, rule.max, unsettled, cells);
 }
 

@@ -36,6 +36,10 @@ struct Cell {
     /// (Stein's, from the first stage) still wider than the rule's precision.
     std::vector<double> first;
     bool unsettled = false;
+    /// An adaptive run's: the half-width of the mean's 95% interval (Stein's, the one the rule
+    /// settles) as a fraction of the first stage's median, which the rule compares with its
+    /// precision; NaN otherwise.
+    double mean_half_width = results::kNaN;
     /// What the probe's repeats attempted and lost, over the cell's trials.
     Tally tally;
 };

@@ -127,6 +127,7 @@ json cell_json(const Cell& c) {
                 {"confidence", c.summary.confidence},
                 {"values", c.values},
                 {"settled", c.first.empty() ? json() : json(!c.unsettled)},
+                {"mean_half_width", detail::number<json>(c.mean_half_width)},
                 {"attempted", detail::number<json>(c.tally.attempted)},
                 {"failed", detail::number<json>(c.tally.failed)},
                 {"too_many_failures", c.tally.lost_too_many()},
