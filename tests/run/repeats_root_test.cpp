@@ -75,14 +75,20 @@ TEST_CASE("adaptive repeats measure each probe as often as Stein's rule asks, an
     CHECK_THAT(out, Catch::Contains("middling repeat 3/3+") && Catch::Contains("middling repeat 7/7") &&
                         Catch::Contains("noisy repeat 8/8"));
     CHECK_THAT(out, !Catch::Contains("steady repeat 4/"));
-    CHECK_THAT(out, Catch::Contains("at most 8; n: repeats; max: stopped at 8 still wider"));
-    CHECK_THAT(out, Catch::Contains("n=3\n") && Catch::Contains("n=7\n") && Catch::Contains("n=8 max\n"));
+    CHECK_THAT(out, Catch::Contains("at most 8; n: repeats; mean +-: that interval's half-width") &&
+                        Catch::Contains("max: stopped at 8 still wider"));
+    CHECK_THAT(
+        out, Catch::Contains("n=3, mean +-") && Catch::Contains("n=7, mean +-") && Catch::Contains("n=8 max, mean +-"));
     auto j = nlohmann::json::parse(
         sh(fmt::format("{} results show rpt1 --out {}/out --format json", WANLAB_BINARY, dir.path.string())));
     CHECK(j["run"]["repeats"]["rule"] == "auto");
     std::map<std::string, nlohmann::json> settled;
     for (const auto& c : j["cells"])
-        if (c["metric"] == "value") settled[c["probe"].get<std::string>()] = c["settled"];
+        if (c["metric"] == "value") {
+            settled[c["probe"].get<std::string>()] = c["settled"];
+            // Settled at 5%: the interval it shows, the mean's, is within 5%; else wider.
+            CHECK((c["mean_half_width"].get<double>() <= 0.05) == (c["settled"] == true));
+        }
     CHECK(settled["steady"] == true);
     CHECK(settled["middling"] == true);
     CHECK(settled["noisy"] == false);
