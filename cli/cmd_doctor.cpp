@@ -27,6 +27,9 @@
 #include "lab/session.h"
 #include "netem/preflight.h"
 #include "probes/probe.h"
+#include "vm/files.h"
+#include "vm/initramfs.h"
+#include "vm/modules.h"
 #include "vm/vm.h"
 
 namespace wanlab::cli {
@@ -89,6 +92,8 @@ struct Here {
     std::string features_error;
     std::vector<std::string> vm_missing;
     std::string vm_kernel, vm_accel;
+    std::string vm_version;  ///< the micro-VM kernel's release ("6.1.0-41-amd64")
+    vm::Offered vm_offered;  ///< what its kernel offers as the micro-VM boots it
 
     bool can_change() const { return net_admin && sys_admin; }
     bool has_feature(const std::string& name) const {
@@ -121,7 +126,15 @@ Here look_at_machine() {
         try {
             auto k = vm::find_kernel(std::nullopt, std::nullopt, vm::kernel_cache_dir());
             m.vm_kernel = fmt::format("{} ({})", k.version, k.image.string());
+            m.vm_version = k.version;
             m.vm_accel = vm::expected_accel(*vm::find_qemu(), k.version).reason;
+            // From its modules on disk, without booting: what is built in or among the modules
+            // the micro-VM loads.
+            std::string builtin;
+            if (std::filesystem::exists(k.modules_dir / "modules.builtin"))
+                builtin = vm::read_file(k.modules_dir / "modules.builtin");
+            auto index = vm::ModuleIndex::parse(vm::read_file(k.modules_dir / "modules.dep"), builtin);
+            m.vm_offered = vm::offered(index, vm::guest_modules(index, vm::default_modules()));
         } catch (const std::exception& e) {
             m.vm_missing.push_back(e.what());
         }
@@ -180,6 +193,11 @@ Verdict qdisc_verdict(const std::string& q, const experiment::Machine* linker, c
     if (m.has_feature(q)) return {"qdisc " + q, "yes", ""};
     if (netns && m.vm_ready()) {
         moves = true;
+        if (!m.vm_offered.qdiscs.count(q))
+            return {"qdisc " + q, "NO",
+                    fmt::format("this kernel lacks it, and so does the micro-VM as it boots its kernel {} (it offers: "
+                                "{})",
+                                m.vm_version, fmt::join(m.vm_offered.qdiscs, " "))};
         return {"qdisc " + q, "micro-VM",
                 "this kernel lacks it: `wanlab run` runs the experiment in the micro-VM (" + m.vm_accel + ")"};
     }
@@ -240,8 +258,16 @@ std::string cc_missing(const Here& m, const std::string& cc) {
 }
 
 /// A congestion control a sysctl chooses: a namespace may choose only the allowed ones.
+/// In the micro-VM: whether its kernel offers `cc` as it boots (the modules it loads).
+Verdict vm_cc_verdict(const std::string& what, const std::string& cc, const Here& m) {
+    if (m.vm_offered.congestion_controls.count(cc)) return {what, "micro-VM", "chosen in the micro-VM's stock kernel"};
+    return {what, "NO",
+            fmt::format("the run moves into the micro-VM, whose kernel {} has no {} as it boots (it offers: {})",
+                        m.vm_version, cc, fmt::join(m.vm_offered.congestion_controls, " "))};
+}
+
 Verdict cc_verdict(const std::string& cc, const Here& m, bool netns, bool moves) {
-    if (moves) return {"congestion control " + cc, "micro-VM", "chosen in the micro-VM's stock kernel"};
+    if (moves) return vm_cc_verdict("congestion control " + cc, cc, m);
     if (!cc_available(m, cc)) return {"congestion control " + cc, "NO", cc_missing(m, cc)};
     if (auto fix = cc_fix(m, {cc}); netns && !fix.empty()) return {"congestion control " + cc, "NO", fix};
     return {"congestion control " + cc, "yes", ""};
@@ -250,8 +276,7 @@ Verdict cc_verdict(const std::string& cc, const Here& m, bool netns, bool moves)
 /// A probe's own congestion control is set per socket (TCP_CONGESTION): root may choose any
 /// the kernel has, in any namespace.
 Verdict socket_cc_verdict(const std::string& cc, const Here& m, bool moves) {
-    if (moves)
-        return {"congestion control " + cc + " (per socket)", "micro-VM", "chosen in the micro-VM's stock kernel"};
+    if (moves) return vm_cc_verdict("congestion control " + cc + " (per socket)", cc, m);
     bool available = cc_available(m, cc);
     return {"congestion control " + cc + " (per socket)", available ? "yes" : "NO", available ? "" : cc_missing(m, cc)};
 }

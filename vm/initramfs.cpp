@@ -3,6 +3,8 @@
 #include <lzma.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -16,7 +18,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Bump when the archive layout changes in a way the inputs below do not capture.
-constexpr std::string_view kFormatVersion = "wanlab-initramfs-1";
+constexpr std::string_view kFormatVersion = "wanlab-initramfs-2";  // 2: every tcp_* congestion control
 
 // Busybox applets /init uses, linked in /bin (modprobe in /sbin, where the kernel's
 // request_module() looks for it).
@@ -166,6 +168,14 @@ const std::vector<std::string>& default_modules() {
     return modules;
 }
 
+std::vector<std::string> guest_modules(const ModuleIndex& index, const std::vector<std::string>& base) {
+    auto out = base;
+    for (auto& name : index.loadable_with_prefix("tcp_"))
+        if (name != "tcp_diag" && std::find(out.begin(), out.end(), name) == out.end())  // sock_diag's, not one
+            out.push_back(std::move(name));
+    return out;
+}
+
 std::string_view init_script() { return kInit; }
 
 std::uint64_t fnv1a64(std::string_view data, std::uint64_t h) {
@@ -203,7 +213,7 @@ std::string build_initramfs(const InitramfsInputs& in, std::vector<std::string>&
     std::string builtin_text;
     if (fs::exists(mods / "modules.builtin")) builtin_text = read_file(mods / "modules.builtin");
     ModuleIndex index = ModuleIndex::parse(read_file(mods / "modules.dep"), builtin_text);
-    auto resolution = index.resolve(in.modules);
+    auto resolution = index.resolve(guest_modules(index, in.modules));
     missing = resolution.missing;
 
     CpioWriter cpio;

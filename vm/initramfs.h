@@ -37,6 +37,11 @@ namespace wanlab::vm {
 /// The modules /init loads, in this order (absent ones are tolerated).
 const std::vector<std::string>& default_modules();
 
+/// What /init loads from a kernel of `index`: `base` (default_modules()) and every congestion
+/// control module the kernel ships (tcp_*), so an experiment may choose any of them in the
+/// micro-VM as on a host that loads them on demand. doctor checks against the same list.
+std::vector<std::string> guest_modules(const ModuleIndex& index, const std::vector<std::string>& base);
+
 /// The text of /init (busybox sh).
 std::string_view init_script();
 

@@ -80,6 +80,13 @@ std::string ModuleIndex::path_of(std::string_view name) const {
     return it == path_by_name_.end() ? std::string() : it->second;
 }
 
+std::vector<std::string> ModuleIndex::loadable_with_prefix(std::string_view prefix) const {
+    std::vector<std::string> out;
+    for (auto it = path_by_name_.lower_bound(prefix); it != path_by_name_.end() && it->first.starts_with(prefix); ++it)
+        out.push_back(it->first);
+    return out;
+}
+
 bool ModuleIndex::is_builtin(std::string_view name) const { return builtin_.count(module_name(name)) != 0; }
 
 void ModuleIndex::visit(const std::string& path, std::set<std::string>& seen, std::set<std::string>& active,
@@ -105,6 +112,18 @@ ModuleIndex::Resolution ModuleIndex::resolve(const std::vector<std::string>& wan
             r.missing.push_back(module_name(name));
     }
     return r;
+}
+
+Offered offered(const ModuleIndex& index, const std::vector<std::string>& loaded) {
+    Offered o{{"reno"}, {"pfifo", "bfifo", "pfifo_fast", "pfifo_head_drop"}};
+    auto take = [&o](std::string_view name) {
+        if (name.starts_with("tcp_") && name != "tcp_diag") o.congestion_controls.emplace(name.substr(4));
+        if (name.starts_with("sch_")) o.qdiscs.emplace(name.substr(4));
+    };
+    for (const auto& name : index.builtin_names()) take(name);
+    for (const auto& wanted : loaded)
+        if (auto name = module_name(wanted); index.is_builtin(name) || !index.path_of(name).empty()) take(name);
+    return o;
 }
 
 }  // namespace wanlab::vm

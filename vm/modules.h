@@ -35,6 +35,10 @@ public:
     /// The module's path, or "" when there is no such loadable module.
     std::string path_of(std::string_view name) const;
     bool is_builtin(std::string_view name) const;
+    /// Every loadable module whose name starts with `prefix` ("tcp_": the congestion controls).
+    std::vector<std::string> loadable_with_prefix(std::string_view prefix) const;
+    /// Every module name built into the kernel, normalised.
+    const std::set<std::string, std::less<>>& builtin_names() const { return builtin_; }
 
 private:
     void visit(const std::string& path, std::set<std::string>& seen, std::set<std::string>& active,
@@ -44,5 +48,14 @@ private:
     std::map<std::string, std::vector<std::string>, std::less<>> deps_by_path_;
     std::set<std::string, std::less<>> builtin_;
 };
+
+/// What a kernel booted with the modules `loaded` (initramfs.h default_modules()) offers
+/// without loading more: congestion controls ("cubic", "bbr") and qdiscs ("netem",
+/// "fq_codel"), each built in or among `loaded` and present. reno and the fifos the core
+/// scheduler code carries (pfifo, bfifo, pfifo_fast, pfifo_head_drop) are always there.
+struct Offered {
+    std::set<std::string> congestion_controls, qdiscs;
+};
+Offered offered(const ModuleIndex& index, const std::vector<std::string>& loaded);
 
 }  // namespace wanlab::vm

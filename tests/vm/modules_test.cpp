@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/error.h"
 #include "vm/files.h"
@@ -109,4 +110,23 @@ TEST_CASE("initramfs from a fake modules tree holds busybox, init and the resolv
     CHECK(rebuilt.path != cached.path);
     CHECK_FALSE(fs::exists(cached.path));
     CHECK(fs::exists(rebuilt.path));
+}
+
+TEST_CASE("a guest offers the congestion controls and qdiscs built in or loaded, and nothing it does not load",
+          "[modules]") {
+    // As Debian 12's kernel: cubic built in; bbr, htcp and netem loadable; no bbr2 at all.
+    auto index = ModuleIndex::parse(
+        "kernel/net/ipv4/tcp_bbr.ko.xz:\nkernel/net/ipv4/tcp_htcp.ko.xz:\nkernel/net/sched/sch_netem.ko.xz:\n"
+        "kernel/net/sched/sch_cake.ko.xz:\n",
+        "kernel/net/ipv4/tcp_cubic.ko\nkernel/net/sched/sch_fq_codel.ko\n");
+    auto o = wanlab::vm::offered(index, {"tcp_bbr", "tcp_bbr2", "sch_netem", "virtio_pci"});
+    CHECK(o.congestion_controls == std::set<std::string>{"bbr", "cubic", "reno"});
+    CHECK(o.qdiscs == std::set<std::string>{"bfifo", "fq_codel", "netem", "pfifo", "pfifo_fast", "pfifo_head_drop"});
+    CHECK_FALSE(o.congestion_controls.count("htcp"));  // on disk, but not among those loaded
+    CHECK_FALSE(o.qdiscs.count("cake"));
+    // The micro-VM loads every congestion control its kernel ships: htcp too, still no bbr2.
+    auto guest = wanlab::vm::guest_modules(index, {"sch_netem", "tcp_bbr"});
+    CHECK(guest == std::vector<std::string>{"sch_netem", "tcp_bbr", "tcp_htcp"});
+    o = wanlab::vm::offered(index, guest);
+    CHECK(o.congestion_controls == std::set<std::string>{"bbr", "cubic", "htcp", "reno"});
 }
