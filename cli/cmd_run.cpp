@@ -185,6 +185,9 @@ Runner setup_run(CLI::App& sub) {
         ->check(CLI::Range(1u, 7u * 86400u));
     sub.add_option("--where", a->request.where, "Environment note (set by wanlab itself for runs in the VM)")
         ->group("");
+    sub.add_option("--host-env", a->request.host_env,
+                   "The machine that started a run in the VM, as JSON (set by wanlab itself)")
+        ->group("");
     sub.add_flag("--inner", a->request.inner, "Measure and record only (the run inside the micro-VM)")->group("");
     sub.footer(
         "Exit status: 0 complete and every [[assert]] passed, 1 failure, 2 bad input, 3 an assert failed,\n"

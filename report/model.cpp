@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "probes/stats.h"
 
@@ -328,8 +331,56 @@ std::vector<std::string> session_lines(const results::RunData& data) {
     return out;
 }
 
-std::vector<std::string> trial_warnings(const results::RunData& data) {
+// A value as /proc/sys holds it, for a sentence: "4096 131072 6291456", not tab-separated.
+std::string sysctl_words(std::string v) {
+    std::replace(v.begin(), v.end(), '\t', ' ');
+    return v;
+}
+
+std::vector<std::string> kernel_warnings(const results::RunData& data) {
+    // Keys every trial set itself: their defaults did not reach the numbers.
+    std::set<std::string> fixed;
+    for (std::size_t i = 0; i < data.trials.size(); ++i) {
+        std::set<std::string> keys;
+        for (const auto& [k, v] : data.trials[i].sysctls)
+            if (k.find(':') == std::string::npos) keys.insert(k);  // global: on every lab host
+        if (i == 0)
+            fixed = keys;
+        else
+            std::erase_if(fixed, [&keys](const std::string& k) { return !keys.count(k); });
+    }
+    auto differences = [&fixed](const std::map<std::string, std::string>& there,
+                                const std::map<std::string, std::string>& here) {
+        std::vector<std::string> out;
+        for (const auto& [k, v] : there)
+            if (auto h = here.find(k); h != here.end() && h->second != v && !fixed.count(k))
+                out.push_back(fmt::format("{} {} (here {})", k, sysctl_words(v), sysctl_words(h->second)));
+        return out;
+    };
     std::vector<std::string> out;
+    const auto& env = data.run.env;
+    if (env.host) {
+        auto d = differences(env.sysctls_before, env.host->sysctls_before);
+        out.push_back(fmt::format(
+            "! measured in the micro-VM's kernel {} ({}), not this machine's {} ({}){}; the numbers describe that "
+            "kernel with its defaults: set what you compare in the experiment",
+            env.kernel, env.where, env.host->kernel, env.host->hostname,
+            d.empty() ? "" : fmt::format(", whose defaults differ: {}", fmt::join(d, ", "))));
+    }
+    for (const auto& [role, m] : env.machines) {
+        if (m.ssh == "local") continue;
+        auto d = differences(m.sysctls_before, env.sysctls_before);
+        if (m.kernel == env.kernel && d.empty()) continue;
+        out.push_back(fmt::format(
+            "! the {} machine ({}) ran kernel {}{}{}", role, m.ssh, m.kernel,
+            m.kernel == env.kernel ? "" : fmt::format(", not this machine's {}", env.kernel),
+            d.empty() ? "" : fmt::format("; its defaults differ from this machine's: {}", fmt::join(d, ", "))));
+    }
+    return out;
+}
+
+std::vector<std::string> trial_warnings(const results::RunData& data) {
+    std::vector<std::string> out = kernel_warnings(data);
     for (const auto& t : data.trials) {
         if (detail::emulation_failed(&t))
             out.push_back(fmt::format("! {}: emulation did not hold{}{}", trial_name(t),

@@ -92,8 +92,10 @@ std::string capture_line(const Model& m, const results::Trial& t, const results:
 std::string status_text(const results::Run& run);
 std::size_t trials_done(const results::RunData& data);
 std::size_t trials_planned(const results::RunData& data);
-/// Header lines a reader must not miss: trials whose emulation did not hold, failed trials,
-/// measurements a tool refused.
+/// Header lines a reader must not miss: a kernel measured that is not this machine's (the
+/// micro-VM's, a hosts-mode machine's) with the defaults it did not share (keys every trial
+/// set itself left out), trials whose emulation did not hold, failed trials, measurements a
+/// tool refused, probes that lost exchanges.
 std::vector<std::string> trial_warnings(const results::RunData& data);
 /// A merged run's sources (wanlab results merge): each origin with its trials in plan order,
 /// {"run 3f2a (shard 1/2) of r1 on lab-1, kernel 6.1.0", {1, 3, 5}}; empty for other runs.

@@ -189,6 +189,7 @@ std::string render_json(const Model& m) {
                         {"machine", run.env.machine},   {"wanlab_version", run.env.wanlab_version},
                         {"where", run.env.where},       {"sysctls_before", run.env.sysctls_before}};
     if (!run.env.machines.empty()) j["environment"]["machines"] = nlohmann::json(run.env.machines);
+    if (run.env.host) j["environment"]["host"] = nlohmann::json(*run.env.host);
     j["cells"] = json::array();
     for (const auto& c : m.cells) j["cells"].push_back(cell_json(c));
     j["comparisons"] = json::array();

@@ -142,6 +142,7 @@ void to_json(json& j, const Environment& env) {
          {"machine", env.machine},   {"wanlab_version", env.wanlab_version},
          {"where", env.where},       {"sysctls_before", env.sysctls_before}};
     if (!env.machines.empty()) j["machines"] = env.machines;
+    if (env.host) j["host"] = *env.host;
 }
 
 void from_json(const json& j, Environment& env) {
@@ -152,6 +153,7 @@ void from_json(const json& j, Environment& env) {
     j.at("where").get_to(env.where);
     j.at("sysctls_before").get_to(env.sysctls_before);
     if (auto it = j.find("machines"); it != j.end()) it->get_to(env.machines);  // since hosts mode recorded them
+    if (auto it = j.find("host"); it != j.end()) env.host = it->get<MachineEnvironment>();  // since issue 39
 }
 
 void to_json(json& j, const RepeatRule& r) {

@@ -107,6 +107,9 @@ struct Environment {
     std::map<std::string, std::string> sysctls_before;
     /// hosts mode: each machine by role ("client", "server", "router"); empty otherwise.
     std::map<std::string, MachineEnvironment> machines = {};
+    /// A run in the micro-VM: the machine that started it, with its kernel and the usual keys'
+    /// values there, so the report can say which defaults the measured kernel did not share.
+    std::optional<MachineEnvironment> host = {};
 };
 
 /// One stretch of a run's measuring: the first `wanlab run`, then each `wanlab run --resume`.

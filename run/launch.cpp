@@ -1,14 +1,18 @@
 #include "run/launch.h"
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/process.h"
@@ -172,6 +176,7 @@ Outcome measure_here(const RunRequest& r, const experiment::Experiment& exp, con
                             ro.run_id, pid, r.auto_restore_s, watchdog.options().log.string()));
         };
     ro.where = r.where.empty() ? "host" : r.where;
+    ro.host_env = r.host_env;
     ro.shard = r.shard;
     if (before) {
         ro.resume_note =
@@ -200,6 +205,14 @@ Outcome measure_in_vm(const RunRequest& r, const results::RunData* before) {
     vm::Vm machine(vo);
     auto argv = inner_argv(r, out, id, before != nullptr,
                            fmt::format("vm ({}, {} cpus)", vm::accel_name(machine.accel().accel), machine.cpus()));
+    // This machine, for the report to say which of its defaults the VM's kernel did not share.
+    const auto host_file = out / fmt::format(".host-{}.json", id);
+    {
+        std::ofstream f(host_file);
+        f << nlohmann::json(this_machine_environment()).dump();
+        if (!f) throw Error(fmt::format("writing {}: {}", host_file.string(), std::strerror(errno)));
+    }
+    argv.insert(argv.end(), {"--host-env", host_file.string()});
     // The page: the run in the VM refreshes it in the results share (the only place it can
     // write), and a copy follows it to where it was asked for while the run goes on.
     std::optional<PageFollower> follower;
@@ -210,6 +223,8 @@ Outcome measure_in_vm(const RunRequest& r, const results::RunData* before) {
     }
     auto ran = machine.run(argv);
     follower.reset();
+    std::error_code ec;
+    fs::remove(host_file, ec);
     results::Store store(out / "results.db");
     Outcome outcome;
     auto& data = outcome.data;

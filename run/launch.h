@@ -36,6 +36,7 @@ struct RunRequest {
     unsigned auto_restore_s = 0;  ///< --auto-restore SECONDS (0: no watchdog)
     std::string html;             ///< --html FILE ("" = none)
     std::string where;            ///< --where (set for the run inside the micro-VM)
+    std::string host_env;         ///< --host-env FILE (set for the run inside the micro-VM)
     bool inner = false;           ///< the run inside the micro-VM: measure and record only
 };
 

@@ -2,10 +2,17 @@
 
 #include <sys/utsname.h>
 
+#include <cerrno>
+#include <cstring>
 #include <ctime>
+#include <fstream>
 #include <iterator>
 #include <set>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
 #include "core/version.h"
 #include "run/check.h"
 #include "sysctl/proc_sys.h"
@@ -73,6 +80,31 @@ std::vector<std::string> environment_keys(const experiment::Experiment& exp) {
             for (const auto& s : settings) keys.insert(s.key);
     }
     return {keys.begin(), keys.end()};
+}
+
+results::MachineEnvironment this_machine_environment() {
+    results::MachineEnvironment m;
+    m.ssh = "local";
+    utsname u{};
+    if (::uname(&u) == 0) {
+        m.hostname = u.nodename;
+        m.kernel = u.release;
+        m.machine = u.machine;
+    }
+    sysctl::RealProcSys proc;
+    for (const char* k : kUsualKeys)
+        if (auto v = proc.read("", k)) m.sysctls_before[k] = *v;
+    return m;
+}
+
+results::MachineEnvironment read_host_environment(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw Error(fmt::format("--host-env {}: cannot read it: {}", path, std::strerror(errno)));
+    try {
+        return nlohmann::json::parse(in).get<results::MachineEnvironment>();
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(fmt::format("--host-env {}: not the machine wanlab describes there: {}", path, e.what()));
+    }
 }
 
 results::Environment environment(const experiment::Experiment& exp, const std::string& where) {

@@ -30,6 +30,12 @@ std::vector<std::string> environment_keys(const experiment::Experiment& exp);
 /// The machine as the run found it: uname, the sysctls of environment_keys() (host
 /// namespace).
 results::Environment environment(const experiment::Experiment& exp, const std::string& where);
+/// This machine as a run in the micro-VM records the one that started it (Environment::host):
+/// uname and the usual buffer, congestion-control and qdisc keys.
+results::MachineEnvironment this_machine_environment();
+/// What this_machine_environment() wrote to `path` (--host-env). Throws wanlab::Error naming
+/// the file when it cannot be read or is not one.
+results::MachineEnvironment read_host_environment(const std::string& path);
 
 /// Now as ISO 8601 UTC ("2026-11-30T04:12:09Z").
 std::string utc_now();

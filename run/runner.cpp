@@ -250,7 +250,8 @@ Outcome run_experiment(const experiment::Experiment& exp, const std::string& tex
                        results::Store& store, Progress& progress, const probes::Tick& tick, const OpenSession& open) {
     Outcome out;
     auto& data = out.data;
-    const auto now = environment(exp, options.where);
+    auto now = environment(exp, options.where);
+    if (!options.host_env.empty()) now.host = read_host_environment(options.host_env);
     data = options.resume ? resumed_record(exp, *options.resume) : fresh_record(exp, text, options, now);
     const auto time = planned_time(exp, data);
     data.run.sessions.push_back(this_session(now, options.resume_note));

@@ -34,7 +34,10 @@ struct RunnerOptions {
     std::string run_id;          ///< "" = a fresh one
     bool restore_stale = false;  ///< undo stale journals instead of refusing
     std::string where = "host";  ///< Environment::where
-    std::string shard;           ///< "K/N" when `exp` holds one shard's trials (results::Run::shard)
+    /// A run in the micro-VM: the machine that started it (Environment::host), as a JSON file
+    /// the controller wrote into the results share; "" otherwise.
+    std::string host_env;
+    std::string shard;  ///< "K/N" when `exp` holds one shard's trials (results::Run::shard)
     std::filesystem::path journal_dir = lab::kRunDir;
     bool force = false;  ///< host mode: see lab::SessionOptions::force
     /// Called after each stage of building the lab ("journal", "namespaces", ...), from the

@@ -355,3 +355,39 @@ TEST_CASE("report says how many repeats would settle a comparison that is not si
     // The significant comparisons of the fixture as it is: nothing to settle.
     CHECK_THAT(render_as(fixtures::buffer_sweep(), Format::table), !Contains("What more repeats"));
 }
+
+TEST_CASE("report says at the top when the micro-VM's kernel measured, with the defaults it did not share",
+          "[report]") {
+    auto d = fixtures::buffer_sweep();
+    d.run.env.where = "vm (tcg, 2 cpus)";
+    d.run.env.kernel = "6.1.0-57-amd64";
+    d.run.env.sysctls_before = {{"net.core.rmem_max", "212992"},
+                                {"net.ipv4.tcp_rmem", "4096\t131072\t6291456"},
+                                {"net.ipv4.tcp_congestion_control", "cubic"},
+                                {"net.core.default_qdisc", "pfifo_fast"},
+                                {"net.ipv4.tcp_adv_win_scale", "1"}};
+    d.run.env.host = results::MachineEnvironment{"local",
+                                                 "devbox",
+                                                 "6.18.44",
+                                                 "x86_64",
+                                                 {{"net.core.rmem_max", "4194304"},
+                                                  {"net.ipv4.tcp_rmem", "4096\t131072\t33554432"},
+                                                  {"net.ipv4.tcp_congestion_control", "bbr"},
+                                                  {"net.core.default_qdisc", "fq_codel"},
+                                                  {"net.ipv4.tcp_adv_win_scale", "1"}}};
+    auto text = render_as(d, Format::table);
+    INFO(text);
+    // Every trial sets the buffers itself: only the defaults that reached the numbers are named.
+    CHECK_THAT(text, Contains("! measured in the micro-VM's kernel 6.1.0-57-amd64 (vm (tcg, 2 cpus)), not this "
+                              "machine's 6.18.44 (devbox), whose defaults differ: net.core.default_qdisc pfifo_fast "
+                              "(here fq_codel), net.ipv4.tcp_congestion_control cubic (here bbr); the numbers describe "
+                              "that kernel with its defaults: set what you compare in the experiment"));
+    CHECK_THAT(text, !Contains("rmem_max 212992"));
+    // It is among the first lines a reader sees, before the tables.
+    CHECK(text.find("! measured in the micro-VM") < text.find("Before/after"));
+    auto j = nlohmann::json::parse(render_as(d, Format::json));
+    CHECK(j["environment"]["host"]["kernel"] == "6.18.44");
+    CHECK(j["environment"]["host"]["sysctls_before"]["net.ipv4.tcp_congestion_control"] == "bbr");
+    // A run on this machine says nothing of the kind.
+    CHECK_THAT(render_as(fixtures::buffer_sweep(), Format::table), !Contains("! measured in"));
+}

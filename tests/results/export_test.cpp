@@ -161,3 +161,18 @@ TEST_CASE("csv gives a command probe's own metric the unit its note declares", "
     CHECK_THAT(lines[1], Catch::EndsWith(",ttfb,,0.02,s"));
     CHECK_THAT(lines[2], Catch::EndsWith(",wall_time,,0.5,s"));
 }
+
+TEST_CASE("a run in the micro-VM keeps the machine that started it, and a run without one reads as before",
+          "[results]") {
+    RunData d = sample_run();
+    d.run.env.host =
+        MachineEnvironment{"local", "devbox", "6.18.44", "x86_64", {{"net.ipv4.tcp_congestion_control", "bbr"}}};
+    auto j = to_json(d);
+    CHECK(j["run"]["env"]["host"]["kernel"] == "6.18.44");
+    RunData back = from_json(json::parse(j.dump()));
+    REQUIRE(back.run.env.host);
+    CHECK(back.run.env.host->hostname == "devbox");
+    CHECK(back.run.env.host->sysctls_before.at("net.ipv4.tcp_congestion_control") == "bbr");
+    CHECK_FALSE(to_json(sample_run())["run"]["env"].contains("host"));
+    CHECK_FALSE(from_json(to_json(sample_run())).run.env.host);
+}
