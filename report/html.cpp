@@ -676,6 +676,15 @@ std::string run_page(const Model& m) {
             items += fmt::format("<li{}>{}</li>", e.role == "observed" ? " class=\"observed\"" : "", escape(e.text));
         page.markup(items + "</ul>\n");
     }
+    if (!m.effects.empty() || m.best) {
+        page.section("effects", fmt::format("Factor effects: {}.{}, each factor across the others",
+                                            m.effects_probe.name, m.effects_metric));
+        std::vector<std::string> lines;
+        const auto* spec = detail::metric_spec(m.effects_probe, m.effects_metric);
+        for (const auto& e : m.effects) lines.push_back(detail::effect_text(e, spec));
+        if (m.best) lines.push_back(detail::best_text(*m.best, m.effects_probe, m.effects_metric));
+        page.list(lines);
+    }
     if (auto more = detail::more_repeats(m); !more.empty()) {
         page.section("more-repeats", "What more repeats would settle");
         page.list(more);

@@ -168,11 +168,6 @@ void build_pivot(Model& m, const std::vector<ProbeRef>& probes, const std::vecto
     m.pivot = std::move(pv);
 }
 
-std::string trial_name(const results::Trial& t) {
-    auto point = detail::point_label(t);
-    return fmt::format("trial {} ({}) {}{}", t.index, t.id, t.variant, point.empty() ? "" : " @ " + point);
-}
-
 std::string flagged(const Cell& c, std::string text) { return detail::emulation_failed(c.trial) ? text + " !" : text; }
 
 // Lines of the header that a reader must not miss: trials whose emulation did not hold (the
@@ -241,6 +236,11 @@ std::vector<std::string> lost_exchanges(const results::RunData& data, const resu
 
 }  // namespace
 
+std::string trial_name(const results::Trial& t) {
+    auto point = detail::point_label(t);
+    return fmt::format("trial {} ({}) {}{}", t.index, t.id, t.variant, point.empty() ? "" : " @ " + point);
+}
+
 Model build(const results::RunData& data, const std::vector<experiment::AssertSpec>& asserts,
             const ReportOptions& options) {
     Model m;
@@ -255,6 +255,15 @@ Model build(const results::RunData& data, const std::vector<experiment::AssertSp
     auto probes = detail::probes_of(data);
     build_rows(m, probes, options);
     build_pivot(m, probes, asserts, options);
+    // Factor effects and the best configuration, on the pivot's metric (a sweep has a pivot).
+    if (m.pivot) {
+        std::vector<std::string> factors{"variant"};
+        factors.insert(factors.end(), m.sweep_keys.begin(), m.sweep_keys.end());
+        m.effects_probe = m.pivot->probe;
+        m.effects_metric = m.pivot->metric;
+        m.effects = factor_effects(data, m.effects_probe, m.effects_metric, factors);
+        m.best = best_configuration(data, m.effects_probe, m.effects_metric);
+    }
     m.explanations = explanations(data);
     m.outcomes = evaluate(data, asserts);
     m.asserted = !asserts.empty();

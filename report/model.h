@@ -66,6 +66,40 @@ struct Pivot {
     std::vector<PivotGroup> groups;
 };
 
+/// One factor's effect on a metric across the other factors (report/effects.cpp): `level`
+/// against `reference` (the baseline variant, the first sweep value), relative.
+struct Effect {
+    std::string factor;  ///< "variant" or a swept key
+    std::string level, reference;
+    double delta = results::kNaN, low = results::kNaN, high = results::kNaN;  ///< 95% Welch interval
+    double p_value = results::kNaN;
+    bool significant = false;
+    bool too_few = false;  ///< fewer than kMinJudgedRepeats values a side
+    std::size_t over = 0;  ///< combinations of the other factors where both were measured
+};
+
+/// The measured configuration with the best median of a metric, and whether it is clearly
+/// (Welch, 5%) ahead of the next.
+struct Best {
+    const results::Trial* trial = nullptr;
+    double median = results::kNaN;
+    std::vector<double> values;
+    const results::Trial* runner_up = nullptr;
+    double p_value = results::kNaN;
+    bool clear = false;
+};
+
+std::vector<Effect> factor_effects(const results::RunData& data, const ProbeRef& probe, const std::string& metric,
+                                   const std::vector<std::string>& factors);
+std::optional<Best> best_configuration(const results::RunData& data, const ProbeRef& probe, const std::string& metric);
+/// "variant large-buffers against default-buffers: +65.2% [+58.1%, +72.3%] (significant, better), over 2
+/// combinations of the other factors".
+std::string effect_text(const Effect& e, const probes::MetricSpec* spec);
+/// "best measured bulk.throughput: trial 2 (...) ...; its settings: variant ..., link.rtt = 20ms, ...".
+std::string best_text(const Best& b, const ProbeRef& probe, const std::string& metric);
+/// "trial 4 (aaaa0004) large-buffers @ link.rtt=40ms".
+std::string trial_name(const results::Trial& t);
+
 struct Model {
     const results::RunData* data = nullptr;
     std::string baseline;
@@ -74,6 +108,10 @@ struct Model {
     std::vector<Row> rows;
     std::vector<std::string> notes;  // what the reader asked for that the run cannot show
     std::optional<Pivot> pivot;
+    ProbeRef effects_probe;  ///< the metric the effects are on (the pivot's)
+    std::string effects_metric;
+    std::vector<Effect> effects;
+    std::optional<Best> best;
     std::vector<Explanation> explanations;
     std::vector<AssertOutcome> outcomes;
     bool asserted = false;

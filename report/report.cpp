@@ -80,6 +80,13 @@ std::string render_text(const Model& m, bool markdown) {
             table(tables[i]);
         }
     }
+    if (!m.effects.empty() || m.best) {
+        section(fmt::format("Factor effects: {}.{}, each factor across the others", m.effects_probe.name,
+                            m.effects_metric));
+        const auto* spec = detail::metric_spec(m.effects_probe, m.effects_metric);
+        for (const auto& e : m.effects) line(effect_text(e, spec));
+        if (m.best) line(best_text(*m.best, m.effects_probe, m.effects_metric));
+    }
     if (!m.explanations.empty()) {
         section("Explanations");
         for (const auto& e : m.explanations) line(e.text);
@@ -106,6 +113,12 @@ json sweep_json(const Cell& c) {
     json j = json::object();
     if (c.trial)
         for (const auto& kv : c.trial->sweep) j[kv.first] = kv.second;
+    return j;
+}
+
+json sweep_json_of(const results::Trial& t) {
+    json j = json::object();
+    for (const auto& kv : t.sweep) j[kv.first] = kv.second;
     return j;
 }
 
@@ -247,6 +260,32 @@ std::string render_json(const Model& m) {
                                             {"text", e.text}});
     }
     j["more_repeats"] = more_repeats(m);
+    j["effects"] = json::array();
+    for (const auto& e : m.effects)
+        j["effects"].push_back({{"factor", e.factor},
+                                {"level", e.level},
+                                {"reference", e.reference},
+                                {"probe", m.effects_probe.name},
+                                {"metric", m.effects_metric},
+                                {"delta", detail::number<json>(e.delta)},
+                                {"interval", {detail::number<json>(e.low), detail::number<json>(e.high)}},
+                                {"p_value", detail::number<json>(e.p_value)},
+                                {"significant", e.significant},
+                                {"too_few", e.too_few},
+                                {"over", e.over}});
+    j["best"] = nullptr;
+    if (m.best)
+        j["best"] = {{"probe", m.effects_probe.name},
+                     {"metric", m.effects_metric},
+                     {"trial", m.best->trial->index},
+                     {"trial_id", m.best->trial->id},
+                     {"variant", m.best->trial->variant},
+                     {"point", detail::point_label(*m.best->trial)},
+                     {"median", detail::number<json>(m.best->median)},
+                     {"sweep", sweep_json_of(*m.best->trial)},
+                     {"sysctls", m.best->trial->sysctls},
+                     {"clearly_ahead", m.best->clear},
+                     {"runner_up", m.best->runner_up ? json(m.best->runner_up->index) : json()}};
     j["captures"] = json::array();
     for (const auto& t : data.trials)
         for (const auto& c : t.captures)

@@ -391,3 +391,47 @@ TEST_CASE("report says at the top when the micro-VM's kernel measured, with the 
     // A run on this machine says nothing of the kind.
     CHECK_THAT(render_as(fixtures::buffer_sweep(), Format::table), !Contains("! measured in"));
 }
+
+TEST_CASE("report gives each factor's effect across the others and names the best measured configuration",
+          "[report][effects]") {
+    auto d = fixtures::buffer_sweep();
+    auto text = render_as(d, Format::table);
+    INFO(text);
+    // Large buffers: +76.5% at 20 ms (300/170) and +194% at 40 ms (250/85); pooled, +135.6%, and
+    // the interval is wide because the effect differs between the RTTs.
+    CHECK_THAT(text, Contains("Factor effects: bulk.throughput, each factor across the others"));
+    CHECK_THAT(text, Contains("variant large-buffers against default-buffers: +135.6% [+68.2%, +203.0%] "
+                              "(significant, better), over 2 combinations of the other factors"));
+    CHECK_THAT(text, Contains("link.rtt 40ms against 20ms: -33.5% [-52.5%, -14.4%] (significant, worse), over 2 "
+                              "combinations of the other factors"));
+    CHECK_THAT(text, Contains("best measured bulk.throughput: trial 2 (aaaa0002) large-buffers @ link.rtt=20ms "
+                              "(300.00 Mbit/s median); significantly ahead of the next, trial 4 (aaaa0004) "
+                              "large-buffers @ link.rtt=40ms; its settings: variant large-buffers, link.rtt = 20ms, "
+                              "net.core.rmem_max = 67108864"));
+    auto j = nlohmann::json::parse(render_as(d, Format::json));
+    REQUIRE(j["effects"].size() == 2);
+    CHECK(j["effects"][0]["factor"] == "variant");
+    CHECK(j["effects"][0]["metric"] == "throughput");
+    CHECK(j["effects"][0]["delta"].get<double>() == Approx(1.356).epsilon(0.001));
+    CHECK(j["effects"][0]["significant"] == true);
+    CHECK(j["effects"][1]["factor"] == "link.rtt");
+    CHECK(j["effects"][1]["interval"][1].get<double>() < 0);
+    CHECK(j["best"]["trial_id"] == "aaaa0002");
+    CHECK(j["best"]["sweep"]["link.rtt"] == "20ms");
+    CHECK(j["best"]["sysctls"]["net.core.rmem_max"] == "67108864");
+
+    SECTION("one repeat a trial, two values a side: effects are given but never called significant") {
+        std::erase_if(d.measurements, [](const results::Measurement& m) { return m.repeat >= 2; });
+        auto one = render_as(d, Format::table);
+        INFO(one);
+        CHECK_THAT(one, Contains("variant large-buffers against default-buffers: +135."));
+        CHECK_THAT(one, Contains("(too few repeats)"));
+        CHECK_THAT(one, !Contains("significant, better"));
+    }
+    SECTION("no sweep: no factor effects, the before/after table says it all") {
+        d.trials.resize(2);
+        for (auto& t : d.trials) t.sweep.clear();
+        std::erase_if(d.measurements, [](const results::Measurement& m) { return m.trial > 2; });
+        CHECK_THAT(render_as(d, Format::table), !Contains("Factor effects"));
+    }
+}
