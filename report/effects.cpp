@@ -10,6 +10,7 @@
 // interaction) widens the interval instead of hiding in an average.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 
 #include <fmt/format.h>
@@ -63,6 +64,7 @@ std::vector<Effect> factor_effects(const results::RunData& data, const ProbeRef&
             Effect e;
             e.factor = factor, e.level = level, e.reference = reference;
             std::vector<double> x, y;
+            std::size_t fewest = SIZE_MAX;  // repeats of the smallest cell that took part
             for (const auto& [key, ref] : cells) {
                 if (key.second != reference) continue;
                 auto it = cells.find({key.first, level});
@@ -71,11 +73,14 @@ std::vector<Effect> factor_effects(const results::RunData& data, const ProbeRef&
                 if (base == 0) continue;
                 for (double v : it->second) x.push_back(v / base - 1);
                 for (double v : ref) y.push_back(v / base - 1);
+                fewest = std::min({fewest, ref.size(), it->second.size()});
                 ++e.over;
             }
             if (x.empty()) continue;
             e.delta = probes::stats::mean(x) - probes::stats::mean(y);
-            e.too_few = x.size() < kMinJudgedRepeats || y.size() < kMinJudgedRepeats;
+            // As for a single comparison: below 3 repeats in a cell, no verdict, however many
+            // cells are pooled.
+            e.too_few = fewest < kMinJudgedRepeats;
             if (x.size() >= 2 && y.size() >= 2) {
                 double vx = variance(x) / static_cast<double>(x.size()),
                        vy = variance(y) / static_cast<double>(y.size());

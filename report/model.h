@@ -74,7 +74,7 @@ struct Effect {
     double delta = results::kNaN, low = results::kNaN, high = results::kNaN;  ///< 95% Welch interval
     double p_value = results::kNaN;
     bool significant = false;
-    bool too_few = false;  ///< fewer than kMinJudgedRepeats values a side
+    bool too_few = false;  ///< a cell that took part had fewer than kMinJudgedRepeats repeats
     std::size_t over = 0;  ///< combinations of the other factors where both were measured
 };
 
