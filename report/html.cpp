@@ -99,7 +99,8 @@ std::vector<Chart> pivot_charts(const Model& m) {
                               {"type", "ordinal"},
                               {"sort", {{"field", "order"}}},
                               {"title", pv.row_key},
-                              {"axis", {{"labelAngle", 0}}}}},
+                              // labelLimit 0: whole labels (Vega-Lite cuts them at 180 px)
+                              {"axis", {{"labelAngle", 0}, {"labelLimit", 0}}}}},
                             {"color", {{"field", "series"}, {"type", "nominal"}, {"title", pv.column_key}}}};
         json y = {{"field", "median"}, {"type", "quantitative"}, {"title", axis_title("median " + what, u)}};
         json tooltip = json::array({{{"field", "series"}, {"title", pv.column_key}},
@@ -172,7 +173,7 @@ std::vector<Chart> before_after_charts(const Model& m) {
         json spec = base_spec(title, "cells", values);
         json x = sweep ? json{{"field", "point"}, {"type", "nominal"}, {"sort", m.points}, {"title", "sweep point"}}
                        : json{{"field", "variant"}, {"type", "nominal"}, {"sort", m.variants}, {"title", "variant"}};
-        x["axis"] = {{"labelAngle", 0}};
+        x["axis"] = {{"labelAngle", 0}, {"labelLimit", 0}};
         spec["encoding"] = {{"x", x}};
         if (sweep) spec["encoding"]["xOffset"] = {{"field", "variant"}, {"sort", m.variants}};
         json tooltip = json::array({{{"field", "variant"}},
@@ -627,7 +628,14 @@ std::string run_page(const Model& m) {
             page.chart(std::move(c),
                        "Median over the repeats with its confidence interval as whiskers; a cross marks a trial "
                        "whose emulation did not hold.");
-        for (const auto& t : detail::pivot_tables(m)) page.table(t);
+        // Each table titled: what it holds, and which variant (or further sweep value) it is.
+        auto tables = detail::pivot_tables(m);
+        for (std::size_t i = 0; i < tables.size(); ++i) {
+            const auto& pv = *m.pivot;
+            page.paragraph(fmt::format("Median {}.{}: rows {}, columns {}{}", pv.probe.name, pv.metric, pv.row_key,
+                                       pv.column_key, pv.groups[i].label.empty() ? "" : "; " + pv.groups[i].label));
+            page.table(tables[i]);
+        }
     }
     page.section("before-after", "Before/after");
     page.paragraph(

@@ -212,3 +212,23 @@ TEST_CASE("the page sets what was also observed back under a probe's binding ver
                               "CPU: one CPU was busy 95% of the measurement"));
     CHECK(page.find("rate-bound: 250.00") < page.find("also observed: a busy CPU"));
 }
+
+TEST_CASE("the page's axis labels are whole, its pivot tables titled, and it gives the factor effects",
+          "[report][html]") {
+    auto d = fixtures::buffer_sweep();
+    // Sweep values as long as a user's: Vega-Lite cut both to the same first 180 px before.
+    for (auto& t : d.trials)
+        for (auto& [k, v] : t.sweep) v = "[4096, 16384, " + std::string(v == "20ms" ? "4194304" : "33554432") + "]";
+    auto charts = charts_of(d);
+    CHECK(chart(charts, "pivot-0").spec["encoding"]["x"]["axis"]["labelLimit"] == 0);
+    for (const auto& c : charts)
+        if (c.spec.contains("encoding") && c.spec["encoding"].contains("x") &&
+            c.spec["encoding"]["x"].contains("axis") && c.spec["encoding"]["x"]["axis"].contains("labelAngle"))
+            CHECK(c.spec["encoding"]["x"]["axis"]["labelLimit"] == 0);
+    ReportOptions o;
+    o.format = Format::html;
+    auto page = render(d, {}, o);
+    CHECK_THAT(page, Contains("Median bulk.throughput: rows link.rtt, columns variant"));
+    CHECK_THAT(page, Contains("Factor effects: bulk.throughput, each factor across the others"));
+    CHECK_THAT(page, Contains("variant large-buffers against default-buffers: +135.6%"));
+}
