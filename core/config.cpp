@@ -270,6 +270,7 @@ Node table_node(const toml::table& t) {
     Node n;
     n.kind = Node::Kind::table;
     n.value_at = location_of(t.source());
+    n.inline_table = t.is_inline();
     for (const auto& [k, v] : t) {
         Node child = node_of(v);
         child.key_at = location_of(k.source());

@@ -39,6 +39,7 @@ struct Node {
     Location value_at;                  ///< where the value (or table header) was written
     std::vector<Member> members;        ///< kind == table, in file order
     std::vector<Node> items;            ///< kind == table_array
+    bool inline_table = false;          ///< kind == table written inline, `{ a = 1, b = 2 }`
 
     const Node* find(std::string_view key) const;
     Node* find(std::string_view key);

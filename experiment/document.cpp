@@ -53,10 +53,12 @@ void merge_named_items(Node& array, const Node& overlay, const char* what, const
 
 // ---- normalizing: dotted sysctl names and sweep paths -------------------------------------
 
+// Table headers and dotted keys nest a path ([sweep.link] rtt = [...]); an inline table is a
+// key's named values ("link.rtt" = { near = "20ms", far = "80ms" }) and stays whole.
 void flatten_paths(const Node& table, const std::string& prefix, Node& out) {
     for (const auto& [key, value] : table.members) {
         std::string path = prefix.empty() ? key : prefix + "." + key;
-        if (value.is_table() && !(prefix.empty() && key == "mode"))
+        if (value.is_table() && !value.inline_table && !(prefix.empty() && key == "mode"))
             flatten_paths(value, path, out);
         else
             out.set(path, value);

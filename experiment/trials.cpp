@@ -126,6 +126,23 @@ std::string value_text(const Node& leaf) {
 
 const char* sweep_mode_name(SweepMode mode) noexcept { return mode == SweepMode::zip ? "zip" : "cross"; }
 
+namespace {
+
+// A [sweep] key's values: a list, or a table of named values in file order.
+std::size_t value_count(const Node& axis) {
+    return axis.kind == Node::Kind::table ? axis.members.size() : axis.value->as_array()->size();
+}
+
+Node value_at(const Node& axis, std::size_t i) {
+    return axis.kind == Node::Kind::table ? axis.members[i].second : config::element(axis, i);
+}
+
+std::string name_at(const Node& axis, std::size_t i) {
+    return axis.kind == Node::Kind::table ? axis.members[i].first : "";
+}
+
+}  // namespace
+
 std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnostics& diag) {
     exp.sweep_mode = SweepMode::cross;
     if (!sweep) return {SweepPoint{}};
@@ -136,9 +153,12 @@ std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnos
         if (path == "mode") continue;
         r.raw(path);
         if (!check_path(path, value, diag)) continue;
-        if (value.kind != Node::Kind::value || !value.value->is_array()) {
+        const bool named = value.kind == Node::Kind::table;
+        if (!named && (value.kind != Node::Kind::value || !value.value->is_array())) {
             diag.error(value.value_at,
-                       fmt::format("[sweep] `{}` must be a list of values, such as [\"20ms\", \"40ms\"]", path));
+                       fmt::format("[sweep] `{}` must be a list of values, such as [\"20ms\", \"40ms\"], or a table "
+                                   "of named values, such as {{ near = \"20ms\", far = \"80ms\" }}",
+                                   path));
             continue;
         }
         lists.emplace_back(path, &value);
@@ -152,7 +172,7 @@ std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnos
     std::vector<std::string> points_first_only;
     std::size_t count = 1;
     for (const auto& [path, list] : lists) {
-        std::size_t n = list->value->as_array()->size();
+        std::size_t n = value_count(*list);
         if (n == 0) {
             diag.error(list->value_at,
                        fmt::format("[sweep] `{}` is an empty list: the sweep would have no trials", path));
@@ -184,7 +204,7 @@ std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnos
         // Cross product: the first key varies slowest, like nested loops written in file order.
         std::size_t stride = count;
         for (const auto& [path, list] : lists) {
-            std::size_t n = list->value->as_array()->size();
+            std::size_t n = value_count(*list);
             std::size_t i;
             if (!points_first_only.empty()) {
                 i = 0;
@@ -195,7 +215,8 @@ std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnos
                 i = rest / stride;
                 rest %= stride;
             }
-            points[p].values.emplace_back(path, config::element(*list, i));
+            points[p].values.emplace_back(path, value_at(*list, i));
+            points[p].names.push_back(name_at(*list, i));
         }
     }
     return points;
@@ -242,8 +263,10 @@ std::vector<Trial> expand_trials(const Node& doc, const Experiment& exp, const s
             t.index = trials.size() + 1;
             t.variant = variant_names[v];
             std::string canonical = t.variant;
-            for (const auto& [path, value] : point.values) {
-                t.sweep.emplace_back(path, value_text(value));
+            for (std::size_t i = 0; i < point.values.size(); ++i) {
+                const auto& [path, value] = point.values[i];
+                const auto& name = i < point.names.size() ? point.names[i] : std::string();
+                t.sweep.emplace_back(path, name.empty() ? value_text(value) : name);
                 canonical += "|" + path + "=" + t.sweep.back().second;
             }
             t.id = fmt::format("{:08x}", static_cast<std::uint32_t>(fnv1a(canonical) >> 32));

@@ -20,6 +20,9 @@ namespace wanlab::experiment {
 /// One point of the sweep: a value for each swept path.
 struct SweepPoint {
     std::vector<std::pair<std::string, config::Node>> values;
+    /// Per value, the name the file gave it (`"link.rtt" = { near = "20ms", far = "80ms" }`),
+    /// "" for a value of a plain list. A named value is labelled by its name everywhere.
+    std::vector<std::string> names;
 };
 
 /// Validates [sweep] (paths, lists, mode, trial count) and lists its points; fills

@@ -144,6 +144,35 @@ loss = "1%"
     for (std::size_t i = 0; i < t.size(); ++i) CHECK(t[i].index == i + 1);
 }
 
+TEST_CASE("sweep points can be named: the names label the trials, the values configure them", "[experiment][sweep]") {
+    auto l = load(R"(
+[sweep]
+"sysctl.net.core.rmem_max" = { small = "212992", large = "32M" }
+"link.rtt" = ["20ms", "40ms"]
+)");
+    REQUIRE(l.exp);
+    INFO(l.messages);
+    const auto& t = l.exp->trials;
+    REQUIRE(t.size() == 4);
+    CHECK(t[0].sweep == std::vector<std::pair<std::string, std::string>>{{"sysctl.net.core.rmem_max", "small"},
+                                                                         {"link.rtt", "20ms"}});
+    CHECK(t[2].sweep[0].second == "large");
+    REQUIRE(t[2].sysctl.global.size() == 1);
+    CHECK(t[2].sysctl.global[0].value == "33554432");
+    CHECK(t[0].sysctl.global[0].value == "212992");
+    // A table header still nests a path: [sweep.link] rtt = [...] is "link.rtt".
+    auto nested = load("[sweep.link]\nrtt = [\"20ms\", \"40ms\"]\n");
+    REQUIRE(nested.exp);
+    CHECK(nested.exp->sweep_keys == std::vector<std::string>{"link.rtt"});
+    // Named values through --set too, and the same key as a value of another kind is refused.
+    auto set = load("[[probe]]\nname = \"p\"\nkind = \"rtt\"\n", {"sweep.\"link.rtt\"={near=\"20ms\", far=\"80ms\"}"});
+    REQUIRE(set.exp);
+    CHECK(set.exp->trials[1].sweep[0].second == "far");
+    CHECK(set.exp->trials[1].link.up.netem.delay == 40ms);
+    auto bad = load("[sweep]\n\"link.rtt\" = { near = \"fast\" }\n");
+    CHECK_FALSE(bad.exp);
+}
+
 TEST_CASE("zip pairs sweep lists element by element and needs equal lengths", "[experiment][sweep]") {
     auto ok = load(R"(
 [sweep]
