@@ -44,8 +44,14 @@ void add_tally(const ProbeTraits& traits, ProbeResult& r) {
     }
     if (!std::isfinite(attempted)) return;
     r.metrics["attempted"] = attempted;
+    r.metrics["completed"] = attempted - failed;
     r.metrics["failed"] = failed;
     r.metrics["failure_rate"] = attempted > 0 ? failed / attempted : 0;
+    // Of the failed, those that timed out, where the kind tells them apart.
+    if (traits.counted)
+        r.metrics["timed_out"] = failed;  // an rtt probe unanswered within 1 s
+    else if (double t = get("timeouts"); std::isfinite(t))
+        r.metrics["timed_out"] = t;
     if (failed <= 0) return;
     const std::string one = traits.exchange ? traits.exchange : "probe";
     std::string how;

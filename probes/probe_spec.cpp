@@ -162,7 +162,9 @@ const std::vector<ProbeKind> kKinds{
          {"loss", Unit::fraction, false, "probes without an answer"},
          {"sent", Unit::count, true, "probes sent"},
          {"attempted", Unit::count, true, "probes sent (as `sent`: every kind that counts exchanges has it)"},
+         {"completed", Unit::count, true, "probes answered: what the RTT figures rest on"},
          {"failed", Unit::count, false, "probes unanswered within 1 s: the RTT figures rest on the others"},
+         {"timed_out", Unit::count, false, "of the failed, those that timed out (for rtt, all of them)"},
          {"failure_rate", Unit::fraction, false, "failed / attempted"},
      },
      {
@@ -201,6 +203,7 @@ const std::vector<ProbeKind> kKinds{
          {"transactions", Unit::count, true, "completed request/response pairs"},
          {"errors", Unit::count, false, "connections that failed or timed out mid-transaction"},
          {"attempted", Unit::count, true, "transactions begun: completed plus failed"},
+         {"completed", Unit::count, true, "transactions completed: what the latency figures rest on"},
          {"failed", Unit::count, false,
           "transactions that did not complete (as `errors`): the latency figures rest "
           "on the others"},
@@ -253,9 +256,11 @@ const std::vector<ProbeKind> kKinds{
          {"requests", Unit::count, true, "completed requests (any status)"},
          {"throughput", Unit::bits_per_second, true, "response bytes (headers and body) received"},
          {"attempted", Unit::count, true, "requests sent: answered plus timed out or broken"},
+         {"completed", Unit::count, true, "requests attempted less those failed"},
          {"failed", Unit::count, false,
           "requests that timed out, broke, or got a non-2xx answer (as `errors`): the "
           "latency figures rest on the answered ones"},
+         {"timed_out", Unit::count, false, "of the failed, those unanswered within `timeout` (as `timeouts`)"},
          {"failure_rate", Unit::fraction, false, "failed / attempted"},
      },
      {

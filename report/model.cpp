@@ -44,7 +44,15 @@ Cell make_cell(const results::RunData& data, const std::string& point, const std
     c.trial = detail::trial_at(data, point, variant);
     if (c.trial) c.values = detail::values_of(data, c.trial->index, p.name, metric);
     c.summary = summarize(c.values);
-    if (c.trial) c.tally = detail::tally_of(data, c.trial->index, p.name);
+    if (c.trial) {
+        c.tally = detail::tally_of(data, c.trial->index, p.name);
+        for (const auto& ms : data.measurements) {
+            if (ms.trial != c.trial->index || ms.probe != p.name) continue;
+            ++c.repeats;
+            c.unmeasured += std::any_of(ms.notes.begin(), ms.notes.end(),
+                                        [](const std::string& n) { return n.starts_with(results::kErrorNote); });
+        }
+    }
     if (const auto& rule = data.run.repeats; rule.adaptive && c.trial && !c.values.empty()) {
         c.first = data.first_repeats(c.trial->index, p.name, metric, rule.first);
         auto finite = c.first;
@@ -411,6 +419,7 @@ std::string cell_text(const Cell& c) {
         // The interval the rule settles (the mean's), beside the median's shown before it.
         if (std::isfinite(c.mean_half_width)) text += fmt::format(", mean +-{:.1f}%", c.mean_half_width * 100);
     }
+    if (c.unmeasured > 0) text += fmt::format(" ({} of {} repeats not measured)", c.unmeasured, c.repeats);
     return flagged(c, text + c.tally.text());
 }
 

@@ -42,6 +42,8 @@ struct Cell {
     double mean_half_width = results::kNaN;
     /// What the probe's repeats attempted and lost, over the cell's trials.
     Tally tally;
+    /// The probe's repeats in the trial, and those not measured (an error recorded instead).
+    std::size_t repeats = 0, unmeasured = 0;
 };
 
 /// A line of the before/after table: the baseline cell against one other variant's (or
