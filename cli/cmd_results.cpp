@@ -1,6 +1,8 @@
-// `wanlab results list|show|merge` and `wanlab compare`: reading the results database a run wrote
+// `wanlab results list|show|merge|sysctl` and `wanlab compare`: reading the results database a run wrote
 // (results/store.h) and reporting from it (report/report.h), without measuring.
+#include <fcntl.h>
 #include <unistd.h>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -10,6 +12,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/sys.h"
 #include "core/text.h"
 #include "experiment/experiment.h"
 #include "lab/session.h"
@@ -70,6 +73,12 @@ struct MergeArgs {
     std::string format = "table";
     bool force = false;
 };
+struct SysctlArgs {
+    std::string out = "wanlab-results";
+    std::string run = "latest";
+    std::string variant, point, host, output;
+    bool force = false;
+};
 struct CompareArgs {
     std::string out = "wanlab-results";
     std::string other;
@@ -118,6 +127,48 @@ int show(const ShowArgs& a) {
     ro.pivot = a.pivot;
     ro.files_root = a.out;
     print_report(report::render(data, stored_asserts(data.run), ro), ro.format);
+    return 0;
+}
+
+/// `text` into a new file `path`: never through a symbolic link planted there (O_NOFOLLOW), never
+/// over an existing file unless `force` (O_EXCL), never half-written without an error.
+void write_new_file(const std::string& path, const std::string& text, bool force) {
+    auto refuse_link = [&path] {
+        throw InputError(
+            fmt::format("--output {}: a symbolic link; wanlab does not write through one (remove it, or give "
+                        "another path)",
+                        path));
+    };
+    std::error_code ec;
+    if (fs::symlink_status(path, ec).type() == fs::file_type::symlink) refuse_link();
+    int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (force ? O_TRUNC : O_EXCL);
+    sys::Fd fd(::open(path.c_str(), flags, 0644));
+    if (!fd && errno == ELOOP) refuse_link();  // planted since the check above
+    if (!fd && errno == EEXIST)
+        throw InputError(fmt::format("--output {}: the file exists; give --force to overwrite it", path));
+    if (!fd) sys::fail_errno("writing " + path);
+    for (std::size_t done = 0; done < text.size();) {
+        auto n = ::write(fd.get(), text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) sys::fail_errno("writing " + path);
+        done += static_cast<std::size_t>(n);
+    }
+}
+
+int sysctl_conf(const SysctlArgs& a) {
+    auto data = database(a.out)->load_run(a.run);
+    auto choice = report::trial_for(data, a.variant, a.point, a.host);
+    if (!choice.note.empty()) std::fputs(text::terminal_safe("wanlab: " + choice.note + "\n").c_str(), stderr);
+    auto text = report::sysctl_dropin(data, *choice.trial, a.host);
+    if (a.output.empty()) {
+        std::fputs((::isatty(STDOUT_FILENO) ? text::terminal_safe(text) : text).c_str(), stdout);
+        return 0;
+    }
+    write_new_file(a.output, text, a.force);
+    std::fputs(text::terminal_safe(fmt::format("wanlab: wrote {} (trial {}, variant {})\n", a.output,
+                                               choice.trial->index, choice.trial->variant))
+                   .c_str(),
+               stderr);
     return 0;
 }
 
@@ -212,9 +263,31 @@ Runner setup_results(CLI::App& sub) {
     merge_cmd->add_flag("--force", m->force,
                         "Merge runs of different experiment texts, keeping the first run's copy of a trial measured "
                         "twice");
-    return [l, s, m, list_cmd, merge_cmd] {
+    auto c = std::make_shared<SysctlArgs>();
+    CLI::App* sysctl_cmd = sub.add_subcommand(
+        "sysctl", "The sysctls of one measured configuration (a variant at a sweep point) as a sysctl.d file");
+    sysctl_cmd->add_option("RUN", c->run, "Run id, a unique prefix of one, or `latest` (default)");
+    sysctl_cmd->add_option("--out", c->out, "Folder holding results.db (default: ./wanlab-results)");
+    sysctl_cmd->add_option("--variant", c->variant, "The variant whose sysctls are written")->required();
+    sysctl_cmd->add_option("--point", c->point,
+                           "The sweep point, as the report labels it (link.rtt=40ms) or a unique part of it "
+                           "(40ms); needed when the run has several");
+    sysctl_cmd->add_option("--host", c->host,
+                           "The lab host (client, server, router) whose own sysctls are written beside the global "
+                           "ones (default: global ones, each host's commented out)");
+    sysctl_cmd->add_option("--output,-o", c->output,
+                           "Write to this new file instead of stdout (never through a symbolic link)");
+    sysctl_cmd->add_flag("--force", c->force, "Overwrite --output when it exists");
+    sysctl_cmd->footer(
+        "Example:\n"
+        "  wanlab results sysctl latest --variant large-buffers --point 40ms -o 90-wanlab.conf\n"
+        "  sudo install -m 644 90-wanlab.conf /etc/sysctl.d/ && sudo sysctl --system\n"
+        "Each key says where its value came from and what the trial measured; the header names the\n"
+        "run, the trial, and the kernel it was measured on (with a warning when that was the micro-VM's).");
+    return [l, s, m, c, list_cmd, merge_cmd, sysctl_cmd] {
         if (list_cmd->parsed()) return list(*l);
         if (merge_cmd->parsed()) return merge(*m);
+        if (sysctl_cmd->parsed()) return sysctl_conf(*c);
         return show(*s);
     };
 }

@@ -9,7 +9,7 @@ namespace wanlab::cli {
 namespace {
 constexpr Command kCommands[] = {
     {"run", "Run an experiment end to end: apply, probe, restore, report before/after, gate CI", &setup_run},
-    {"results", "List stored runs and show one's report (results list / results show RUN)", &setup_results},
+    {"results", "Stored runs: list them, show one's report, merge them, a trial's sysctls as sysctl.d", &setup_results},
     {"compare", "Compare two stored runs of the same experiment (another machine, kernel or version)", &setup_compare},
     {"validate", "Check an experiment file without touching the machine", &setup_validate},
     {"plan", "Show the trials an experiment expands to, with equivalent tc/sysctl commands", &setup_plan},

@@ -118,6 +118,28 @@ std::string outcome_subject(const AssertOutcome& outcome);
 /// A JUnit XML report: one testsuite for the run, one testcase per outcome.
 std::string junit_xml(const results::RunData& data, const std::vector<AssertOutcome>& outcomes);
 
+/// The trial `wanlab results sysctl` writes: `variant` at sweep point `point` (its label as the
+/// report writes it, "link.rtt=40ms", or a part of it only one label contains; "" when the run
+/// has one point). Throws wanlab::InputError naming the choices for an unknown variant, a point
+/// that matches none or several, a missing point of a run with several, and a `host` ("" =
+/// none) that is no lab host of the run.
+struct TrialChoice {
+    const results::Trial* trial = nullptr;
+    std::string point;  ///< the label matched
+    std::string note;   ///< "--point \"40ms\" matched sweep point \"link.rtt=40ms\""; "" for an exact label
+};
+TrialChoice trial_for(const results::RunData& data, const std::string& variant, const std::string& point,
+                      const std::string& host);
+
+/// The sysctls `trial` set, as a sysctl.d drop-in (`man sysctl.d`): a header naming the run, its
+/// experiment file, the trial, when, where and on which kernel it was measured (a warning when
+/// that was the micro-VM's), then per key a comment on where its value came from and what the
+/// trial measured, and `key = value` with a value's fields space-separated. Per-host keys
+/// ("server:net.core.rmem_max"): with `host` "" the global keys, then each host's commented
+/// out under its name; with `host` given, the global keys and that host's (its value replacing
+/// a global one). A trial that set none gives the header and a line saying so.
+std::string sysctl_dropin(const results::RunData& data, const results::Trial& trial, const std::string& host);
+
 /// Two runs of the same experiment (another machine, kernel or wanlab version): per trial id,
 /// probe and metric, the medians side by side with delta and significance.
 std::string render_comparison(const results::RunData& a, const results::RunData& b, Format format);

@@ -2,6 +2,7 @@
 // and that the generated completions offer every command and option.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "results/store.h"
+#include "tests/report/fixtures.h"
 
 using namespace wanlab;
 
@@ -159,5 +161,55 @@ TEST_CASE("what a foreign results database says reaches the terminal escaped", "
     CHECK(::pclose(p) == 0);
     CHECK(out.find('\x1b') == std::string::npos);
     CHECK(out.find("x\\x1b]0;pwned\\x07\\x1b[2J") != std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+/// `command` through the shell: its exit status and what it wrote (stderr with stdout).
+std::pair<int, std::string> shell(const std::string& command) {
+    FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+    if (!p) return {-1, ""};
+    std::string out;
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, p)) out += buf;
+    int status = ::pclose(p);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+TEST_CASE("results sysctl writes a trial's drop-in, never through a symbolic link or over a file", "[cli][security]") {
+    char tmpl[] = "/tmp/wanlab-sysctl-XXXXXX";
+    std::filesystem::path dir = ::mkdtemp(tmpl);
+    {
+        auto d = report::fixtures::buffer_sweep();
+        results::Store store(dir / "results.db");
+        store.begin_run(d.run, d.trials);
+        for (const auto& m : d.measurements) store.add_measurement(d.run.id, m);
+    }
+    auto cmd = fmt::format("{} results sysctl --out {} latest --variant large-buffers", WANLAB_BINARY, dir.string());
+    auto [status, out] = shell(cmd + " --point 40ms");
+    CHECK(status == 0);
+    CHECK(out.find("wanlab: --point \"40ms\" matched sweep point \"link.rtt=40ms\"\n") != std::string::npos);
+    CHECK(out.find("\nnet.ipv4.tcp_rmem = 4096 131072 67108864\n") != std::string::npos);
+
+    CHECK(shell(cmd).first == 2);  // two sweep points, none picked
+    CHECK(shell(cmd + " --point 40ms --variant nope").first == 2);
+
+    auto target = dir / "planted";
+    std::filesystem::create_symlink(dir / "victim", target);
+    auto [link_status, link_out] = shell(cmd + " --point 40ms -o " + target.string());
+    CHECK(link_status == 2);
+    CHECK(link_out.find("symbolic link") != std::string::npos);
+    CHECK(!std::filesystem::exists(dir / "victim"));
+
+    auto file = dir / "90-wanlab.conf";
+    CHECK(shell(cmd + " --point 40ms -o " + file.string()).first == 0);
+    CHECK(std::filesystem::file_size(file) > 0);
+    auto [again, again_out] = shell(cmd + " --point 20ms -o " + file.string());
+    CHECK(again == 2);
+    CHECK(again_out.find("give --force") != std::string::npos);
+    CHECK(shell(cmd + " --point 20ms --force -o " + file.string()).first == 0);
     std::filesystem::remove_all(dir);
 }
