@@ -162,8 +162,9 @@ std::string sysctl_dropin(const results::RunData& data, const results::Trial& tr
         return nullptr;
     };
     for (const auto& [key, value] : global) {
+        const std::string& name = key;  // clang before 16 cannot capture a structured binding
         bool overridden =
-            chosen && std::any_of(chosen->begin(), chosen->end(), [&key](const auto& kv) { return kv.first == key; });
+            chosen && std::any_of(chosen->begin(), chosen->end(), [&name](const auto& kv) { return kv.first == name; });
         if (!overridden) s += line(key, value, key, "", "");
     }
     if (chosen)
