@@ -87,6 +87,8 @@ struct Explanation {
 /// bandwidth-delay advice (rate x RTT against tcp_rmem/tcp_wmem maxima and rmem_max/wmem_max
 /// as the trial set them).
 std::vector<Explanation> explanations(const results::RunData& data);
+/// Each Explanation points into `data`: a temporary would leave them dangling.
+std::vector<Explanation> explanations(const results::RunData&& data) = delete;
 
 /// explanations()' lines.
 std::vector<std::string> explain(const results::RunData& data);

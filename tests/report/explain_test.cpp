@@ -268,7 +268,8 @@ TEST_CASE("report gives one verdict per measurement: the binding cause first, th
                              Contains("cost no throughput") && !Contains("Raise"));
     CHECK_THAT(lines[2], Contains("bulk, large-buffers @ link.rtt=40ms, also observed: bufferbloat: RTT under load "
                                   "121.00 ms against the path's 40.00 ms"));
-    auto roles = explanations(large_buffers_full_link());
+    const auto data = large_buffers_full_link();  // the explanations point into it
+    auto roles = explanations(data);
     std::vector<std::string> of_trial;
     for (const auto& e : roles)
         if (e.trial->index == 4) of_trial.push_back(e.rule + "/" + e.role);
