@@ -206,38 +206,27 @@ std::vector<std::string> refused_measurements(const results::RunData& data, cons
 // Trial `t`'s probes whose exchanges failed, one line each: how many of how many, and what the
 // figures then rest on (probes' attempted and failed, summed over the repeats).
 std::vector<std::string> lost_exchanges(const results::RunData& data, const results::Trial& t) {
-    struct Tally {
-        std::string kind;
-        double attempted = 0, failed = 0, timeouts = 0;
-    };
-    std::vector<std::pair<std::string, Tally>> by_probe;
-    for (const auto& m : data.measurements) {
-        if (m.trial != t.index) continue;
-        auto a = m.metrics.find("attempted"), f = m.metrics.find("failed");
-        if (a == m.metrics.end() || f == m.metrics.end() || !std::isfinite(a->second) || !std::isfinite(f->second))
-            continue;
-        auto it = std::find_if(by_probe.begin(), by_probe.end(), [&m](const auto& p) { return p.first == m.probe; });
-        if (it == by_probe.end()) it = by_probe.insert(by_probe.end(), {m.probe, Tally{m.kind}});
-        it->second.attempted += a->second;
-        it->second.failed += f->second;
-        if (auto to = m.metrics.find("timeouts"); to != m.metrics.end() && std::isfinite(to->second))
-            it->second.timeouts += to->second;
-    }
+    std::vector<std::pair<std::string, std::string>> probes;  // (name, kind), in the order measured
+    for (const auto& m : data.measurements)
+        if (m.trial == t.index &&
+            std::none_of(probes.begin(), probes.end(), [&m](const auto& p) { return p.first == m.probe; }))
+            probes.emplace_back(m.probe, m.kind);
     std::vector<std::string> out;
-    for (const auto& [probe, n] : by_probe) {
-        if (n.failed <= 0) continue;
-        const auto& traits = probes::traits_of(n.kind);
+    for (const auto& [probe, kind] : probes) {
+        const auto n = detail::tally_of(data, t.index, probe);
+        if (!n.lost_some()) continue;
+        double timeouts = 0;
+        for (double x : detail::values_of(data, t.index, probe, "timeouts")) timeouts += x;
+        const auto& traits = probes::traits_of(kind);
         const std::string one = traits.exchange ? traits.exchange : "probe";
         const char* figures = traits.measures_rtt ? "RTT" : "latency";
-        out.push_back(
-            fmt::format("x {}: probe {}: {:.0f} of {:.0f} {}s failed{}: {}{}", trial_name(t), probe, n.failed,
-                        n.attempted, one, n.timeouts > 0 ? fmt::format(" ({:.0f} timed out)", n.timeouts) : "",
-                        n.failed >= n.attempted
-                            ? fmt::format("it has no {} figures", figures)
-                            : fmt::format("its {} figures rest on the other {:.0f}", figures, n.attempted - n.failed),
-                        n.failed > kFailureLimit * n.attempted
-                            ? fmt::format("; over {:.0f}% failed, so no verdict on it", kFailureLimit * 100)
-                            : ""));
+        out.push_back(fmt::format(
+            "x {}: probe {}: {:.0f} of {:.0f} {}s failed{}: {}{}", trial_name(t), probe, n.failed, n.attempted, one,
+            timeouts > 0 ? fmt::format(" ({:.0f} timed out)", timeouts) : "",
+            n.failed >= n.attempted
+                ? fmt::format("it has no {} figures", figures)
+                : fmt::format("its {} figures rest on the other {:.0f}", figures, n.attempted - n.failed),
+            n.lost_too_many() ? fmt::format("; over {:.0f}% failed, so no verdict on it", kFailureLimit * 100) : ""));
     }
     return out;
 }
