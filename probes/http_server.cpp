@@ -1,7 +1,6 @@
 // The http probe's built-in server: every thread an epoll loop over non-blocking sockets that
 // accepts from one shared listener (EPOLLEXCLUSIVE) and answers each request with the same
 // 200 response, written in one send() or, with split_write, headers and body in two.
-#include <fcntl.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -142,9 +141,7 @@ HttpServer::HttpServer(const Endpoint& at, const ServerOptions& options) : share
     shared_->header_bytes = head.size();
     shared_->response = head + std::string(options.response_size, 'x');
     listener_ = listen_tcp(at.netns, at.address, at.port);
-    int flags = ::fcntl(listener_.get(), F_GETFL);
-    if (flags < 0 || ::fcntl(listener_.get(), F_SETFL, flags | O_NONBLOCK) != 0)
-        sys::fail_errno("making the HTTP listener non-blocking");
+    set_nonblocking(listener_.get());
     port_ = local_port(listener_.get());
     workers_ = std::make_unique<Workers>();
     int listener = listener_.get();

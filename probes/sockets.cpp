@@ -8,7 +8,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -108,6 +110,41 @@ Fd listen_tcp(const std::string& netns, const std::string& address, std::uint16_
         sys::fail_errno(fmt::format("binding a TCP server to {}", host_port(address, port)));
     if (::listen(fd.get(), 4096) != 0) sys::fail_errno("listen");
     return fd;
+}
+
+std::string read_first_line(const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
+void tune(int fd, const Tuning& t) {
+    auto as_int = [](std::int64_t bytes) { return static_cast<int>(std::min<std::int64_t>(bytes, INT_MAX / 2)); };
+    if (t.sndbuf > 0) set_int(fd, SOL_SOCKET, SO_SNDBUF, as_int(t.sndbuf), "SO_SNDBUF");
+    if (t.rcvbuf > 0) set_int(fd, SOL_SOCKET, SO_RCVBUF, as_int(t.rcvbuf), "SO_RCVBUF");
+    if (!t.congestion_control.empty()) set_congestion_control(fd, t.congestion_control);
+}
+
+void set_nonblocking(int fd) {
+    int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) sys::fail_errno("setting O_NONBLOCK");
+}
+
+void set_congestion_control(int fd, const std::string& name) {
+    if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) == 0) return;
+    int e = errno;
+    std::string available = read_first_line("/proc/sys/net/ipv4/tcp_available_congestion_control");
+    std::string allowed = read_first_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+    throw Error(fmt::format("setting TCP_CONGESTION to \"{}\": {} (available: {}; allowed in namespaces: {})", name,
+                            std::strerror(e), available, allowed));
+}
+
+std::string congestion_control_of(int fd) {
+    char name[16] = {};  // TCP_CA_NAME_MAX (kernel-internal)
+    socklen_t len = sizeof name;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return "";
+    return std::string(name, strnlen(name, len));
 }
 
 Fd connect_tcp(const std::string& netns, const std::string& address, std::uint16_t port,

@@ -61,6 +61,28 @@ std::uint16_t local_port(int fd);
 
 void set_int(int fd, int level, int option, int value, const char* what);
 int get_int(int fd, int level, int option, const char* what);
+/// What a bulk probe asks of its sockets: SO_SNDBUF, SO_RCVBUF (0: autotuned) and
+/// TCP_CONGESTION ("": the sysctl's).
+struct Tuning {
+    std::int64_t sndbuf = 0, rcvbuf = 0;
+    std::string congestion_control;
+};
+/// Applies `t` to `fd` (before listen() or connect(), so the window scale matches); a size is
+/// capped at INT_MAX / 2, as setsockopt() takes an int the kernel doubles.
+void tune(int fd, const Tuning& t);
+
+/// Puts `fd` in non-blocking mode.
+void set_nonblocking(int fd);
+
+/// TCP_CONGESTION on `fd`; throws naming the algorithms this kernel has and allows in
+/// namespaces when it refuses.
+void set_congestion_control(int fd, const std::string& name);
+/// The algorithm `fd` uses ("" if it cannot be read).
+std::string congestion_control_of(int fd);
+/// The first line of a file ("" if it cannot be read): a /proc/sys value, read in the calling
+/// thread's network namespace.
+std::string read_first_line(const std::string& path);
+
 /// SO_RCVTIMEO and SO_SNDTIMEO, so no blocking call waits longer than `timeout`.
 void set_timeouts(int fd, std::chrono::milliseconds timeout);
 

@@ -42,11 +42,6 @@ struct alignas(64) Counter {
     std::atomic<std::uint64_t> bytes{0};
 };
 
-struct Tuning {
-    std::int64_t sndbuf = 0, rcvbuf = 0;
-    std::string congestion_control;
-};
-
 // A stream's first byte, from the client, tells a far server which way it runs; a download
 // stream's second byte, sent once every stream is open, starts the server's sending (as the
 // probe's own sender starts then).
@@ -72,37 +67,6 @@ struct Stream {
         }
     }
 };
-
-std::string read_first_line(const std::string& path) {
-    std::ifstream in(path);
-    std::string line;
-    std::getline(in, line);
-    return line;
-}
-
-int as_int(std::int64_t bytes) { return static_cast<int>(std::min<std::int64_t>(bytes, INT_MAX / 2)); }
-
-void set_congestion_control(int fd, const std::string& name) {
-    if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) == 0) return;
-    int e = errno;
-    std::string available = read_first_line("/proc/sys/net/ipv4/tcp_available_congestion_control");
-    std::string allowed = read_first_line("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
-    throw Error(fmt::format("setting TCP_CONGESTION to \"{}\": {} (available: {}; allowed in namespaces: {})", name,
-                            std::strerror(e), available, allowed));
-}
-
-std::string congestion_control_of(int fd) {
-    char name[16] = {};  // TCP_CA_NAME_MAX (kernel-internal)
-    socklen_t len = sizeof name;
-    if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return "";
-    return std::string(name, strnlen(name, len));
-}
-
-void tune(int fd, const Tuning& t) {
-    if (t.sndbuf > 0) set_int(fd, SOL_SOCKET, SO_SNDBUF, as_int(t.sndbuf), "SO_SNDBUF");
-    if (t.rcvbuf > 0) set_int(fd, SOL_SOCKET, SO_RCVBUF, as_int(t.rcvbuf), "SO_RCVBUF");
-    if (!t.congestion_control.empty()) set_congestion_control(fd, t.congestion_control);
-}
 
 // Accepts until the connection from `client_port` arrives (a stray connection is closed).
 Fd accept_peer(int listener, std::uint16_t client_port) {
