@@ -8,6 +8,7 @@ const KnownTool kTools[] = {
     {"ping", "iputils-ping", "-V", "external rtt probe (tool = \"ping\")"},
     {"hping3", "hping3", "--version", "external rtt probe (tool = \"hping3\")"},
     {"wrk", "wrk", "-v", "external http probe (tool = \"wrk\")"},
+    {"curl", "curl", "--version", "external transfer probe (tool = \"curl\")"},
     {"nginx", "nginx", "-v", "a real server for the examples' [[service]]s and the benchmarks"},
     {"ssh", "openssh-client", "-V", "experiments across machines ([lab] mode = \"hosts\")"},
     {"tc", "iproute2", "-V", "cross-checks in tests (wanlab itself uses netlink)"},

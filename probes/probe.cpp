@@ -100,6 +100,8 @@ constexpr Implementation kImplementations[] = {
     {"rr", "builtin", &run_rr},
     {"http", "builtin", &run_http},
     {"http", "wrk", &run_wrk},
+    {"transfer", "builtin", &run_transfer},
+    {"transfer", "curl", &run_transfer_curl},
     {"command", "builtin", &run_command},
 };
 
@@ -141,6 +143,9 @@ std::string remote_incapable(const ProbeSpec& spec, std::uint16_t port) {
                 spec.kind);
         case RemoteTarget::url:
             if (!option_string(spec, "url").empty()) return "";
+            if (spec.kind == "transfer")
+                return "the built-in transfer probe needs wanlab's own server on the far side, which does not run "
+                       "on a remote target; use tool = \"curl\" with a `url` the target serves";
             return fmt::format("an {} probe against a remote target needs `url`", spec.kind);
         case RemoteTarget::protocol: break;
     }
@@ -193,6 +198,7 @@ bool far_servable(const ProbeSpec& spec) {
     auto tool = tool_of(spec);
     if (spec.kind == "throughput") return tool == "builtin";
     if (spec.kind == "rr") return true;
+    if (spec.kind == "transfer") return tool == "builtin";
     if (spec.kind == "http") return option_string(spec, "url").empty();  // the built-in server, for either client
     if (spec.kind == "rtt") return rtt_protocol(spec) != "icmp";         // icmp needs no server
     return false;
@@ -209,6 +215,7 @@ std::unique_ptr<FarServer> serve_far(const ProbeSpec& spec, const Endpoint& at) 
     if (spec.kind == "throughput") return serve_throughput(spec, here);
     if (spec.kind == "rr") return serve_rr(spec, here);
     if (spec.kind == "http") return serve_http(spec, here);
+    if (spec.kind == "transfer") return serve_transfer(spec, here);
     return serve_rtt(spec, here);
 }
 

@@ -114,7 +114,7 @@ public:
 };
 
 /// Whether wanlab can run `spec`'s server on another machine (serve_far()): the built-in
-/// throughput, rr and http (no url) probes, and rtt over tcp or udp.
+/// throughput, rr, transfer and http (no url) probes, and rtt over tcp or udp.
 bool far_servable(const ProbeSpec& spec);
 /// Starts `spec`'s server half at `at` (its address, or any when ""; port 0 = a free one).
 /// Creates: the listening socket and the threads serving it. Undoes: stop(), or the
@@ -189,6 +189,11 @@ ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& ti
 /// http: the built-in server in where.server (none when the `url` option is set) and the load
 /// generator in where.client.
 ProbeResult run_http(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
+/// kind "transfer" (probes/transfer.cpp): `size` bytes per transfer between the built-in
+/// client and server; with tool "curl" (probes/curl.cpp), curl against `url` or the built-in
+/// http server sending `size` bytes.
+ProbeResult run_transfer(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
+ProbeResult run_transfer_curl(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 /// kind "command" (probes/command.cpp): spec.command in where.client's namespace.
 ProbeResult run_command(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 
@@ -209,5 +214,6 @@ std::unique_ptr<FarServer> serve_throughput(const ProbeSpec& spec, const Endpoin
 std::unique_ptr<FarServer> serve_rr(const ProbeSpec& spec, const Endpoint& at);
 std::unique_ptr<FarServer> serve_http(const ProbeSpec& spec, const Endpoint& at);
 std::unique_ptr<FarServer> serve_rtt(const ProbeSpec& spec, const Endpoint& at);
+std::unique_ptr<FarServer> serve_transfer(const ProbeSpec& spec, const Endpoint& at);
 
 }  // namespace wanlab::probes

@@ -50,6 +50,7 @@ std::vector<OptionSpec> common(std::vector<OptionSpec> own) {
 // The distributions the latency charts draw (ProbeTraits::samples).
 constexpr SampleTraits kRttSamples{"rtt", "round-trip time", "round-trip times"};
 constexpr SampleTraits kLatencySamples{"latency", "latency", "latencies"};
+constexpr SampleTraits kCompletionSamples{"completion", "completion time", "completion times"};
 
 const std::vector<ProbeKind> kKinds{
     {"throughput",
@@ -275,6 +276,73 @@ const std::vector<ProbeKind> kKinds{
          .exchange = "request",
          .exchanges_metric = "requests",
      }},
+    {"transfer",
+     "N bytes per request on a fresh (or reused) connection: completion time, time to first byte, goodput, "
+     "slow start",
+     common({
+         {"size", OptionType::size, "\"1MiB\"", "bytes per transfer (1 byte to 16GiB)"},
+         {"direction",
+          OptionType::choice,
+          "\"download\"",
+          "download (the server sends, as an API response does) or upload",
+          0,
+          0,
+          {"download", "upload"}},
+         {"reuse", OptionType::boolean, "false",
+          "a connection carries one transfer after another (keep-alive); false = a fresh connection per transfer, "
+          "its handshake and slow start timed too"},
+         {"parallel", OptionType::integer, "1", "connections transferring at the same time, each one after another",
+          1, 256},
+         {"count", OptionType::integer, "0",
+          "transfers per connection per repeat, bounded by `duration`; 0 = as many as `duration` allows", 0,
+          10'000'000},
+         {"gap", OptionType::duration, "\"0ms\"",
+          "pause between a connection's transfers (with reuse, an idle longer than the RTO restarts slow start: "
+          "net.ipv4.tcp_slow_start_after_idle)",
+          0},
+         {"timeout", OptionType::duration, "\"30s\"", "a transfer unfinished this long fails (timed out)", kOneMs},
+         {"congestion_control", OptionType::string, "\"\"", "TCP_CONGESTION on both ends; empty = the sysctl"},
+         {"sndbuf", OptionType::size, "0", "SO_SNDBUF on both ends; 0 = autotuning"},
+         {"rcvbuf", OptionType::size, "0", "SO_RCVBUF on both ends; 0 = autotuning"},
+         {"url", OptionType::string, "\"\"",
+          "tool curl: http://ADDRESS[:PORT][/PATH] to fetch (a [[service]]); empty = wanlab's built-in http "
+          "server sending `size` bytes"},
+         {"tool", OptionType::choice, "\"builtin\"", "builtin or curl", 0, 0, {"builtin", "curl"}},
+     }),
+     {
+         {"completion_p50", Unit::seconds, false, "median time from the transfer's start (before connect) to its last byte"},
+         {"completion_p90", Unit::seconds, false, "90th percentile completion time"},
+         {"completion_p99", Unit::seconds, false, "99th percentile completion time"},
+         {"completion_mean", Unit::seconds, false, "mean completion time"},
+         {"completion_max", Unit::seconds, false, "slowest transfer"},
+         {"ttfb_p50", Unit::seconds, false, "median time to the first byte of a download (connect included)"},
+         {"ttfb_p99", Unit::seconds, false, "99th percentile time to first byte"},
+         {"connect_p50", Unit::seconds, false, "median TCP handshake of a fresh connection"},
+         {"goodput", Unit::bits_per_second, true, "bytes of the completed transfers over the time they took: the rate one transfer sees"},
+         {"throughput", Unit::bits_per_second, true, "bytes of the completed transfers over the repeat: all connections together"},
+         {"slow_start_share", Unit::fraction, true,
+          "transfers that ended while their sender was still in its initial slow start (built-in only)"},
+         {"retransmits", Unit::count, false, "segments the senders retransmitted during the transfers (built-in only)"},
+         {"transfers", Unit::count, true, "completed transfers"},
+         {"errors", Unit::count, false, "transfers that timed out, broke, or got a non-2xx answer"},
+         {"timeouts", Unit::count, false, "transfers unfinished within `timeout`"},
+         {"attempted", Unit::count, true, "transfers begun: completed plus failed"},
+         {"completed", Unit::count, true, "transfers completed: what the completion figures rest on"},
+         {"failed", Unit::count, false, "transfers that did not complete (as `errors`): the figures rest on the others"},
+         {"timed_out", Unit::count, false, "of the failed, those unfinished within `timeout` (as `timeouts`)"},
+         {"failure_rate", Unit::fraction, false, "failed / attempted"},
+     },
+     {
+         .main_metric = "completion_p50",
+         .headline = {"completion_p50", "completion_p99", "goodput"},
+         .charted_series = {"completion_time"},
+         .group_series = {"completion_time"},
+         .samples = &kCompletionSamples,
+         .has_server_half = true,
+         .remote = RemoteTarget::url,
+         .exchange = "transfer",
+         .exchanges_metric = "transfers",
+     }},
     {"command",
      "your own command, timed per repeat on the client host; more metrics from its output",
      common({
@@ -334,6 +402,7 @@ OptionValue default_of(const OptionSpec& o, std::chrono::nanoseconds run_duratio
             return static_cast<std::int64_t>(std::get<std::chrono::nanoseconds>(units::parse_duration(s)).count());
         if (o.type == OptionType::rate)  // in base units, as read_option() gives a written one
             return static_cast<std::int64_t>(std::get<std::uint64_t>(units::parse_rate(s)));
+        if (o.type == OptionType::size) return static_cast<std::int64_t>(std::get<std::uint64_t>(units::parse_size(s)));
         return s;
     }
     if (o.type == OptionType::boolean) return d == "true";
@@ -412,8 +481,8 @@ std::optional<OutputMetric> parse_output_metric(const Node& table, const ProbeSp
     return m;
 }
 
-// The http kind's checks across and within options.
-void check_http(const ProbeSpec& spec, const Reader& r, Diagnostics& diag) {
+// A `url` option's form: placeholders it may hold, and the URL it becomes.
+void check_url(const ProbeSpec& spec, const Reader& r, Diagnostics& diag) {
     if (auto url = std::get_if<std::string>(&spec.options.at("url")); url && !url->empty()) {
         std::size_t at = 0;
         if (auto why = text::unknown_placeholder(*url, kUrlPlaceholders, at); !why.empty()) {
@@ -427,6 +496,11 @@ void check_http(const ProbeSpec& spec, const Reader& r, Diagnostics& diag) {
             }
         }
     }
+}
+
+// The http kind's checks across and within options.
+void check_http(const ProbeSpec& spec, const Reader& r, Diagnostics& diag) {
+    check_url(spec, r, diag);
     if (int_of(spec, "threads") > int_of(spec, "connections"))
         diag.error(r.value_at("threads"),
                    fmt::format("`threads` ({}) is more than `connections` ({}): each thread needs a connection",
@@ -434,6 +508,43 @@ void check_http(const ProbeSpec& spec, const Reader& r, Diagnostics& diag) {
     if (int_of(spec, "timeout") <= 0) diag.error(r.value_at("timeout"), "`timeout` must be above zero");
     if (int_of(spec, "response_size") > 64 * 1024 * 1024)
         diag.error(r.value_at("response_size"), "`response_size` must be at most 64MiB");
+}
+
+// The transfer kind's checks: its size, and what tool = "curl" cannot do.
+void check_transfer(const ProbeSpec& spec, const Reader& r, Diagnostics& diag) {
+    check_url(spec, r, diag);
+    auto size = int_of(spec, "size");
+    if (size < 1 || static_cast<std::uint64_t>(size) > (std::uint64_t{16} << 30))
+        diag.error(r.value_at("size"), fmt::format("`size` = {} is outside 1 byte to 16GiB", size));
+    bool curl = std::get<std::string>(spec.options.at("tool")) == "curl";
+    bool url = !std::get<std::string>(spec.options.at("url")).empty();
+    if (!curl) {
+        if (url)
+            diag.error(r.value_at("url"), "`url` goes with tool = \"curl\": the built-in client talks to wanlab's own "
+                                          "transfer server only");
+        return;
+    }
+    if (!std::get<std::string>(spec.options.at("congestion_control")).empty())
+        diag.error(r.value_at("congestion_control"),
+                   "curl cannot choose a socket's congestion control: use the built-in tool, or set "
+                   "sysctl.\"net.ipv4.tcp_congestion_control\" in a variant");
+    for (const char* buffer : {"sndbuf", "rcvbuf"})
+        if (int_of(spec, buffer) != 0)
+            diag.error(r.value_at(buffer), fmt::format("curl asks for no `{}`: use the built-in tool, or set "
+                                                       "sysctl.\"net.ipv4.tcp_rmem\" / tcp_wmem in a variant",
+                                                       buffer));
+    if (std::get<std::string>(spec.options.at("direction")) == "upload" && !url)
+        diag.error(r.value_at("direction"),
+                   "an upload with curl needs a `url` that takes a POST: wanlab's built-in http server answers GET "
+                   "only (the built-in tool uploads to its own server)");
+    if (!url && size > 64 * 1024 * 1024)
+        diag.error(r.value_at("size"), "curl against the built-in http server fetches at most 64MiB per transfer");
+    if (std::get<bool>(spec.options.at("reuse")) && int_of(spec, "count") == 0)
+        diag.error(r.value_at("reuse"), "tool = \"curl\" with `reuse` needs `count`: one curl process fetches that "
+                                        "many over one connection");
+    if (std::get<bool>(spec.options.at("reuse")) && int_of(spec, "gap") > 0)
+        diag.error(r.value_at("gap"), "tool = \"curl\" cannot pause between the transfers of one connection: "
+                                      "drop `gap`, or `reuse`, or use the built-in tool");
 }
 
 // kind = "command": its argv and the metrics read from its output.
@@ -591,7 +702,7 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
     if (!head.has("kind"))
         diag.error(
             table.value_at,
-            fmt::format("[[probe]] #{} needs `kind`: one of throughput, udp, rtt, rr, http, command", index + 1));
+            fmt::format("[[probe]] #{} needs `kind`: one of throughput, udp, rtt, rr, http, transfer, command", index + 1));
     auto name = head.string("name");
     if (name && !text::valid_name(*name))
         diag.error(head.value_at("name"),
@@ -613,6 +724,7 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
     if (auto d = std::get_if<std::int64_t>(&spec.options["duration"]); d && *d <= 0)
         diag.error(r.value_at("duration"), "`duration` must be above zero");
     if (spec.kind == "http") check_http(spec, r, diag);
+    if (spec.kind == "transfer") check_transfer(spec, r, diag);
     if (spec.kind == "udp") {
         if (auto rate = std::get_if<std::int64_t>(&spec.options["rate"]); rate && *rate <= 0)
             diag.error(r.value_at("rate"), "`rate` must be above zero: the udp probe sends at this pace");

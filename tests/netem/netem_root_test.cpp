@@ -28,6 +28,7 @@
 #include "netem/kernel.h"
 #include "netem/preflight.h"
 #include "netem/readback.h"
+#include "experiment/timeouts.h"
 #include "probes/probe.h"
 #include "tests/support/load_helper.h"
 
@@ -489,6 +490,49 @@ TEST_CASE("the rtt probe measures the configured netem RTT within 5%", "[root][n
         CHECK(added >= 0.098 * 0.95);
         CHECK(added <= 0.098 * 1.05);
     }
+}
+
+TEST_CASE("a fresh 32 KiB transfer on a 100 ms path takes the handshake and two rounds of slow start; a reused one, "
+          "one round trip",
+          "[root][netem][physical][probes]") {
+    if (!netem_or_skip()) return;
+    Pair p;
+    NetlinkKernel left(p.left), right(p.right);
+    DeviceQdiscs a(left, "a0"), b(right, "b0");
+    a.apply(up_of("delay = \"50ms\"\n"), 1500, Psched::from_proc());
+    b.apply(up_of("delay = \"50ms\"\n"), 1500, Psched::from_proc());
+    // 32 KiB is 23 segments: an initial window of 10, then 20 (RFC 6928, Linux's IW10). Reno
+    // has no HyStart, so nothing but a loss would end its slow start.
+    auto transfer = [&](const char* reuse) {
+        return wanlab::probes::make_probe(
+                   probe_of("transfer", fmt::format("size = \"32KiB\"\ncount = 6\nduration = \"10s\"\nreuse = {}\n"
+                                                    "congestion_control = \"reno\"\n",
+                                                    reuse)))
+            ->run(endpoints(p), {});
+    };
+    auto model = wanlab::experiment::response_time(32768, 0.100, 0, 0).slow_start;  // the timeout warning's
+    REQUIRE(model == Approx(0.300));
+    auto fresh = transfer("false");
+    INFO("fresh: completion p50 " << fresh.metrics.at("completion_p50") * 1e3 << " ms, first byte "
+                                  << fresh.metrics.at("ttfb_p50") * 1e3 << " ms, handshake "
+                                  << fresh.metrics.at("connect_p50") * 1e3 << " ms");
+    CHECK(fresh.metrics.at("transfers") == 6);
+    CHECK(fresh.metrics.at("slow_start_share") == 1);
+    CHECK(fresh.metrics.at("connect_p50") >= 0.100);
+    CHECK(fresh.metrics.at("connect_p50") <= 0.100 * 1.1);
+    CHECK(fresh.metrics.at("ttfb_p50") >= 0.200);  // the handshake, then the request and the first flight
+    CHECK(fresh.metrics.at("ttfb_p50") <= 0.200 * 1.1);
+    CHECK(fresh.metrics.at("completion_p50") >= model);
+    CHECK(fresh.metrics.at("completion_p50") <= model * 1.1);
+    auto reused = transfer("true");
+    INFO("reused: completion p50 " << reused.metrics.at("completion_p50") * 1e3 << " ms, max "
+                                   << reused.metrics.at("completion_max") * 1e3 << " ms");
+    CHECK(reused.metrics.at("transfers") == 6);
+    // The first transfer opens the connection and slow-starts (3 round trips); the window it
+    // leaves carries each later one in a single flight.
+    CHECK(reused.metrics.at("completion_max") >= model);
+    CHECK(reused.metrics.at("completion_p50") >= 0.100);
+    CHECK(reused.metrics.at("completion_p50") <= 0.100 * 1.15);
 }
 
 TEST_CASE("with 20 ms of netem, Nagle against a client without quick-ack stalls on the delayed ACK",

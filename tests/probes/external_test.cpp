@@ -19,6 +19,7 @@
 #include "core/process.h"
 #include "core/tools.h"
 #include "probes/external.h"
+#include "probes/transfer.h"
 
 using namespace wanlab;
 using namespace wanlab::probes;
@@ -378,4 +379,42 @@ TEST_CASE("a failed tool's message keeps the tail of its stderr", "[probes][exte
           "unable to connect to 198.18.0.2:8081 Connection refused");
     CHECK(sys::tail_lines("") == "");
     CHECK(sys::describe_status(-1) == "ended with an unknown status");
+}
+
+// curl 7.88.1's -w lines (kCurlFormat), recorded against python3 -m http.server: two
+// downloads, a 404, a refused connection and a --max-time 0.3 timeout.
+TEST_CASE("curl's transfer lines give status, exit code, times, sizes and connections", "[probes][external][curl]") {
+    auto ok = parse_curl_line("wanlab-transfer 200 0 0.000147 0.006448 0.006525 100000 0 1 ");
+    REQUIRE(ok);
+    CHECK(ok->status == 200);
+    CHECK(ok->exit_code == 0);
+    CHECK(ok->connect == Approx(0.000147));
+    CHECK(ok->first_byte == Approx(0.006448));
+    CHECK(ok->total == Approx(0.006525));
+    CHECK(ok->downloaded == 100000);
+    CHECK(ok->uploaded == 0);
+    CHECK(ok->new_connections == 1);
+    CHECK(ok->error.empty());
+    auto missing = parse_curl_line("wanlab-transfer 404 0 0.000074 0.000582 0.000623 335 0 1 ");
+    REQUIRE(missing);
+    CHECK(missing->status == 404);
+    auto refused = parse_curl_line(
+        "wanlab-transfer 000 7 0.000000 0.000000 0.000122 0 0 0 Failed to connect to 127.0.0.1 port 8932 after 0 ms: "
+        "Couldn't connect to server");
+    REQUIRE(refused);
+    CHECK(refused->status == 0);
+    CHECK(refused->exit_code == 7);
+    CHECK(refused->new_connections == 0);
+    CHECK(refused->error == "Failed to connect to 127.0.0.1 port 8932 after 0 ms: Couldn't connect to server");
+    auto late = parse_curl_line(
+        "wanlab-transfer 000 28 0.000138 0.000000 0.300744 0 0 1 Operation timed out after 301 milliseconds with 0 bytes "
+        "received");
+    REQUIRE(late);
+    CHECK(late->exit_code == 28);
+    CHECK(late->total == Approx(0.300744));
+    // Anything else curl or a server prints is not a transfer line.
+    CHECK_FALSE(parse_curl_line("curl: (7) Failed to connect"));
+    CHECK_FALSE(parse_curl_line("wanlab-transfer 200 0 0.1"));
+    CHECK_FALSE(parse_curl_line("wanlab-transfer 200 x 0.1 0.2 0.3 1 0 1 "));
+    CHECK_FALSE(parse_curl_line(""));
 }

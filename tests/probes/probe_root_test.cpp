@@ -904,3 +904,124 @@ TEST_CASE("wanlab probe --family ipv6 measures its bare pair over IPv6", "[.root
     CHECK(j["server"].get<std::string>().find("2001:2::") != std::string::npos);
     CHECK(!probe_namespaces_left());
 }
+
+// ---- transfer: N bytes per request; times set by a tbf's rate, counts exact.
+
+namespace {
+/// A tbf at 8 Mbit/s on the server's egress: what a download crosses. Its queue (300 ms,
+/// 300 KB) holds a whole 256 KiB transfer, so nothing is lost and slow start never ends.
+void shape_downloads(const BareLab& lab) {
+    REQUIRE(std::system(
+                fmt::format("tc -n {} qdisc add dev wlt-b root tbf rate 8mbit burst 16kb latency 300ms", lab.b.name())
+                    .c_str()) == 0);
+}
+// 256 KiB at 8 Mbit/s of 1514-byte frames carrying 1448 bytes each; a transfer may start with
+// up to the tbf's 16 KiB burst in hand.
+constexpr double kShapedSeconds = 262144.0 * 8 / 8e6 * 1514 / 1448;
+constexpr double kBurstSeconds = 16384.0 * 8 / 8e6;
+}  // namespace
+
+TEST_CASE("transfer: 256 KiB through a tbf at 8 Mbit/s takes its bytes over the rate, built in and with curl",
+          "[.root][root][probes][transfer]") {
+    if (skip_unless_root()) return;
+    BareLab lab;
+    shape_downloads(lab);
+    for (const char* tool : {"\"builtin\"", "\"curl\""}) {
+        for (const char* reuse : {"false", "true"}) {
+            INFO("tool " << tool << ", reuse " << reuse);
+            testing::CpuWatch cpu;
+            std::vector<std::pair<std::string, std::string>> options{
+                {"size", "\"256KiB\""}, {"tool", tool}, {"reuse", reuse}, {"count", "4"}, {"duration", "\"5s\""}};
+            // Reno: no HyStart, so only a loss would end its slow start (the tbf's queue
+            // grows the RTT, which cubic's HyStart takes as the end).
+            if (std::string(tool) == "\"builtin\"") options.emplace_back("congestion_control", "\"reno\"");
+            auto r = measure(lab, spec_of("transfer", options));
+            INFO(cpu.describe());
+            CHECK(r.metrics.at("transfers") == 4);  // count bounds it; duration does not
+            CHECK(r.metrics.at("attempted") == 4);
+            CHECK(r.metrics.at("failed") == 0);
+            CHECK(r.metrics.at("completion_p50") >= kShapedSeconds - kBurstSeconds);
+            CHECK(r.metrics.at("completion_p50") <= kShapedSeconds * 1.1);
+            CHECK(r.metrics.at("completion_max") <= kShapedSeconds * 1.2);
+            CHECK(r.metrics.at("goodput") == Approx(8e6 * 1448 / 1514).epsilon(0.1));
+            CHECK(r.metrics.at("ttfb_p50") < r.metrics.at("completion_p50"));
+            CHECK(r.samples.at("completion").size() == 4);
+            CHECK(r.series.at("completion_time").size() == 4);
+            CHECK(r.metrics.count("connect_p50") == (std::string(reuse) == "false" ? 1u : 0u));
+            if (std::string(tool) == "\"builtin\"") {
+                CHECK(r.metrics.at("slow_start_share") == 1);  // nothing lost: slow start never ended
+                CHECK(r.metrics.at("retransmits") == 0);
+            } else {
+                CHECK(r.metrics.count("slow_start_share") == 0);  // curl cannot see the sender's socket
+            }
+        }
+    }
+    // BBR leaves STARTUP once its rate stops growing: the tbf's 8 Mbit/s is found within the
+    // first 256 KiB.
+    auto bbr = measure(lab, spec_of("transfer", {{"size", "\"256KiB\""},
+                                                 {"count", "3"},
+                                                 {"duration", "\"5s\""},
+                                                 {"congestion_control", "\"bbr\""}}));
+    CHECK(bbr.metrics.at("transfers") == 3);
+    CHECK(bbr.metrics.at("slow_start_share") == 0);
+}
+
+TEST_CASE("transfer: a timeout shorter than the transfer counts every one as timed out, none as a sample",
+          "[.root][root][probes][transfer]") {
+    if (skip_unless_root()) return;
+    BareLab lab;
+    shape_downloads(lab);
+    for (const char* tool : {"\"builtin\"", "\"curl\""}) {
+        INFO("tool " << tool);
+        auto r = measure(lab, spec_of("transfer", {{"size", "\"256KiB\""},
+                                                   {"tool", tool},
+                                                   {"timeout", "\"100ms\""},
+                                                   {"count", "3"},
+                                                   {"duration", "\"5s\""}}));
+        CHECK(r.metrics.at("attempted") == 3);
+        CHECK(r.metrics.at("completed") == 0);
+        CHECK(r.metrics.at("timed_out") == 3);
+        CHECK(r.metrics.at("failure_rate") == 1);
+        CHECK(std::isnan(r.metrics.at("completion_p50")));  // no figure from no sample
+        CHECK(r.samples.at("completion").empty());
+        bool noted = false;
+        for (const auto& n : r.notes) noted = noted || n.find("3 of 3 transfers failed (3 timed out)") == 0;
+        CHECK(noted);
+    }
+}
+
+TEST_CASE("transfer over a bare veth: parallel lanes, uploads, a far server, and IPv6 count every transfer",
+          "[.root][root][probes][transfer]") {
+    if (skip_unless_root()) return;
+    BareLab lab;
+    SECTION("two lanes of five fresh downloads each: ten handshakes") {
+        auto r = measure(lab, spec_of("transfer", {{"size", "\"64KiB\""}, {"parallel", "2"}, {"count", "5"}}));
+        CHECK(r.metrics.at("transfers") == 10);
+        CHECK(r.metrics.at("connect_p50") > 0);
+        CHECK(r.metrics.at("connect_p50") < r.metrics.at("completion_p50"));
+        CHECK(r.metrics.at("throughput") > 0);
+    }
+    SECTION("uploads over one reused connection: no handshake and no first byte to time") {
+        auto r = measure(lab, spec_of("transfer", {{"size", "\"1MiB\""},
+                                                   {"direction", "\"upload\""},
+                                                   {"reuse", "true"},
+                                                   {"count", "6"},
+                                                   {"congestion_control", "\"reno\""}}));
+        CHECK(r.metrics.at("transfers") == 6);
+        CHECK(r.metrics.count("connect_p50") == 0);
+        CHECK(r.metrics.count("ttfb_p50") == 0);
+        CHECK(r.metrics.at("goodput") > 1e8);
+    }
+    SECTION("against its far server, as against its own") {
+        auto spec = spec_of("transfer", {{"size", "\"128KiB\""}, {"count", "5"}});
+        auto r = measure(with_far_server(lab, spec), spec);
+        CHECK(r.metrics.at("transfers") == 5);
+        CHECK(r.metrics.at("failed") == 0);
+        CHECK(r.metrics.at("slow_start_share") >= 0);
+    }
+    SECTION("over IPv6") {
+        auto r = measure(lab.where6, spec_of("transfer", {{"size", "\"64KiB\""}, {"count", "5"}}));
+        CHECK(r.metrics.at("transfers") == 5);
+        CHECK(r.metrics.at("failed") == 0);
+    }
+}
