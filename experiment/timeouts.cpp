@@ -53,14 +53,16 @@ void warn_short_timeouts(const Experiment& exp, Diagnostics& diag) {
     std::map<std::string, Worst> worst;  // by probe name
     for (const auto& t : exp.trials)
         for (const auto& p : t.probes) {
-            if (p.kind != "http" || !probes::option_string(p, "url").empty()) continue;  // a server not ours
-            double bytes = static_cast<double>(probes::option_int(p, "response_size"));
+            // An http probe's response, or a transfer's bytes; a url's server is not ours to size.
+            bool transfer = p.kind == "transfer";
+            if ((p.kind != "http" && !transfer) || (!transfer && !probes::option_string(p, "url").empty())) continue;
+            double bytes = static_cast<double>(probes::option_int(p, transfer ? "size" : "response_size"));
             double rtt = seconds(t.link.up.netem.delay + t.link.down.netem.delay);
-            // The response travels down, server to client.
-            double loss = random_loss(t.link.down);
-            auto time = response_time(bytes, rtt, static_cast<double>(t.link.down.rate_bps), loss);
+            // A response or a download travels down, server to client; an upload up.
+            const auto& way = transfer && probes::option_string(p, "direction") == "upload" ? t.link.up : t.link.down;
+            auto time = response_time(bytes, rtt, static_cast<double>(way.rate_bps), random_loss(way));
             auto& w = worst[p.name];
-            if (!w.probe || time.total() > w.time.total()) w = {&p, &t, time, bytes, rtt, loss};
+            if (!w.probe || time.total() > w.time.total()) w = {&p, &t, time, bytes, rtt, random_loss(way)};
         }
     for (const auto& [name, w] : worst) {
         double timeout = static_cast<double>(probes::option_int(*w.probe, "timeout")) / 1e9;
@@ -77,13 +79,15 @@ void warn_short_timeouts(const Experiment& exp, Diagnostics& diag) {
                                  probes::human(probes::Unit::fraction, w.loss));
         double suggested = std::ceil(w.time.total() * kSuggestedMargin);
         diag.warning(w.probe->at,
-                     fmt::format("probe `{}`: `timeout` = {} may be shorter than one {} response on the path of "
+                     fmt::format("probe `{}`: `timeout` = {} may be shorter than one {} {} on the path of "
                                  "trial {} ({}): {}",
                                  name, probes::human(probes::Unit::seconds, timeout),
-                                 probes::human(probes::Unit::bytes, w.bytes), w.trial->index, w.trial->variant, parts),
-                     fmt::format("a request that times out leaves no latency sample, and the ones that remain are "
-                                 "the fast ones; set `timeout = \"{:.0f}s\"` or more",
-                                 suggested));
+                                 probes::human(probes::Unit::bytes, w.bytes),
+                                 w.probe->kind == "transfer" ? "transfer" : "response", w.trial->index,
+                                 w.trial->variant, parts),
+                     fmt::format("a {} that times out leaves no sample, and the ones that remain are the fast ones; "
+                                 "set `timeout = \"{:.0f}s\"` or more",
+                                 w.probe->kind == "transfer" ? "transfer" : "request", suggested));
     }
 }
 

@@ -26,7 +26,8 @@ struct ResponseTime {
 ResponseTime response_time(double bytes, double rtt, double rate, double loss);
 
 /// Warns, once per probe at its [[probe]] header, when an http probe's `timeout` is shorter
-/// than response_time() of its `response_size` on the slowest path of the trials it runs in.
+/// than response_time() of its `response_size` (a transfer probe's: of its `size`, the way it
+/// goes) on the slowest path of the trials it runs in.
 void warn_short_timeouts(const Experiment& exp, Diagnostics& diag);
 
 }  // namespace wanlab::experiment

@@ -63,3 +63,30 @@ response_size = "1MiB"
         CHECK(l.messages.empty());
     }
 }
+
+TEST_CASE("validate warns when a transfer probe's timeout cannot fit its size on the way it goes",
+          "[experiment][timeouts]") {
+    // 1% loss on the way up only: a download does not cross it, an upload does.
+    const std::string head = R"(
+[link]
+rtt = "150ms"
+up.loss = "1%"
+[[probe]]
+name = "api"
+kind = "transfer"
+size = "4MiB"
+timeout = "10s"
+)";
+    SECTION("an upload of 4 MiB at the Mathis rate of 1% loss takes about 36 s") {
+        auto l = testing::load(head + "direction = \"upload\"\n");
+        REQUIRE(l.exp);
+        CHECK_THAT(l.messages, Contains("warning: probe `api`: `timeout` = 10.000 s may be shorter than one 4 MiB "
+                                        "transfer on the path of trial 1 (default)"));
+        CHECK_THAT(l.messages, Contains("a transfer that times out leaves no sample"));
+    }
+    SECTION("a download, on the loss-free way down, fits in slow start") {
+        auto l = testing::load(head);
+        REQUIRE(l.exp);
+        CHECK_THAT(l.messages, !Contains("timeout"));
+    }
+}
