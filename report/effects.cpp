@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -21,11 +22,30 @@
 namespace wanlab::report::detail {
 namespace {
 
+constexpr std::string_view kJoin = " + ";  // the keys of one factor that moved together
+
+std::string key_level(const results::Trial& t, std::string_view key) {
+    for (const auto& [k, v] : t.sweep)
+        if (k == key) return v;
+    return "";
+}
+
+// A factor's level: the variant, a swept key's value, or for keys that moved together their
+// values (one, when they are named alike: "large").
 std::string level_of(const results::Trial& t, const std::string& factor) {
     if (factor == "variant") return t.variant;
-    for (const auto& [k, v] : t.sweep)
-        if (k == factor) return v;
-    return "";
+    std::string_view rest = factor;
+    std::vector<std::string> parts;
+    for (auto at = rest.find(kJoin);; at = rest.find(kJoin)) {
+        parts.push_back(key_level(t, rest.substr(0, at)));
+        if (at == std::string_view::npos) break;
+        rest.remove_prefix(at + kJoin.size());
+    }
+    if (std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return p == parts.front(); }))
+        return parts.front();
+    std::string joined;
+    for (const auto& p : parts) joined += (joined.empty() ? "" : ", ") + p;
+    return joined;
 }
 
 // The other factors' levels of `t`, as one key.
@@ -39,6 +59,35 @@ std::string others_of(const results::Trial& t, const std::string& factor, const 
 double variance(const std::vector<double>& x) { return std::pow(probes::stats::stdev(x), 2); }
 
 }  // namespace
+
+std::vector<std::string> sweep_factors(const results::RunData& data, const std::vector<std::string>& keys) {
+    // Keys in one-to-one correspondence over every trial (a zip sweep's) cannot be told apart:
+    // no two trials differ in one alone. They are one factor.
+    auto together = [&](const std::string& a, const std::string& b) {
+        std::map<std::string, std::string> ab, ba;
+        for (const auto& t : data.trials) {
+            auto x = key_level(t, a), y = key_level(t, b);
+            if (auto [it, fresh] = ab.emplace(x, y); !fresh && it->second != y) return false;
+            if (auto [it, fresh] = ba.emplace(y, x); !fresh && it->second != x) return false;
+        }
+        return true;
+    };
+    std::vector<std::vector<std::string>> groups;
+    for (const auto& k : keys) {
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& group) { return together(group[0], k); });
+        if (g == groups.end())
+            groups.push_back({k});
+        else
+            g->push_back(k);
+    }
+    std::vector<std::string> out;
+    for (const auto& g : groups) {
+        std::string name;
+        for (const auto& k : g) name += (name.empty() ? "" : std::string(kJoin)) + k;
+        out.push_back(name);
+    }
+    return out;
+}
 
 std::vector<Effect> factor_effects(const results::RunData& data, const ProbeRef& probe, const std::string& metric,
                                    const std::vector<std::string>& factors) {

@@ -103,7 +103,9 @@ void build_rows(Model& m, const std::vector<ProbeRef>& probes, const ReportOptio
     }
 }
 
-// The pivot's metric: asked for, else the first assert's, else the first probe's headline.
+// The pivot's metric: asked for, else the first assert's (one that only bounds failures, such
+// as failure_rate, guards the answer and is not the question: any other assert's comes first),
+// else the first probe's headline.
 std::optional<std::pair<ProbeRef, std::string>> pivot_metric(const std::vector<ProbeRef>& probes,
                                                              const std::vector<experiment::AssertSpec>& asserts,
                                                              const ReportOptions& options,
@@ -116,9 +118,13 @@ std::optional<std::pair<ProbeRef, std::string>> pivot_metric(const std::vector<P
         notes.push_back(fmt::format("pivot {}: no probe in this run reports it", options.pivot));
         return std::nullopt;
     }
-    for (const auto& a : asserts)
-        if (const auto* p = detail::find_probe(probes, a.probe, a.metric); p && detail::metric_spec(*p, a.metric))
-            return Choice{*p, a.metric};
+    static const std::set<std::string> kGuards{"attempted", "completed", "failed", "timed_out",
+                                               "failure_rate", "errors", "timeouts"};
+    for (bool guard : {false, true})
+        for (const auto& a : asserts)
+            if (const auto* p = detail::find_probe(probes, a.probe, a.metric);
+                p && detail::metric_spec(*p, a.metric) && kGuards.count(a.metric) == (guard ? 1u : 0u))
+                return Choice{*p, a.metric};
     for (const auto& p : probes)
         if (auto h = detail::headline_metrics(p); !h.empty()) return Choice{p, h.front()};
     return std::nullopt;
@@ -255,7 +261,8 @@ Model build(const results::RunData& data, const std::vector<experiment::AssertSp
     // Factor effects and the best configuration, on the pivot's metric (a sweep has a pivot).
     if (m.pivot) {
         std::vector<std::string> factors{"variant"};
-        factors.insert(factors.end(), m.sweep_keys.begin(), m.sweep_keys.end());
+        auto swept = sweep_factors(data, m.sweep_keys);
+        factors.insert(factors.end(), swept.begin(), swept.end());
         m.effects_probe = m.pivot->probe;
         m.effects_metric = m.pivot->metric;
         m.effects = factor_effects(data, m.effects_probe, m.effects_metric, factors);
@@ -517,9 +524,11 @@ std::vector<detail::TextTable> pivot_tables(const Model& m) {
 }
 
 std::vector<std::string> more_repeats(const Model& m) {
-    // n per side = 2 (z(0.975) + z(0.80))^2 s^2 / d^2, s^2 the two sides' mean variance.
-    constexpr double kZ = 1.959964 + 0.841621;
-    constexpr double kNoise = 50;  // repeats a side beyond which a difference is called noise
+    // The least n per side with n >= 2 (t(0.975, 2n-2) + t(0.80, 2n-2))^2 s^2 / d^2, s^2 the
+    // two sides' mean variance: Welch's test at 5% with 80% power. Student's t, not the normal
+    // quantiles, because the counts are small: with z, a difference that 3 repeats failed to
+    // show was said to need "about 3".
+    constexpr int kNoise = 50;  // repeats a side beyond which a difference is called noise
     std::vector<std::string> out;
     for (const auto& r : m.rows) {
         if (r.other == kNone || r.diff.significant || r.too_many_failures) continue;
@@ -531,18 +540,31 @@ std::vector<std::string> more_repeats(const Model& m) {
         double d = probes::stats::mean(vo) - probes::stats::mean(vb);
         double s2 = (std::pow(probes::stats::stdev(vb), 2) + std::pow(probes::stats::stdev(vo), 2)) / 2;
         if (!(std::fabs(d) > 0) || !(s2 > 0)) continue;
-        double needed = std::max(std::ceil(2 * kZ * kZ * s2 / (d * d)), static_cast<double>(kMinJudgedRepeats));
+        int needed = kNoise + 1;
+        for (int n = kMinJudgedRepeats; n <= kNoise; ++n) {
+            double df = 2.0 * n - 2, t = probes::stats::student_t_critical(0.05, df) +
+                                         probes::stats::student_t_critical(0.40, df);  // two-sided 0.40: one-sided 0.80
+            if (2 * t * t * s2 / (d * d) <= n) {
+                needed = n;
+                break;
+            }
+        }
         auto what = fmt::format("{}.{}, {}{}: {} at {} and {} repeats", b.probe.name, b.metric, o.variant,
                                 b.point.empty() ? "" : " @ " + b.point, detail::signed_percent(r.diff.delta), vb.size(),
                                 vo.size());
+        auto have = static_cast<int>(std::min(vb.size(), vo.size()));
         if (needed > kNoise)
             out.push_back(
-                fmt::format("{}: more than {:.0f} repeats a side would be needed to tell a difference this "
+                fmt::format("{}: more than {} repeats a side would be needed to tell a difference this "
                             "size: within the noise",
                             what, kNoise));
+        else if (needed <= have)
+            out.push_back(fmt::format("{}: not significant, though {} repeats a side usually tell a difference this "
+                                      "size (a test at 5% with 80% power): run it again before reading a verdict",
+                                      what, needed));
         else
             out.push_back(
-                fmt::format("{}: about {:.0f} repeats a side would tell a difference this size (a test at "
+                fmt::format("{}: about {} repeats a side would tell a difference this size (a test at "
                             "5% with 80% power)",
                             what, needed));
     }

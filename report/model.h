@@ -91,6 +91,9 @@ struct Best {
     bool clear = false;
 };
 
+/// The sweep's keys as factors: keys that moved together over every trial (a zip sweep's) are
+/// one factor, named by its keys joined with " + ".
+std::vector<std::string> sweep_factors(const results::RunData& data, const std::vector<std::string>& keys);
 std::vector<Effect> factor_effects(const results::RunData& data, const ProbeRef& probe, const std::string& metric,
                                    const std::vector<std::string>& factors);
 std::optional<Best> best_configuration(const results::RunData& data, const ProbeRef& probe, const std::string& metric);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "report/model.h"
 #include "report/report.h"
 #include "tests/report/fixtures.h"
 
@@ -334,8 +335,9 @@ TEST_CASE("report gives no verdict below 3 repeats and does not call their range
 TEST_CASE("report says how many repeats would settle a comparison that is not significant", "[report]") {
     auto d = fixtures::buffer_sweep();
     // large-buffers at 20 ms: 174, 176, 172 against 170, 172, 168 Mbit/s: +2.4%, Welch's p about
-    // 0.07 at 3 repeats a side. Both variances 4 (Mbit/s)^2, difference 4: 2 x 2.80^2 x 4 / 16
-    // = 3.9, so about 4 repeats a side.
+    // 0.07 at 3 repeats a side. Both variances 4 (Mbit/s)^2, difference 4: the least n with
+    // n >= 2 (t(0.975, 2n-2) + t(0.80, 2n-2))^2 x 4 / 16 is 6 (at 5: 2 x 3.19^2 / 4 = 5.1 > 5;
+    // at 6: 2 x 3.11^2 / 4 = 4.8). The normal quantiles' 2 x 2.80^2 / 4 = 3.9 said 4.
     const double M = 1e6;
     for (auto& m : d.measurements)
         if (m.trial == 2) m.metrics["throughput"] = (m.repeat == 1 ? 174 : m.repeat == 2 ? 176 : 172) * M;
@@ -345,7 +347,7 @@ TEST_CASE("report says how many repeats would settle a comparison that is not si
     auto text = render_as(d, Format::table);
     INFO(text);
     CHECK_THAT(text, Contains("What more repeats would settle"));
-    CHECK_THAT(text, Contains("bulk.throughput, large-buffers @ link.rtt=20ms: +2.4% at 3 and 3 repeats: about 4 "
+    CHECK_THAT(text, Contains("bulk.throughput, large-buffers @ link.rtt=20ms: +2.4% at 3 and 3 repeats: about 6 "
                               "repeats a side would tell a difference this size (a test at 5% with 80% power)"));
     CHECK_THAT(text, Contains("bulk.throughput, large-buffers @ link.rtt=40ms: +0.2% at 3 and 3 repeats: more than "
                               "50 repeats a side would be needed to tell a difference this size: within the noise"));
@@ -427,6 +429,18 @@ TEST_CASE("report gives each factor's effect across the others and names the bes
         CHECK_THAT(one, Contains("variant large-buffers against default-buffers: +135."));
         CHECK_THAT(one, Contains("(too few repeats)"));
         CHECK_THAT(one, !Contains("significant, better"));
+    }
+    SECTION("keys that moved together over every trial (a zip sweep) are one factor") {
+        for (auto& t : d.trials) t.sweep.push_back({"link.loss", t.sweep.front().second == "20ms" ? "1%" : "2%"});
+        auto zipped = render_as(d, Format::table);
+        INFO(zipped);
+        CHECK_THAT(zipped, Contains("link.rtt + link.loss 40ms, 2% against 20ms, 1%: -33.5% [-52.5%, -14.4%]"));
+        CHECK_THAT(zipped, !Contains("  link.rtt 40ms against"));
+        auto swept = report::detail::sweep_factors(d, {"link.rtt", "link.loss"});
+        CHECK(swept == std::vector<std::string>{"link.rtt + link.loss"});
+        // Crossed, each key is a factor of its own.
+        d.trials[1].sweep.back().second = "2%";
+        CHECK(report::detail::sweep_factors(d, {"link.rtt", "link.loss"}).size() == 2);
     }
     SECTION("no sweep: no factor effects, the before/after table says it all") {
         d.trials.resize(2);
