@@ -86,6 +86,7 @@ TEST_CASE("each kind's built-in probe reports the metrics, series and samples it
         {"rtt", "count = 5\ninterval = \"1ms\"\n"},
         {"rr", "interval = \"100ms\"\n"},
         {"http", "connections = 2\ninterval = \"100ms\"\n"},
+        {"transfer", "size = \"64KiB\"\ncount = 5\nparallel = 2\n"},
         {"command", "command = [\"true\"]\n"},
     };
     for (const auto& kind : probe_kinds())
