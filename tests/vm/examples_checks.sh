@@ -249,6 +249,24 @@ check "wan-repro: p50 is one transatlantic round trip, 70-110 ms [$(ms "$p50") m
 check "wan-repro: requests/s is connections / latency within 25% [$rps]" \
     holds 'r >= 0.75 * 20 / p && r <= 1.25 * 20 / p' -v r="$rps" -v p="$p50"
 
+# mobile-api (issue 39): 1 MiB responses on fresh connections over 150 ms, 20 Mbit/s and 1%
+# loss on the way down. bbr's median well under cubic's (one full run: 1.69 s against 3.25 s);
+# no response timed out or failed; and the report compares the zipped buffer sweep as one
+# factor. 5 s repeats: a cubic response still running at the end finishes (its p99 was 11 s).
+run mobile-api --set run.duration=5s --set run.repeats=2 --set run.cooldown=0s
+db=$out/mobile-api/results.db
+cubic=$(m "$db" cubic api completion_p50) bbr=$(m "$db" bbr api completion_p50)
+failed=$(q "$db" "select sum(value) from metric_values where probe = 'api' and metric = 'failed'")
+headline "mobile-api at 150 ms, 1% loss down: 1 MiB on a fresh connection, p50 cubic $(ms "$cubic") ms, bbr $(ms "$bbr") ms; $failed failed"
+check "mobile-api: bbr's median response is <= 0.75x cubic's [$(ms "$bbr") vs $(ms "$cubic") ms]" \
+    holds 'b <= 0.75 * c' -v b="$bbr" -v c="$cubic"
+# Two round trips (handshake, request) and 1 MiB at 20 Mbit/s: 0.72 s is the floor.
+check "mobile-api: bbr's median response takes at least 2 RTT + 1 MiB at 20 Mbit/s [$(ms "$bbr") ms]" \
+    holds 'b >= 0.72' -v b="$bbr"
+check "mobile-api: no response failed or timed out within 30 s [$failed]" holds 'x == 0' -v x="$failed"
+check "mobile-api: the report compares the two buffer maxima, moved together, as one factor" \
+    grep -q "sysctl.net.ipv4.tcp_wmem + sysctl.net.ipv4.tcp_rmem large against default" "$out/mobile-api.stdout"
+
 # host-mode is documented, not run: it must still validate.
 check "host-mode validates" "$wanlab" validate -q "$src/examples/host-mode.toml"
 check "no run left a namespace behind" [ -z "$(ip netns list)" ]
