@@ -20,7 +20,8 @@ constexpr Command kCommands[] = {
      &setup_shell},
     {"restore", "Give the machine back after a killed run, from its journal in /run/wanlab", &setup_restore},
     {"probe",
-     "Measure once across a bare two-namespace lab: throughput, udp, rtt, rr, http, transfer (built in or iperf3/ping/wrk/hping3/curl)",
+     "Measure once across a bare two-namespace lab: throughput, udp, rtt, rr, http, transfer (built in or "
+     "iperf3/ping/wrk/hping3/curl)",
      &setup_probe},
     {"profiles", "List the named link and tuning profiles (yours first), or show one in full", &setup_profiles},
     {"vm", "Run commands in a throwaway micro-VM with a stock kernel (real netem anywhere)", &setup_vm},

@@ -78,16 +78,16 @@ void warn_short_timeouts(const Experiment& exp, Diagnostics& diag) {
                                  probes::human(probes::Unit::bits_per_second, w.time.loss_rate),
                                  probes::human(probes::Unit::fraction, w.loss));
         double suggested = std::ceil(w.time.total() * kSuggestedMargin);
-        diag.warning(w.probe->at,
-                     fmt::format("probe `{}`: `timeout` = {} may be shorter than one {} {} on the path of "
-                                 "trial {} ({}): {}",
-                                 name, probes::human(probes::Unit::seconds, timeout),
-                                 probes::human(probes::Unit::bytes, w.bytes),
-                                 w.probe->kind == "transfer" ? "transfer" : "response", w.trial->index,
-                                 w.trial->variant, parts),
-                     fmt::format("a {} that times out leaves no sample, and the ones that remain are the fast ones; "
-                                 "set `timeout = \"{:.0f}s\"` or more",
-                                 w.probe->kind == "transfer" ? "transfer" : "request", suggested));
+        diag.warning(
+            w.probe->at,
+            fmt::format("probe `{}`: `timeout` = {} may be shorter than one {} {} on the path of "
+                        "trial {} ({}): {}",
+                        name, probes::human(probes::Unit::seconds, timeout),
+                        probes::human(probes::Unit::bytes, w.bytes),
+                        w.probe->kind == "transfer" ? "transfer" : "response", w.trial->index, w.trial->variant, parts),
+            fmt::format("a {} that times out leaves no sample, and the ones that remain are the fast ones; "
+                        "set `timeout = \"{:.0f}s\"` or more",
+                        w.probe->kind == "transfer" ? "transfer" : "request", suggested));
     }
 }
 

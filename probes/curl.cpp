@@ -90,14 +90,15 @@ struct CurlLane {
 struct Plan {
     std::string exe;
     std::string url;
-    std::string upload;  // the file to POST, or ""
+    std::string upload;        // the file to POST, or ""
     std::uint64_t expect = 0;  // body bytes a download must bring (the built-in server's); 0 = any
     TransferOptions o;
 };
 
 std::vector<std::string> curl_argv(const Plan& p, std::int64_t urls) {
-    std::vector<std::string> argv{p.exe, "-sS", "--max-time", fmt::format("{:.3f}", std::chrono::duration<double>(p.o.timeout).count()),
-                                  "-w", kCurlFormat};
+    std::vector<std::string> argv{
+        p.exe, "-sS",      "--max-time", fmt::format("{:.3f}", std::chrono::duration<double>(p.o.timeout).count()),
+        "-w",  kCurlFormat};
     if (!p.upload.empty())
         for (const char* a : {"--data-binary", "", "-H", "Content-Type: application/octet-stream", "-H", "Expect:"})
             argv.emplace_back(*a ? a : "@" + p.upload);
@@ -123,8 +124,7 @@ void record(const Plan& p, const CurlTransfer& c, double began, bool first_of_pr
         t.lost(false, fmt::format("{} of {} bytes", c.downloaded, p.expect));
     else
         t.completed(began + c.total, c.total, p.o.upload ? std::nan("") : c.first_byte,
-                    c.new_connections > 0 ? c.connect : std::nan(""), p.o.upload ? c.uploaded : c.downloaded,
-                    kKeep);
+                    c.new_connections > 0 ? c.connect : std::nan(""), p.o.upload ? c.uploaded : c.downloaded, kKeep);
     if (p.o.reuse && !first_of_process && c.new_connections > 0) lane.extra_connections += 1;
 }
 
@@ -151,8 +151,9 @@ void curl_lane(const Plan& p, const Endpoint& client, Clock::time_point start, C
                     ++seen;
                 }
             // curl itself failed (or was killed) before it said a word of some
-            for (auto why = fmt::format("curl {}{}", out.timed_out ? "killed: too slow" : sys::describe_status(out.status),
-                                        out.err.empty() ? "" : ": " + sys::tail_lines(out.err));
+            for (auto why =
+                     fmt::format("curl {}{}", out.timed_out ? "killed: too slow" : sys::describe_status(out.status),
+                                 out.err.empty() ? "" : ": " + sys::tail_lines(out.err));
                  seen < urls; ++seen)
                 lane.tally.lost(false, why);
             n += urls;
@@ -256,13 +257,13 @@ ProbeResult run_transfer_curl(const ProbeSpec& spec, const Endpoints& where, con
     r.notes.push_back(describe(p.o));
     r.notes.push_back(fmt::format("command: {} (times from curl's -w: time_total, time_starttransfer, time_connect)",
                                   fmt::join(curl_argv(p, 1), " ")));
-    if (server)
-        r.notes.push_back(fmt::format("server: wanlab's built-in http server, {} B body per answer", p.o.size));
+    if (server) r.notes.push_back(fmt::format("server: wanlab's built-in http server, {} B body per answer", p.o.size));
     r.notes.push_back("curl: no slow_start_share or retransmits (they come from the built-in server's sockets)");
     if (extra_connections > 0)
-        r.notes.push_back(fmt::format("{} transfers opened a new connection where `reuse` asked for one (the server "
-                                      "closed the previous one)",
-                                      extra_connections));
+        r.notes.push_back(
+            fmt::format("{} transfers opened a new connection where `reuse` asked for one (the server "
+                        "closed the previous one)",
+                        extra_connections));
     return r;
 }
 

@@ -291,8 +291,8 @@ const std::vector<ProbeKind> kKinds{
          {"reuse", OptionType::boolean, "false",
           "a connection carries one transfer after another (keep-alive); false = a fresh connection per transfer, "
           "its handshake and slow start timed too"},
-         {"parallel", OptionType::integer, "1", "connections transferring at the same time, each one after another",
-          1, 256},
+         {"parallel", OptionType::integer, "1", "connections transferring at the same time, each one after another", 1,
+          256},
          {"count", OptionType::integer, "0",
           "transfers per connection per repeat, bounded by `duration`; 0 = as many as `duration` allows", 0,
           10'000'000},
@@ -310,7 +310,8 @@ const std::vector<ProbeKind> kKinds{
          {"tool", OptionType::choice, "\"builtin\"", "builtin or curl", 0, 0, {"builtin", "curl"}},
      }),
      {
-         {"completion_p50", Unit::seconds, false, "median time from the transfer's start (before connect) to its last byte"},
+         {"completion_p50", Unit::seconds, false,
+          "median time from the transfer's start (before connect) to its last byte"},
          {"completion_p90", Unit::seconds, false, "90th percentile completion time"},
          {"completion_p99", Unit::seconds, false, "99th percentile completion time"},
          {"completion_mean", Unit::seconds, false, "mean completion time"},
@@ -318,8 +319,10 @@ const std::vector<ProbeKind> kKinds{
          {"ttfb_p50", Unit::seconds, false, "median time to the first byte of a download (connect included)"},
          {"ttfb_p99", Unit::seconds, false, "99th percentile time to first byte"},
          {"connect_p50", Unit::seconds, false, "median TCP handshake of a fresh connection"},
-         {"goodput", Unit::bits_per_second, true, "bytes of the completed transfers over the time they took: the rate one transfer sees"},
-         {"throughput", Unit::bits_per_second, true, "bytes of the completed transfers over the repeat: all connections together"},
+         {"goodput", Unit::bits_per_second, true,
+          "bytes of the completed transfers over the time they took: the rate one transfer sees"},
+         {"throughput", Unit::bits_per_second, true,
+          "bytes of the completed transfers over the repeat: all connections together"},
          {"slow_start_share", Unit::fraction, true,
           "transfers that ended while their sender was still in its initial slow start (built-in only)"},
          {"retransmits", Unit::count, false, "segments the senders retransmitted during the transfers (built-in only)"},
@@ -328,7 +331,8 @@ const std::vector<ProbeKind> kKinds{
          {"timeouts", Unit::count, false, "transfers unfinished within `timeout`"},
          {"attempted", Unit::count, true, "transfers begun: completed plus failed"},
          {"completed", Unit::count, true, "transfers completed: what the completion figures rest on"},
-         {"failed", Unit::count, false, "transfers that did not complete (as `errors`): the figures rest on the others"},
+         {"failed", Unit::count, false,
+          "transfers that did not complete (as `errors`): the figures rest on the others"},
          {"timed_out", Unit::count, false, "of the failed, those unfinished within `timeout` (as `timeouts`)"},
          {"failure_rate", Unit::fraction, false, "failed / attempted"},
      },
@@ -520,8 +524,9 @@ void check_transfer(const ProbeSpec& spec, const Reader& r, Diagnostics& diag) {
     bool url = !std::get<std::string>(spec.options.at("url")).empty();
     if (!curl) {
         if (url)
-            diag.error(r.value_at("url"), "`url` goes with tool = \"curl\": the built-in client talks to wanlab's own "
-                                          "transfer server only");
+            diag.error(r.value_at("url"),
+                       "`url` goes with tool = \"curl\": the built-in client talks to wanlab's own "
+                       "transfer server only");
         return;
     }
     if (!std::get<std::string>(spec.options.at("congestion_control")).empty())
@@ -540,11 +545,13 @@ void check_transfer(const ProbeSpec& spec, const Reader& r, Diagnostics& diag) {
     if (!url && size > 64 * 1024 * 1024)
         diag.error(r.value_at("size"), "curl against the built-in http server fetches at most 64MiB per transfer");
     if (std::get<bool>(spec.options.at("reuse")) && int_of(spec, "count") == 0)
-        diag.error(r.value_at("reuse"), "tool = \"curl\" with `reuse` needs `count`: one curl process fetches that "
-                                        "many over one connection");
+        diag.error(r.value_at("reuse"),
+                   "tool = \"curl\" with `reuse` needs `count`: one curl process fetches that "
+                   "many over one connection");
     if (std::get<bool>(spec.options.at("reuse")) && int_of(spec, "gap") > 0)
-        diag.error(r.value_at("gap"), "tool = \"curl\" cannot pause between the transfers of one connection: "
-                                      "drop `gap`, or `reuse`, or use the built-in tool");
+        diag.error(r.value_at("gap"),
+                   "tool = \"curl\" cannot pause between the transfers of one connection: "
+                   "drop `gap`, or `reuse`, or use the built-in tool");
 }
 
 // kind = "command": its argv and the metrics read from its output.
@@ -700,9 +707,9 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
     for (const auto& k : kKinds) kinds.emplace_back(k.name);
     auto kind_name = head.choice("kind", kinds);
     if (!head.has("kind"))
-        diag.error(
-            table.value_at,
-            fmt::format("[[probe]] #{} needs `kind`: one of throughput, udp, rtt, rr, http, transfer, command", index + 1));
+        diag.error(table.value_at,
+                   fmt::format("[[probe]] #{} needs `kind`: one of throughput, udp, rtt, rr, http, transfer, command",
+                               index + 1));
     auto name = head.string("name");
     if (name && !text::valid_name(*name))
         diag.error(head.value_at("name"),

@@ -48,7 +48,7 @@ constexpr std::size_t kChunk = 256 * 1024;
 constexpr auto kSlice = 100ms;
 constexpr auto kSetupTimeout = 5000ms;
 constexpr std::size_t kMaxSeriesPoints = 100'000;  // completion_time points kept per repeat
-constexpr std::size_t kMaxKept = 1'000'000;  // completion times kept per repeat; the histogram sees all
+constexpr std::size_t kMaxKept = 1'000'000;        // completion times kept per repeat; the histogram sees all
 // BBR's pacing gain in STARTUP is 2/ln 2 = 2.89 (739 in BBR_UNIT = 256ths); every later phase
 // paces at 1.25 or less.
 constexpr std::uint32_t kBbrStartupGainAbove = 2 * 256;
@@ -106,8 +106,7 @@ struct ServerConfig {
 
 /// Reads or writes all of [data, data + n) on a blocking socket whose calls time out after
 /// kSlice; false on EOF, an error, the stop flag, or no progress for `stall`.
-bool server_io(int fd, char* data, std::size_t n, bool write, const Workers& running,
-               std::chrono::nanoseconds stall) {
+bool server_io(int fd, char* data, std::size_t n, bool write, const Workers& running, std::chrono::nanoseconds stall) {
     auto last = Clock::now();
     while (n > 0) {
         ssize_t k = write ? ::send(fd, data, n, MSG_NOSIGNAL) : ::recv(fd, data, n, 0);
@@ -213,9 +212,7 @@ private:
     Workers workers_;  // last: joined before the listener closes
 };
 
-ServerConfig server_config(const TransferOptions& o) {
-    return {o.tuning, o.timeout + 1s};
-}
+ServerConfig server_config(const TransferOptions& o) { return {o.tuning, o.timeout + 1s}; }
 
 // ---- the client -----------------------------------------------------------------------------
 
@@ -349,8 +346,8 @@ struct Lane {
             return a;
         }
         a.outcome = Outcome::done;
-        a.sender = o.upload ? sender_view(conn.get())
-                            : SenderView{trailer[1] == 1, get32(trailer + 4), get32(trailer + 8)};
+        a.sender =
+            o.upload ? sender_view(conn.get()) : SenderView{trailer[1] == 1, get32(trailer + 4), get32(trailer + 8)};
         std::uint32_t total = a.sender.retransmits;
         a.sender.retransmits = total >= retransmits_before ? total - retransmits_before : total;
         retransmits_before = total;
@@ -473,7 +470,8 @@ void add_transfer_metrics(ProbeResult& r, const TransferOptions& o, TransferTall
     m["goodput"] = all.busy > 0 ? all.bytes * 8 / all.busy : nan;
     m["throughput"] = elapsed > 0 ? all.bytes * 8 / elapsed : nan;
     if (sender_seen) {
-        m["slow_start_share"] = all.done > 0 ? static_cast<double>(all.slow_start) / static_cast<double>(all.done) : nan;
+        m["slow_start_share"] =
+            all.done > 0 ? static_cast<double>(all.slow_start) / static_cast<double>(all.done) : nan;
         m["retransmits"] = static_cast<double>(all.retransmits);
     }
     for (const char* k : {"completion_mean", "completion_p50", "completion_p90", "completion_p99", "completion_max"})
@@ -487,9 +485,10 @@ void add_transfer_metrics(ProbeResult& r, const TransferOptions& o, TransferTall
         m["completion_mean"] = h.mean() / 1e9, m["completion_p50"] = h.percentile(50) / 1e9;
         m["completion_p90"] = h.percentile(90) / 1e9, m["completion_p99"] = h.percentile(99) / 1e9;
         m["completion_max"] = h.max() / 1e9;
-        r.notes.push_back(fmt::format("completion percentiles from the histogram (0.8% resolution): more than {} "
-                                      "transfers",
-                                      all.completion.size()));
+        r.notes.push_back(
+            fmt::format("completion percentiles from the histogram (0.8% resolution): more than {} "
+                        "transfers",
+                        all.completion.size()));
     }
     if (!o.upload) {
         auto q = all.first_byte.empty() ? std::vector<double>{nan, nan} : stats::percentiles(all.first_byte, {50, 99});
@@ -505,7 +504,8 @@ TransferOptions transfer_options(const ProbeSpec& spec) {
     TransferOptions o;
     auto size = option_int(spec, "size");
     if (size < 1 || static_cast<std::uint64_t>(size) > kMaxTransferSize)
-        throw InputError(fmt::format("transfer probe: `size` must be 1 byte to {}", units::format_size(kMaxTransferSize)));
+        throw InputError(
+            fmt::format("transfer probe: `size` must be 1 byte to {}", units::format_size(kMaxTransferSize)));
     o.size = static_cast<std::uint64_t>(size);
     o.upload = option_string(spec, "direction") == "upload";
     o.reuse = option_bool(spec, "reuse");
@@ -524,9 +524,7 @@ std::string describe(const TransferOptions& o) {
                        o.reuse ? "over one reused connection per lane" : "each on a fresh connection (handshake timed)",
                        o.parallel, o.parallel == 1 ? "" : "s",
                        o.count > 0 ? fmt::format(", at most {} per connection", o.count) : "",
-                       o.gap.count() > 0 ? fmt::format(", {} between transfers",
-                                                      units::format_duration(o.gap))
-                                         : "");
+                       o.gap.count() > 0 ? fmt::format(", {} between transfers", units::format_duration(o.gap)) : "");
 }
 
 std::unique_ptr<FarServer> serve_transfer(const ProbeSpec& spec, const Endpoint& at) {
@@ -583,7 +581,8 @@ ProbeResult run_transfer(const ProbeSpec& spec, const Endpoints& where, const Ti
     if (o.tuning.congestion_control.empty())
         r.notes.push_back("congestion control: the sysctl's (net.ipv4.tcp_congestion_control)");
     else
-        r.notes.push_back(fmt::format("congestion control: {} on both ends (TCP_CONGESTION)", o.tuning.congestion_control));
+        r.notes.push_back(
+            fmt::format("congestion control: {} on both ends (TCP_CONGESTION)", o.tuning.congestion_control));
     if (o.tuning.sndbuf == 0) r.notes.push_back(kSndbufAutotuned);
     if (o.tuning.rcvbuf == 0) r.notes.push_back(kRcvbufAutotuned);
     if (!o.reuse) {

@@ -23,9 +23,9 @@ inline constexpr std::uint64_t kMaxTransferSize = std::uint64_t{16} << 30;
 
 struct TransferOptions {
     std::uint64_t size = 0;
-    bool upload = false;  ///< the client sends; else the server does (a download)
-    bool reuse = false;   ///< one connection per lane for all its transfers
-    int parallel = 1;     ///< lanes: connections transferring at the same time
+    bool upload = false;     ///< the client sends; else the server does (a download)
+    bool reuse = false;      ///< one connection per lane for all its transfers
+    int parallel = 1;        ///< lanes: connections transferring at the same time
     std::int64_t count = 0;  ///< transfers per lane; 0 = until `duration`
     std::chrono::nanoseconds gap{}, timeout{}, duration{};
     Tuning tuning;  ///< on both ends' sockets (built-in only)
@@ -40,7 +40,7 @@ struct TransferTally {
     Series series;                                        ///< completion_time at each end
     std::uint64_t done = 0, failed = 0, timed_out = 0;
     std::uint64_t slow_start = 0, retransmits = 0;  ///< the sender's view (built-in only)
-    double busy = 0, bytes = 0;  ///< of the completed transfers: time spent, bytes moved
+    double busy = 0, bytes = 0;                     ///< of the completed transfers: time spent, bytes moved
     std::string first_error;
 
     /// A completed transfer that ended `at` s into the repeat; NaN for a time not measured.
@@ -60,12 +60,12 @@ std::string describe(const TransferOptions& o);
 
 /// What curl's -w line says of one transfer (probes/curl.cpp writes the format).
 struct CurlTransfer {
-    int status = 0;                 ///< HTTP status; 0 when no answer came
-    int exit_code = 0;              ///< curl's per-transfer exit code (28: timed out)
+    int status = 0;                                 ///< HTTP status; 0 when no answer came
+    int exit_code = 0;                              ///< curl's per-transfer exit code (28: timed out)
     double connect = 0, first_byte = 0, total = 0;  ///< seconds from the transfer's start
     double downloaded = 0, uploaded = 0;            ///< body bytes
-    int new_connections = 0;        ///< connections this transfer opened (0: reused one)
-    std::string error;              ///< curl's message, "" when it has none
+    int new_connections = 0;                        ///< connections this transfer opened (0: reused one)
+    std::string error;                              ///< curl's message, "" when it has none
 };
 
 /// The -w format curl is given; one line per transfer.

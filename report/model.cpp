@@ -118,8 +118,8 @@ std::optional<std::pair<ProbeRef, std::string>> pivot_metric(const std::vector<P
         notes.push_back(fmt::format("pivot {}: no probe in this run reports it", options.pivot));
         return std::nullopt;
     }
-    static const std::set<std::string> kGuards{"attempted", "completed", "failed", "timed_out",
-                                               "failure_rate", "errors", "timeouts"};
+    static const std::set<std::string> kGuards{"attempted",    "completed", "failed",  "timed_out",
+                                               "failure_rate", "errors",    "timeouts"};
     for (bool guard : {false, true})
         for (const auto& a : asserts)
             if (const auto* p = detail::find_probe(probes, a.probe, a.metric);
@@ -559,9 +559,10 @@ std::vector<std::string> more_repeats(const Model& m) {
                             "size: within the noise",
                             what, kNoise));
         else if (needed <= have)
-            out.push_back(fmt::format("{}: not significant, though {} repeats a side usually tell a difference this "
-                                      "size (a test at 5% with 80% power): run it again before reading a verdict",
-                                      what, needed));
+            out.push_back(
+                fmt::format("{}: not significant, though {} repeats a side usually tell a difference this "
+                            "size (a test at 5% with 80% power): run it again before reading a verdict",
+                            what, needed));
         else
             out.push_back(
                 fmt::format("{}: about {} repeats a side would tell a difference this size (a test at "

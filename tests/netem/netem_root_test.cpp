@@ -23,12 +23,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "experiment/timeouts.h"
 #include "netem/device.h"
 #include "netem/host.h"
 #include "netem/kernel.h"
 #include "netem/preflight.h"
 #include "netem/readback.h"
-#include "experiment/timeouts.h"
 #include "probes/probe.h"
 #include "tests/support/load_helper.h"
 
@@ -492,9 +492,10 @@ TEST_CASE("the rtt probe measures the configured netem RTT within 5%", "[root][n
     }
 }
 
-TEST_CASE("a fresh 32 KiB transfer on a 100 ms path takes the handshake and two rounds of slow start; a reused one, "
-          "one round trip",
-          "[root][netem][physical][probes]") {
+TEST_CASE(
+    "a fresh 32 KiB transfer on a 100 ms path takes the handshake and two rounds of slow start; a reused one, "
+    "one round trip",
+    "[root][netem][physical][probes]") {
     if (!netem_or_skip()) return;
     Pair p;
     NetlinkKernel left(p.left), right(p.right);

@@ -407,7 +407,8 @@ TEST_CASE("curl's transfer lines give status, exit code, times, sizes and connec
     CHECK(refused->new_connections == 0);
     CHECK(refused->error == "Failed to connect to 127.0.0.1 port 8932 after 0 ms: Couldn't connect to server");
     auto late = parse_curl_line(
-        "wanlab-transfer 000 28 0.000138 0.000000 0.300744 0 0 1 Operation timed out after 301 milliseconds with 0 bytes "
+        "wanlab-transfer 000 28 0.000138 0.000000 0.300744 0 0 1 Operation timed out after 301 milliseconds with 0 "
+        "bytes "
         "received");
     REQUIRE(late);
     CHECK(late->exit_code == 28);

@@ -958,10 +958,10 @@ TEST_CASE("transfer: 256 KiB through a tbf at 8 Mbit/s takes its bytes over the 
     }
     // BBR leaves STARTUP once its rate stops growing: the tbf's 8 Mbit/s is found within the
     // first 256 KiB.
-    auto bbr = measure(lab, spec_of("transfer", {{"size", "\"256KiB\""},
-                                                 {"count", "3"},
-                                                 {"duration", "\"5s\""},
-                                                 {"congestion_control", "\"bbr\""}}));
+    auto bbr = measure(
+        lab,
+        spec_of("transfer",
+                {{"size", "\"256KiB\""}, {"count", "3"}, {"duration", "\"5s\""}, {"congestion_control", "\"bbr\""}}));
     CHECK(bbr.metrics.at("transfers") == 3);
     CHECK(bbr.metrics.at("slow_start_share") == 0);
 }
