@@ -493,8 +493,8 @@ TEST_CASE("the rtt probe measures the configured netem RTT within 5%", "[root][n
 }
 
 TEST_CASE(
-    "a fresh 32 KiB transfer on a 100 ms path takes the handshake and two rounds of slow start; a reused one, "
-    "one round trip",
+    "a fresh 32 KiB transfer on a 100 ms path takes the handshake and two rounds of slow start, a reused one a "
+    "single round trip",
     "[root][netem][physical][probes]") {
     if (!netem_or_skip()) return;
     Pair p;
