@@ -250,16 +250,22 @@ check "wan-repro: requests/s is connections / latency within 25% [$rps]" \
     holds 'r >= 0.75 * 20 / p && r <= 1.25 * 20 / p' -v r="$rps" -v p="$p50"
 
 # mobile-api (issue 39): 1 MiB responses on fresh connections over 150 ms, 20 Mbit/s and 1%
-# loss on the way down. bbr's median well under cubic's (one full run: 1.69 s against 3.25 s);
-# no response timed out or failed; and the report compares the zipped buffer sweep as one
-# factor. 5 s repeats: a cubic response still running at the end finishes (its p99 was 11 s).
+# loss on the way down. bbr's goodput (every response's bytes over the time they took) at
+# least 1.5x cubic's: one full run 2.9x, short runs 1.9-2.8x. Cubic's median alone rests on
+# the few responses of a 5 s repeat and moved from 1.55 to 3.4 s between repeats of one run,
+# so it is checked for its direction only. No response timed out or failed; the report
+# compares the zipped buffer sweep as one factor. A cubic response still running at the end
+# of a repeat finishes (its p99 was 11 s).
 run mobile-api --set run.duration=5s --set run.repeats=2 --set run.cooldown=0s
 db=$out/mobile-api/results.db
 cubic=$(m "$db" cubic api completion_p50) bbr=$(m "$db" bbr api completion_p50)
+gcubic=$(m "$db" cubic api goodput) gbbr=$(m "$db" bbr api goodput)
 failed=$(q "$db" "select sum(value) from metric_values where probe = 'api' and metric = 'failed'")
-headline "mobile-api at 150 ms, 1% loss down: 1 MiB on a fresh connection, p50 cubic $(ms "$cubic") ms, bbr $(ms "$bbr") ms; $failed failed"
-check "mobile-api: bbr's median response is <= 0.75x cubic's [$(ms "$bbr") vs $(ms "$cubic") ms]" \
-    holds 'b <= 0.75 * c' -v b="$bbr" -v c="$cubic"
+headline "mobile-api at 150 ms, 1% loss down: 1 MiB on a fresh connection, p50 cubic $(ms "$cubic") ms, bbr $(ms "$bbr") ms; goodput cubic $(mbit "$gcubic"), bbr $(mbit "$gbbr") Mbit/s; $failed failed"
+check "mobile-api: bbr's goodput is >= 1.5x cubic's [$(mbit "$gbbr") vs $(mbit "$gcubic") Mbit/s]" \
+    holds 'b >= 1.5 * c' -v b="$gbbr" -v c="$gcubic"
+check "mobile-api: bbr's median response is under cubic's [$(ms "$bbr") vs $(ms "$cubic") ms]" \
+    holds 'b < c' -v b="$bbr" -v c="$cubic"
 # Two round trips (handshake, request) and 1 MiB at 20 Mbit/s: 0.72 s is the floor.
 check "mobile-api: bbr's median response takes at least 2 RTT + 1 MiB at 20 Mbit/s [$(ms "$bbr") ms]" \
     holds 'b >= 0.72' -v b="$bbr"
