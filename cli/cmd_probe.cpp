@@ -23,6 +23,7 @@
 #include "cli/load.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/signals.h"
 #include "core/sys.h"
 #include "core/units.h"
@@ -185,7 +186,7 @@ int run(const ProbeArgs& o) {
         j["client"] = where.client.address;
         j["counters"] = data.measurements.back().counters;
         j["diagnosis"] = diagnosis;
-        std::puts(j.dump(2).c_str());
+        std::puts(json_input::dump(j, 2).c_str());
     } else {
         print_human(*kind, result);
         for (const auto& d : diagnosis) std::printf("  diagnosis: %s\n", d.c_str());

@@ -12,6 +12,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/sys.h"
 #include "core/text.h"
 #include "experiment/experiment.h"
@@ -114,7 +115,7 @@ void print_report(const std::string& text, report::Format format) {
 int show(const ShowArgs& a) {
     auto data = database(a.out)->load_run(a.run);
     if (a.export_as == "json") {
-        std::puts(results::to_json(data).dump(2).c_str());
+        std::puts(json_input::dump(results::to_json(data), 2).c_str());
         return 0;
     }
     if (a.export_as == "csv") {

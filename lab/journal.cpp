@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/sys.h"
 #include "core/text.h"
 #include "sysctl/sysctl_spec.h"
@@ -112,7 +113,7 @@ Journal::~Journal() {
 }
 
 void Journal::record(const json& entry) {
-    std::string line = entry.dump() + "\n";
+    std::string line = json_input::dump(entry) + "\n";
     std::string what = fmt::format("writing journal {}", path_.string());
     ssize_t n = sys::check_sys(::write(fd_, line.data(), line.size()), what);
     if (static_cast<std::size_t>(n) != line.size()) sys::fail(what, EIO);
@@ -158,7 +159,7 @@ netem::HostUndo host_undo_of(const json& e) {
     u.filter_parent = e.value("filter_parent", 0u);
     u.filter_prio = e.value("filter_prio", static_cast<std::uint16_t>(0));
     u.v6 = e.value("v6", false);
-    if (u.dev.empty()) throw Error(fmt::format("journal entry without a device: {}", e.dump()));
+    if (u.dev.empty()) throw Error(fmt::format("journal entry without a device: {}", json_input::dump(e)));
     return u;
 }
 
@@ -183,7 +184,7 @@ JournalFile read_journal(const std::filesystem::path& path) {
     bool begun = false;
     while (std::getline(in, line)) {
         if (line.empty()) continue;
-        json e = json::parse(line, nullptr, false);
+        json e = json_input::parse(line);
         if (e.is_discarded() || !e.is_object()) continue;  // a torn write: its change never started
         if (text_of(e, "op") == "begin") {
             if (begun) continue;
@@ -306,7 +307,7 @@ std::vector<std::string> replay(const JournalFile& journal, const Undo& undo) {
         std::string op = text_of(e, "op");
         if (auto problem = entry_problem(e, journal.run); !problem.empty()) {
             failures.push_back(fmt::format("journal entry left alone, not one wanlab writes ({}): {}", problem,
-                                           text::terminal_safe(e.dump())));
+                                           text::terminal_safe(json_input::dump(e))));
             continue;
         }
         try {
@@ -326,7 +327,7 @@ std::vector<std::string> replay(const JournalFile& journal, const Undo& undo) {
             else if (op == "host" && undo.host)
                 undo.host(text_of(e, "ns"), host_undo_of(e));
             else
-                failures.push_back(fmt::format("no way to undo journal entry {}", e.dump()));
+                failures.push_back(fmt::format("no way to undo journal entry {}", json_input::dump(e)));
         } catch (const std::exception& ex) {
             failures.push_back(ex.what());
         }

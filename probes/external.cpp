@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "probes/sockets.h"
 #include "probes/stats.h"
 #include "probes/udp.h"
@@ -67,7 +68,7 @@ void iperf3_stream_series(const json& interval, double at, double mss, SeriesMap
 }  // namespace
 
 ProbeResult parse_iperf3_json(const std::string& text) {
-    json j = json::parse(text, nullptr, false);
+    json j = json_input::parse(text);
     if (j.is_discarded() || !j.is_object()) throw Error("iperf3 -J printed something that is not JSON");
     // iperf3's own refusal of this test (a clamped -w, an unreachable server): the measurement's.
     if (j.contains("error")) throw MeasurementError("iperf3: " + j["error"].get<std::string>());
@@ -280,7 +281,7 @@ ProbeResult run_iperf3(const ProbeSpec& spec, const Endpoints& where, const Tick
 }
 
 ProbeResult parse_iperf3_udp_json(const std::string& text) {
-    json j = json::parse(text, nullptr, false);
+    json j = json_input::parse(text);
     if (j.is_discarded() || !j.is_object()) throw Error("iperf3 -J printed something that is not JSON");
     if (j.contains("error")) throw MeasurementError("iperf3: " + j["error"].get<std::string>());
     if (!j.contains("end") || !j["end"].contains("sum_received"))

@@ -4,11 +4,13 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json.h"
 
 namespace wanlab::probes {
 namespace {
@@ -68,12 +70,23 @@ std::vector<std::string> Pattern::group_names() const {
     return names;
 }
 
-std::optional<std::string> Pattern::last_group(std::string_view subject, const std::string& group) const {
+// The whole extraction has a budget (`budget`): the limits above bound one pcre2_match(), but a
+// pattern that matches at every position calls it once per position.
+std::optional<std::string> Pattern::last_group(std::string_view subject, const std::string& group,
+                                               std::chrono::milliseconds budget) const {
     pcre2_match_data* md = pcre2_match_data_create_from_pattern(c_->code, nullptr);
     if (!md) throw Error("regex: out of memory");
     std::optional<std::string> found;
     PCRE2_SIZE start = 0;
-    while (start <= subject.size()) {
+    const auto deadline = std::chrono::steady_clock::now() + budget;
+    for (std::uint64_t matches = 0; start <= subject.size(); ++matches) {
+        if (std::chrono::steady_clock::now() > deadline) {
+            pcre2_match_data_free(md);
+            throw Error(
+                fmt::format("regex: still matching after {} ms ({} matches in {} bytes of output): make the "
+                            "pattern match the number's line only",
+                            budget.count(), matches, subject.size()));
+        }
         int rc = pcre2_match(c_->code, reinterpret_cast<PCRE2_SPTR>(subject.data()), subject.size(), start, 0, md,
                              c_->context);
         if (rc == PCRE2_ERROR_NOMATCH) break;
@@ -105,12 +118,12 @@ bool valid_json_pointer(const std::string& pointer, std::string& why) {
 }
 
 std::optional<double> json_number(const std::string& text, const std::string& pointer, std::string& why) {
-    auto doc = nlohmann::json::parse(text, nullptr, false);
+    auto doc = json_input::parse(text);
     if (doc.is_discarded()) {
         auto end = text.find_last_not_of(" \t\r\n");
         auto start = end == std::string::npos ? std::string::npos : text.rfind('\n', end);
         std::string last = end == std::string::npos ? "" : text.substr(start == std::string::npos ? 0 : start + 1);
-        doc = nlohmann::json::parse(last, nullptr, false);
+        doc = json_input::parse(last);
         if (doc.is_discarded()) {
             why = "its output is not JSON (nor is its last line)";
             return std::nullopt;

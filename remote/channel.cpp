@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/process.h"
 #include "core/tools.h"
 
@@ -65,8 +66,9 @@ Channel::Channel(const Destination& d, const std::filesystem::path& control_dir,
                             where(d), d.wanlab, said, d.name));
         fail(alive() ? "no answer from the agent" : "the connection ended before the agent answered");
     }
-    hello_ = nlohmann::json::parse(*line, nullptr, false);
-    if (!hello_.is_object() || hello_.value("agent", "") != "wanlab")
+    hello_ = json_input::parse(*line);
+    auto agent = hello_.is_object() ? hello_.find("agent") : hello_.end();
+    if (agent == hello_.end() || !agent->is_string() || *agent != "wanlab")
         fail(fmt::format("it answered something that is not wanlab's agent: \"{}\"", line->substr(0, 200)));
 }
 
@@ -178,7 +180,7 @@ nlohmann::json Channel::call_locked(const std::string& op, nlohmann::json args, 
     for (;;) {
         auto answer = read_line(deadline, tick);
         if (!answer) fail(fmt::format("no answer to `{}` within {} s", op, timeout.count() / 1000.0));
-        auto j = nlohmann::json::parse(*answer, nullptr, false);
+        auto j = json_input::parse(*answer);
         if (j.is_object() && j.contains("ask")) {  // the agent needs something to go on
             nlohmann::json reply;
             try {

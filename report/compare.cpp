@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "core/json.h"
+#include "core/text.h"
 #include "report/detail.h"
 #include "report/html.h"
 
@@ -201,7 +203,7 @@ std::string render_json(const results::RunData& a, const results::RunData& b, co
            {"b", run_json(b.run)},
            {"differences", environment_differences(a.run, b.run)},
            {"rows", rows}};
-    return j.dump(2) + "\n";
+    return json_input::dump(j, 2) + "\n";
 }
 
 std::string render_csv(const std::vector<Line>& lines) {
@@ -319,8 +321,8 @@ std::string render_html(const results::RunData& a, const results::RunData& b, co
 std::string render_comparison(const results::RunData& a, const results::RunData& b, Format format) {
     auto lines = match(a, b);
     switch (format) {
-        case Format::table: return render_text(a, b, lines, false);
-        case Format::markdown: return render_text(a, b, lines, true);
+        case Format::table: return text::terminal_safe(render_text(a, b, lines, false));
+        case Format::markdown: return text::terminal_safe(render_text(a, b, lines, true));
         case Format::json: return render_json(a, b, lines);
         case Format::csv: return render_csv(lines);
         case Format::html: return render_html(a, b, lines);

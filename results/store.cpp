@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/version.h"
 #include "results/records.h"
 
@@ -176,12 +177,8 @@ public:
         return *this;
     }
     json parsed(int col) const {
-        try {
-            return json::parse(text(col));
-        } catch (const json::exception& e) {
-            throw Error(fmt::format("results database {}: {}: column {}: {}", path_.string(), action_,
-                                    sqlite3_column_name(stmt_, col), e.what()));
-        }
+        return json_input::parse_or_throw(text(col), fmt::format("results database {}: {}: column {}", path_.string(),
+                                                                 action_, sqlite3_column_name(stmt_, col)));
     }
 
 private:

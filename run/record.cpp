@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json.h"
+#include "core/sys.h"
 #include "core/version.h"
 #include "run/check.h"
 #include "sysctl/proc_sys.h"
@@ -98,10 +100,9 @@ results::MachineEnvironment this_machine_environment() {
 }
 
 results::MachineEnvironment read_host_environment(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw Error(fmt::format("--host-env {}: cannot read it: {}", path, std::strerror(errno)));
+    auto text = sys::read_file(path, sys::kMaxInputBytes, "--host-env", true);
     try {
-        return nlohmann::json::parse(in).get<results::MachineEnvironment>();
+        return json_input::parse_or_throw(text, "--host-env " + path).get<results::MachineEnvironment>();
     } catch (const nlohmann::json::exception& e) {
         throw Error(fmt::format("--host-env {}: not the machine wanlab describes there: {}", path, e.what()));
     }
