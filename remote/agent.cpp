@@ -16,8 +16,10 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "core/signals.h"
 #include "core/sys.h"
+#include "core/text.h"
 #include "diagnosis/counters.h"
 #include "lab/capabilities.h"
 #include "lab/restore.h"
@@ -30,6 +32,7 @@
 #include "remote/protocol.h"
 #include "services/service.h"
 #include "sysctl/snapshot.h"
+#include "sysctl/sysctl_spec.h"
 #include "sysctl/validate.h"
 
 namespace wanlab::remote {
@@ -40,6 +43,51 @@ using namespace std::chrono_literals;
 
 constexpr std::size_t kMaxRequest = 16 << 20;
 constexpr unsigned kDefaultLeaseS = 30;
+constexpr unsigned kMaxLeaseS = 3600;            // an hour without a word is a controller gone
+constexpr unsigned kMaxDeadlineS = 366 * 86400;  // a year: no run plans longer
+
+// A request's fields, checked as strictly as the experiment file's: a refusal names the op and
+// the field, and nothing of a field that failed is used.
+[[noreturn]] void refuse(const json& r, const char* field, std::string_view why) {
+    auto op = r.find("op");
+    throw InputError(
+        fmt::format("{}: `{}` {}", op != r.end() && op->is_string() ? op->get<std::string>() : "?", field, why));
+}
+unsigned uint_field(const json& r, const char* field, unsigned fallback, unsigned max) {
+    auto it = r.find(field);
+    if (it == r.end()) return fallback;
+    if (!it->is_number_unsigned() || it->get<std::uint64_t>() > max)
+        refuse(r, field, fmt::format("must be a whole number from 0 to {}", max));
+    return it->get<unsigned>();
+}
+bool bool_field(const json& r, const char* field) {
+    auto it = r.find(field);
+    if (it == r.end()) return false;
+    if (!it->is_boolean()) refuse(r, field, "must be true or false");
+    return it->get<bool>();
+}
+std::string string_field(const json& r, const char* field) {
+    auto it = r.find(field);
+    if (it == r.end() || !it->is_string()) refuse(r, field, "must be a string");
+    return it->get<std::string>();
+}
+/// Keys of this machine's namespace the run changes: each canonical (net.*, no `/`, no `..`),
+/// as it names a lock file in the journal directory.
+std::vector<std::string> key_list(const json& r, const char* field) {
+    std::vector<std::string> keys;
+    auto it = r.find(field);
+    if (it == r.end()) return keys;
+    if (!it->is_array()) refuse(r, field, "must be an array of sysctl keys");
+    for (const auto& k : *it) {
+        if (!k.is_string() || !sysctl::valid_key_syntax(k.get<std::string>()))
+            refuse(r, field,
+                   fmt::format("holds {}, which is not a sysctl key (net. then lowercase letters, digits, `_`, `-` "
+                               "in dot-separated parts)",
+                               text::terminal_safe(json_input::dump(k).substr(0, 80))));
+        keys.push_back(k.get<std::string>());
+    }
+    return keys;
+}
 
 void say(const std::string& line) { std::fprintf(stderr, "wanlab agent: %s\n", line.c_str()); }
 
@@ -51,17 +99,18 @@ void say(const std::string& line) { std::fprintf(stderr, "wanlab agent: %s\n", l
 class HostSession {
 public:
     HostSession(const AgentOptions& o, const json& begin, sysctl::ProcSys& proc) : proc_(proc) {
-        run_ = begin.at("run").get<std::string>();
-        lab::check_run_id(run_);
-        bool restore = begin.value("restore", false);
-        auto deadline_s = begin.value("deadline_s", 0u);
-        auto keys = begin.value("global_keys", std::vector<std::string>{});
+        run_ = string_field(begin, "run");
+        if (!lab::valid_run_id(run_)) refuse(begin, "run", "must be a run id: 1-24 of a-z, 0-9 and -");
+        bool restore = bool_field(begin, "restore");
+        bool resume = bool_field(begin, "resume");
+        auto deadline_s = uint_field(begin, "deadline_s", 0, kMaxDeadlineS);
+        auto keys = key_list(begin, "global_keys");
         lab::check_run_dir(o.dir);
         run_dir_ = o.dir;
         {
             lab::FileLock start(o.dir / "lock", true, "the journal directory");
             // A resumed run's machine first undoes what the killed session of this run left.
-            lab::settle_stale_journals(o.dir, restore, proc, say, begin.value("resume", false) ? run_ : "");
+            lab::settle_stale_journals(o.dir, restore, proc, say, resume ? run_ : "");
             // Keys of this machine's namespace: one run at a time changes each (as a local run).
             for (const auto& k : keys) locks_.emplace_back(o.dir / fmt::format("sysctl-{}.lock", k), false, k);
             journal_.emplace(o.dir, run_);
@@ -242,7 +291,7 @@ json counters_now() {
 
 /// Reads one request line from `in` into `line`, waiting at most `lease`; also wakes for a
 /// signal. Returns false on EOF.
-enum class Wait { line, eof, lease, signal };
+enum class Wait { line, eof, lease, signal, too_long };
 
 class Input {
 public:
@@ -255,7 +304,7 @@ public:
                 buf_.erase(0, nl + 1);
                 return Wait::line;
             }
-            if (buf_.size() > kMaxRequest) return Wait::eof;  // not a controller
+            if (buf_.size() > kMaxRequest) return Wait::too_long;  // not a controller
             auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
             if (left.count() <= 0) return Wait::lease;
             pollfd p[2] = {{fd_, POLLIN, 0}, {signals.fd(), POLLIN, 0}};
@@ -279,7 +328,7 @@ private:
 };
 
 void write_line(int fd, const json& j) {
-    auto line = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    auto line = json_input::dump(j) + "\n";
     for (std::size_t off = 0; off < line.size();) {
         ssize_t n = ::write(fd, line.data() + off, line.size() - off);
         if (n < 0 && errno == EINTR) continue;
@@ -340,7 +389,7 @@ int serve(int in, int out, const AgentOptions& options) {
         write_line(out, {{"ask", question}});
         std::string line;
         if (input.next(line, lease, signals) != Wait::line) throw Error("the controller is gone");
-        auto j = json::parse(line, nullptr, false);
+        auto j = json_input::parse(line);
         if (!j.is_object() || !j.contains("answer")) {
             input.unread(line);
             throw Error("the controller stopped waiting for this measurement");
@@ -359,18 +408,35 @@ int serve(int in, int out, const AgentOptions& options) {
                 if (got == Wait::signal) say("signalled: giving this host back");
                 session->give_back();
             }
+            if (got == Wait::too_long) {
+                say(fmt::format("a request line longer than {} MiB: not a controller's; ending", kMaxRequest >> 20));
+                try {
+                    write_line(out, {{"id", nullptr},
+                                     {"ok", false},
+                                     {"failure", "error"},
+                                     {"error", fmt::format("a request line longer than {} MiB", kMaxRequest >> 20)}});
+                } catch (const Error&) {
+                    // the controller is gone too
+                }
+            }
             return got == Wait::eof ? 0 : 1;
         }
-        json request = json::parse(line, nullptr, false);
-        json answer = {{"id", request.is_object() ? request.value("id", json(nullptr)) : json(nullptr)}, {"ok", true}};
+        json request = json_input::parse(line);
+        // The id is echoed only when it is a number or a short string: nothing large comes back.
+        json id = request.is_object() ? request.value("id", json(nullptr)) : json(nullptr);
+        if (!id.is_number() && !(id.is_string() && id.get<std::string>().size() <= 64)) id = nullptr;
+        json answer = {{"id", id}, {"ok", true}};
         try {
-            if (!request.is_object() || !request.contains("op"))
-                throw InputError("a request is a JSON object with an op");
+            if (!request.is_object() || !request.contains("op") || !request["op"].is_string())
+                throw InputError(fmt::format("a request is a JSON object (nested at most {} levels) with a string `op`",
+                                             json_input::kMaxDepth));
             auto op = request.at("op").get<std::string>();
             if (op == "begin") {
                 if (session) throw InputError("begin: a run is already under way on this host");
-                lease = std::chrono::milliseconds(1000 * request.value("lease_s", kDefaultLeaseS));
+                auto lease_s = uint_field(request, "lease_s", kDefaultLeaseS, kMaxLeaseS);
+                if (lease_s == 0) refuse(request, "lease_s", fmt::format("must be 1 to {}", kMaxLeaseS));
                 session.emplace(options, request, proc);
+                lease = std::chrono::seconds(lease_s);
             } else if (op == "ping") {
             } else if (op == "read") {
                 json values = json::object();

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/json.h"
+#include "core/text.h"
 #include "lab/capabilities.h"
 #include "lab/watchdog.h"
 #include "netem/host.h"
@@ -118,7 +120,8 @@ public:
         auto far = where.server.far;
         Channel::Asked asked = [far](const json& question) -> json {
             if (question.value("op", "") != "probe_stop" || !far)
-                throw Error(fmt::format("the client machine asked for `{}`", question.dump()));
+                throw Error(fmt::format("the client machine asked for `{}`",
+                                        text::terminal_safe(json_input::dump(question).substr(0, 200))));
             return far_report_json(far->stop());
         };
         json server = {

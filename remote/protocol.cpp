@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/json.h"
+#include "core/text.h"
 #include "core/version.h"
 #include "netem/attributes.h"
 #include "remote/agent.h"
@@ -67,18 +69,28 @@ json hello(const std::string& hostname, const std::string& kernel, const std::st
 }
 
 std::string hello_problem(const json& h, const std::string& host, const std::string& wanlab) {
-    auto version = h.value("version", std::string("?"));
-    if (version != kVersion || h.value("protocol", 0) != kProtocol)
+    // Whatever the other end sent, of any type: shown escaped and short, never trusted.
+    auto shown = [&h](const char* key) {
+        auto it = h.find(key);
+        if (it == h.end()) return std::string("?");
+        return text::terminal_safe((it->is_string() ? it->get<std::string>() : json_input::dump(*it)).substr(0, 64));
+    };
+    auto protocol = h.find("protocol");
+    bool same_protocol = protocol != h.end() && protocol->is_number_integer() && *protocol == kProtocol;
+    auto version = h.find("version");
+    bool same_version = version != h.end() && version->is_string() && *version == kVersion;
+    if (!same_version || !same_protocol)
         return fmt::format(
             "{}: `{}` there is wanlab {} (agent protocol {}); this is wanlab {} (protocol {}): install the same "
             "version on both machines (on a Debian machine: the same .deb, or build this checkout there)",
-            host, wanlab, version, h.value("protocol", 0), kVersion, kProtocol);
+            host, wanlab, shown("version"), shown("protocol"), kVersion, kProtocol);
     return "";
 }
 
 json service_json(const services::ServiceSpec& s) {
     json files = json::array();
-    for (const auto& f : s.files) files.push_back({{"name", f.name}, {"source", f.source}, {"text", f.text}});
+    for (const auto& f : s.files)
+        files.push_back({{"name", f.name}, {"source", f.source}, {"text", f.text}, {"mode", f.mode}});
     return {{"name", s.name},
             {"host", s.host},
             {"command", s.command},
@@ -98,6 +110,12 @@ services::ServiceSpec service_of(const json& j) {
     try {
         services::ServiceSpec s;
         j.at("name").get_to(s.name);
+        // It names the service's log files in its folder: never a path out of it.
+        if (!text::valid_name(s.name))
+            throw InputError(
+                fmt::format("a service name as the controller sent it (\"{}\") must be 1-64 letters, "
+                            "digits, `-` or `_`",
+                            text::terminal_safe(s.name.substr(0, 64))));
         j.at("host").get_to(s.host);
         j.at("command").get_to(s.command);
         const auto& r = j.at("ready");
@@ -116,7 +134,11 @@ services::ServiceSpec service_of(const json& j) {
                              std::string::npos;
             if (!plain)
                 throw Error(fmt::format("service `{}`: template file name \"{}\" is not a plain name", s.name, name));
-            s.files.push_back({name, f.at("source").get<std::string>(), f.at("text").get<std::string>(), {}});
+            s.files.push_back({name,
+                               f.at("source").get<std::string>(),
+                               f.at("text").get<std::string>(),
+                               {},
+                               f.value("mode", 0644u) & 0777u});
         }
         j.at("vars").get_to(s.vars);
         if (s.command.empty()) throw Error("a service without a command");

@@ -1,6 +1,8 @@
 // Experiments across machines without a network: [lab] mode = "hosts" as the loader reads it,
 // ssh's command line and its quoting, the hello's version check, a service on the wire, and
 // the sysctls each machine gets. The machines themselves: tests/remote/hosts_root_test.cpp.
+#include <unistd.h>
+
 #include <cmath>
 #include <map>
 
@@ -442,4 +444,36 @@ TEST_CASE("the agent's own ssh connection, from SSH_CONNECTION, as this machine 
     CHECK_FALSE(remote::ssh_connection_flow("2001:db8::1 50022 203.0.113.7 22"));  // one family or none
     CHECK_FALSE(remote::ssh_connection_flow("198.51.100.1 70000 203.0.113.7 22"));
     CHECK_FALSE(remote::ssh_connection_flow("garbage"));
+}
+
+TEST_CASE("an ssh_config that makes ssh run commands is named by validate and listed by plan", "[remote][security]") {
+    char name[] = "/tmp/wanlab-ssh-config-XXXXXX";
+    int fd = ::mkstemp(name);
+    REQUIRE(fd >= 0);
+    std::string config =
+        "Host lab\n  HostName 203.0.113.7\n  ProxyCommand nc -X connect -x proxy:3128 %h %p\n"
+        "# LocalCommand in a comment runs nothing\n  PermitLocalCommand yes\n  LocalCommand=touch /tmp/pwned\n"
+        "Match exec \"test -f /etc/lab\"\n  User root\nInclude ~/.ssh/more\n";
+    REQUIRE(::write(fd, config.data(), config.size()) == static_cast<ssize_t>(config.size()));
+    ::close(fd);
+    std::string text = kHosts + "[[probe]]\nkind = \"rtt\"\nmethod = \"icmp\"\n";
+    text.replace(text.find("/home/me/.ssh/lab_config"), std::string("/home/me/.ssh/lab_config").size(), name);
+    auto l = load(text);
+    ::unlink(name);
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    CHECK_THAT(l.messages,
+               Contains("makes ssh run commands, as the user running wanlab (root for a run): line 3: "
+                        "ProxyCommand nc -X connect -x proxy:3128 %h %p; line 6: LocalCommand=touch "
+                        "/tmp/pwned; line 7: Match exec \"test -f /etc/lab\"; line 9: Include ~/.ssh/more"));
+    CHECK_THAT(l.messages, !Contains("line 4"));  // the comment
+    auto plan = experiment::render_plan_text(*l.exp);
+    CHECK_THAT(plan, Contains(std::string("ssh config ") + name +
+                              ": ssh runs these as the user running wanlab:\n"
+                              "    line 3: ProxyCommand"));
+    // A config that is not there: plan says so instead of guessing.
+    auto missing = load(kHosts + "[[probe]]\nkind = \"rtt\"\nmethod = \"icmp\"\n");
+    REQUIRE(missing.exp);
+    CHECK_THAT(experiment::render_plan_text(*missing.exp),
+               Contains("ssh config /home/me/.ssh/lab_config: not readable here"));
 }
