@@ -12,6 +12,7 @@
 #include "cli/command.h"
 #include "cli/load.h"
 #include "core/error.h"
+#include "core/sys.h"
 #include "experiment/shard.h"
 #include "lab/capabilities.h"
 #include "lab/journal.h"
@@ -44,16 +45,7 @@ void write_page(const std::string& path, const RunArgs& a, const experiment::Exp
     ro.format = report::Format::html;
     ro.pivot = a.pivot;
     ro.files_root = a.request.out;
-    auto page = report::render(data, exp.asserts, ro);
-    auto tmp = path + ".tmp";
-    {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        f << page;
-        if (!f.flush()) throw Error(fmt::format("writing the page {}", tmp));
-    }
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) throw Error(fmt::format("writing the page {}: {}", path, ec.message()));
+    sys::write_file_atomic(path, report::render(data, exp.asserts, ro), "the page");
 }
 
 /// Prints the report of `data` and applies the CI gates; returns the exit status.
@@ -66,11 +58,7 @@ int report_and_gate(const RunArgs& a, const experiment::Experiment& exp, const r
     std::fflush(stdout);
     if (!a.request.html.empty()) write_page(a.request.html, a, exp, data);
     auto outcomes = report::evaluate(data, exp.asserts);
-    if (!a.junit.empty()) {
-        std::ofstream j(a.junit);
-        j << report::junit_xml(data, outcomes);
-        if (!j) throw Error(fmt::format("writing the JUnit report {}", a.junit));
-    }
+    if (!a.junit.empty()) sys::write_file_atomic(a.junit, report::junit_xml(data, outcomes), "the JUnit report");
     return report::gate_status(outcomes, run_status);
 }
 
@@ -99,13 +87,11 @@ void check_flags(const RunArgs& a) {
     if (a.detach && r.inner) throw InputError("--detach is for the run on this machine, not the one in the VM");
     if (!r.shard.empty()) (void)experiment::parse_shard(r.shard);  // bad input fails before the file is read
     (void)report::parse_format(a.format);                          // bad input fails before anything runs
-    if (!r.html.empty() && !r.inner) {  // a page that cannot be written fails now, not after the first trial
-        auto probe = r.html + ".tmp";
-        if (!std::ofstream(probe, std::ios::app))
-            throw InputError(fmt::format("--html {}: cannot write there", r.html));
-        std::error_code ec;
-        fs::remove(probe, ec);
-    }
+    // A page or report that cannot be written fails now, not after the first trial.
+    for (const auto& [flag, path] : {std::pair{"--html", r.html}, std::pair{"--junit", a.junit}})
+        if (!path.empty() && !r.inner)
+            if (auto why = sys::cannot_create(path); !why.empty())
+                throw InputError(fmt::format("{} {}: cannot write there: {}", flag, path, why));
 }
 
 int run(RunArgs a) {

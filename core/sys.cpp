@@ -97,6 +97,16 @@ std::string read_tail(const std::string& path, std::size_t max_bytes) {
 
 std::string read_file(const std::string& path, std::size_t max_bytes, std::string_view what, bool no_follow) {
     auto failed = [&](const std::string& why) { return Error(fmt::format("{} {}: {}", what, path, why)); };
+    auto kind = [&](const struct stat& st) {
+        if (S_ISDIR(st.st_mode)) throw failed("is a directory, not a file");
+        if (!S_ISREG(st.st_mode)) throw failed("is not a regular file (a FIFO, socket or device); give a file");
+    };
+    // What it is, before anything opens it.
+    struct stat seen {};
+    if ((no_follow ? ::lstat(path.c_str(), &seen) : ::stat(path.c_str(), &seen)) != 0)
+        throw failed(std::strerror(errno));
+    if (no_follow && S_ISLNK(seen.st_mode)) throw failed("is a symbolic link, which wanlab does not follow here");
+    kind(seen);
     int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (no_follow ? O_NOFOLLOW : 0);
     int raw = ::open(path.c_str(), flags);
     if (raw < 0) {
@@ -106,8 +116,8 @@ std::string read_file(const std::string& path, std::size_t max_bytes, std::strin
     Fd fd(raw);
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) throw failed(std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) throw failed("is a directory, not a file");
-    if (!S_ISREG(st.st_mode)) throw failed("is not a regular file (a FIFO, socket or device); give a file");
+    kind(st);
+    if (st.st_dev != seen.st_dev || st.st_ino != seen.st_ino) throw failed("changed while it was being opened");
     auto limit = [&] {
         bool mib = max_bytes >= (1u << 20) && max_bytes % (1u << 20) == 0;
         return failed(fmt::format("is larger than {} {}, the most wanlab reads",
@@ -125,6 +135,44 @@ std::string read_file(const std::string& path, std::size_t max_bytes, std::strin
         if (out.size() > max_bytes) throw limit();  // it grew while being read
     }
     return out;
+}
+
+void write_file_atomic(const std::string& path, std::string_view data, std::string_view what, mode_t mode) {
+    auto failed = [&](const std::string& file, int err) {
+        return Error(fmt::format("writing {} {}: {}", what, file, std::strerror(err)));
+    };
+    std::string tmp;
+    Fd fd;
+    for (int attempt = 0; !fd && attempt < 100; ++attempt) {
+        tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), attempt);
+        fd = Fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+        if (!fd && errno != EEXIST) throw failed(tmp, errno);
+    }
+    if (!fd) throw failed(tmp, EEXIST);
+    auto discard = [&](int err) {
+        ::unlink(tmp.c_str());
+        return failed(tmp, err);
+    };
+    for (std::size_t done = 0; done < data.size();) {
+        ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw discard(errno);
+        done += static_cast<std::size_t>(n);
+    }
+    if (::fchmod(fd.get(), mode) != 0) throw discard(errno);
+    if (::close(fd.release()) != 0) throw discard(errno);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) throw discard(errno);
+}
+
+std::string cannot_create(const std::string& path) {
+    auto slash = path.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) return fmt::format("its folder {}: {}", dir, std::strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return fmt::format("{} is not a folder", dir);
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) return fmt::format("its folder {}: {}", dir, std::strerror(errno));
+    if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return "it is a folder";
+    return "";
 }
 
 bool netns_exists(const std::string& name) { return name.empty() || ::access(netns_path(name).c_str(), F_OK) == 0; }

@@ -11,9 +11,11 @@
 // thread-safe; the functions are thread-safe.
 #pragma once
 
+#include <sys/types.h>
 #include <cerrno>
 #include <functional>
 #include <optional>
+
 #include <string>
 #include <string_view>
 
@@ -81,11 +83,22 @@ std::string device_name_problem(std::string_view name);
 inline constexpr std::size_t kMaxInputBytes = 4u << 20;
 
 /// The whole contents of the regular file at `path`, for input wanlab reads whole
-/// (experiment files, profiles, journals). Opened without following a final symlink when
-/// `no_follow`, and without blocking (a FIFO is refused, never waited on); refuses anything
-/// but a regular file and a file larger than `max_bytes`. Throws wanlab::Error naming `what`
-/// and the path: "<what> PATH: is a directory", "... is larger than 4 MiB".
+/// (experiment files, profiles, journals). Looked at before it is opened, so a device, FIFO
+/// or socket is refused without its open() ever running (a driver's open runs as root); opened
+/// without following a final symlink when `no_follow`, without blocking, and checked to be the
+/// file looked at; refuses anything but a regular file and a file larger than `max_bytes`. Throws wanlab::Error naming
+/// `what` and the path: "<what> PATH: is a directory", "... is larger than 4 MiB".
 std::string read_file(const std::string& path, std::size_t max_bytes, std::string_view what, bool no_follow = false);
+
+/// Writes `data` to `path` whole or not at all, as a file wanlab creates: a temporary sibling
+/// made with O_CREAT | O_EXCL | O_NOFOLLOW (never a file or symlink someone planted), given
+/// `mode`, then renamed over `path` (a symlink at `path` is replaced, never followed). Throws
+/// wanlab::Error naming `what` and the path.
+void write_file_atomic(const std::string& path, std::string_view data, std::string_view what, mode_t mode = 0644);
+
+/// Whether a file can be created in `path`'s folder (the way write_file_atomic() would): a
+/// message saying why not, or "".
+std::string cannot_create(const std::string& path);
 
 /// The last `max_bytes` of the regular file at `path` (a log that may be large), without
 /// following a symlink; "" when it cannot be read.

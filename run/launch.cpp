@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/process.h"
 #include "core/signals.h"
+#include "core/sys.h"
 #include "core/text.h"
 #include "lab/capabilities.h"
 #include "lab/session.h"
@@ -62,11 +63,15 @@ private:
         std::error_code ec;
         auto when = fs::last_write_time(staged_, ec);
         if (ec || when == copied_) return;
-        auto tmp = target_;
-        tmp += ".tmp";
-        if (fs::copy_file(staged_, tmp, fs::copy_options::overwrite_existing, ec) && !ec) fs::rename(tmp, target_, ec);
-        if (!ec) copied_ = when;
+        try {  // created beside the target, never through a symlink planted there
+            sys::write_file_atomic(target_.string(), sys::read_file(staged_.string(), kMaxPage, "the page", true),
+                                   "the page");
+            copied_ = when;
+        } catch (const Error&) {
+            // the next change of the staged page tries again
+        }
     }
+    static constexpr std::size_t kMaxPage = std::size_t{1} << 30;
     fs::path staged_, target_;
     fs::file_time_type copied_{};
     std::mutex mutex_;
@@ -207,11 +212,8 @@ Outcome measure_in_vm(const RunRequest& r, const results::RunData* before) {
                            fmt::format("vm ({}, {} cpus)", vm::accel_name(machine.accel().accel), machine.cpus()));
     // This machine, for the report to say which of its defaults the VM's kernel did not share.
     const auto host_file = out / fmt::format(".host-{}.json", id);
-    {
-        std::ofstream f(host_file);
-        f << nlohmann::json(this_machine_environment()).dump();
-        if (!f) throw Error(fmt::format("writing {}: {}", host_file.string(), std::strerror(errno)));
-    }
+    sys::write_file_atomic(host_file.string(), nlohmann::json(this_machine_environment()).dump(),
+                           "this machine's environment");
     argv.insert(argv.end(), {"--host-env", host_file.string()});
     // The page: the run in the VM refreshes it in the results share (the only place it can
     // write), and a copy follows it to where it was asked for while the run goes on.

@@ -50,18 +50,6 @@ bool accepts(const std::string& address, std::uint16_t port) {
     return ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
 }
 
-void write_file(const std::filesystem::path& path, const std::string& text) {
-    sys::Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (!fd) sys::fail_errno("writing " + path.string());
-    std::size_t done = 0;
-    while (done < text.size()) {
-        ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) sys::fail_errno("writing " + path.string());
-        done += static_cast<std::size_t>(n);
-    }
-}
-
 // Whether `pid` (our unreaped child) has exited, without reaping it.
 bool has_exited(pid_t pid) {
     siginfo_t info{};
@@ -91,7 +79,9 @@ Service::Service(const ServiceSpec& spec, const Placement& where, std::map<std::
     std::string what = fmt::format("service `{}`", spec_.name);
     try {
         for (const auto& f : spec_.files)
-            write_file(dir / f.name, text::expand(f.text, values_, fmt::format("{} template {}", what, f.source)));
+            sys::write_file_atomic((dir / f.name).string(),
+                                   text::expand(f.text, values_, fmt::format("{} template {}", what, f.source)),
+                                   "the rendered template", f.mode);
         auto argv = expand_argv(spec_.command, values_, what);
         auto exe = sys::find_program(argv[0]);
         if (exe.empty())

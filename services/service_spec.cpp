@@ -1,5 +1,7 @@
 #include "services/service_spec.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -116,6 +118,8 @@ std::vector<TemplateFile> parse_files(const Node* table, const std::string& sect
             diag.error(source.value_at, e.what());
             continue;
         }
+        // A template read from a file only its owner may read (a key) stays that way rendered.
+        if (struct stat st{}; ::stat(f.source.c_str(), &st) == 0) f.mode = st.st_mode & 0777;
         if (f.text.find('\0') != std::string::npos) {
             diag.error(source.value_at, fmt::format("the template {} holds a NUL byte: templates are text", f.source));
             continue;

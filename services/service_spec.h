@@ -47,6 +47,7 @@ struct TemplateFile {
     std::string source;  ///< the template's path as resolved
     std::string text;    ///< the template, read at load
     Location at;
+    unsigned mode = 0644;  ///< the source's permission bits: the rendered file gets the same
 };
 
 struct ServiceSpec {

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/sys.h"
 
 namespace wanlab::vm {
 
@@ -44,25 +45,7 @@ std::string read_file(const fs::path& path) {
 }
 
 void write_file_atomic(const fs::path& path, std::string_view data) {
-    fs::path tmp = path;
-    tmp += fmt::format(".tmp{}", ::getpid());
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) sys::fail_errno("creating " + tmp.string());
-        out.write(data.data(), static_cast<std::streamsize>(data.size()));
-        out.close();
-        if (!out) {
-            std::error_code ec;
-            fs::remove(tmp, ec);
-            throw Error(fmt::format("writing {}: I/O error", tmp.string()));
-        }
-    }
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) {
-        fs::remove(tmp, ec);
-        throw Error(fmt::format("renaming {} to {}: {}", tmp.string(), path.string(), ec.message()));
-    }
+    sys::write_file_atomic(path.string(), data, "the file");
 }
 
 void prune_cache(const fs::path& dir, std::string_view prefix, const fs::path& keep) noexcept {
