@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/signals.h"
 #include "core/sys.h"
+#include "core/text.h"
 #include "experiment/plan.h"
 #include "lab/capabilities.h"
 #include "lab/journal.h"
@@ -107,7 +108,8 @@ int lab_down(const std::string& run) {
     lab::FileLock lock(std::filesystem::path(lab::kRunDir) / "lock", true, "the journal directory");
     sysctl::RealProcSys proc;
     auto failures = lab::restore_journal(journal, lab::machine_undo(proc, [](const std::string& s) { say("  " + s); }));
-    for (const auto& f : failures) std::fputs(fmt::format("wanlab: error: {}\n", f).c_str(), stderr);
+    for (const auto& f : failures)
+        std::fputs(fmt::format("wanlab: error: {}\n", text::terminal_safe(f)).c_str(), stderr);
     if (!failures.empty()) return 1;
     say(fmt::format("wanlab lab down: run {} had stopped; restored from its journal", run));
     return 0;

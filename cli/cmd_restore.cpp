@@ -99,7 +99,8 @@ Runner setup_restore(CLI::App& sub) {
             }
             std::puts(fmt::format("wanlab restore: run {} ({} entries)", j.run, j.entries.size()).c_str());
             auto failures = lab::restore_journal(j, undo);
-            for (const auto& f : failures) std::fputs(fmt::format("wanlab: error: {}\n", f).c_str(), stderr);
+            for (const auto& f : failures)
+                std::fputs(fmt::format("wanlab: error: {}\n", text::terminal_safe(f)).c_str(), stderr);
             if (!failures.empty()) {
                 status = 1;
                 std::fputs(

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "cli/command.h"
 #include "core/diagnostic.h"
 #include "core/error.h"
+#include "core/text.h"
 
 int main(int argc, char** argv) {
     // A reader that goes away (`| head`, a tee killed with the SSH session) must not kill
@@ -51,10 +53,15 @@ int main(int argc, char** argv) {
             if (sub->parsed()) return run();
         return 2;
     } catch (const wanlab::Error& e) {
-        std::fputs(fmt::format("wanlab: error: {}\n", e.what()).c_str(), stderr);
+        // An error may quote what another program, machine or file said: never raw to a terminal.
+        std::fputs(fmt::format("wanlab: error: {}\n", wanlab::text::terminal_safe(e.what())).c_str(), stderr);
         return e.exit_code();
+    } catch (const std::filesystem::filesystem_error& e) {
+        // A full disk or a folder that cannot be written is the machine's state, not a bug.
+        std::fputs(fmt::format("wanlab: error: {}\n", wanlab::text::terminal_safe(e.what())).c_str(), stderr);
+        return 1;
     } catch (const std::exception& e) {
-        std::fputs(fmt::format("wanlab: internal error: {}\n", e.what()).c_str(), stderr);
+        std::fputs(fmt::format("wanlab: internal error: {}\n", wanlab::text::terminal_safe(e.what())).c_str(), stderr);
         return 1;
     }
 }

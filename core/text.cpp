@@ -14,19 +14,28 @@ bool plain(char c) {
 }
 
 // The length of the control character at s[i] (1 for C0/DEL, 2 for C1 in UTF-8), 0 if none.
+// The length of the control character at s[i], 0 if there is none: C0, DEL, C1 (U+0080-U+009F),
+// and the invisible characters that change how a line reads without showing themselves: the
+// zero-width ones and direction marks (U+200B-U+200F), the line and paragraph separators
+// (U+2028, U+2029), the bidi embeddings and overrides (U+202A-U+202E) and isolates
+// (U+2066-U+2069), and the byte order mark (U+FEFF), all in UTF-8.
 std::size_t control_at(std::string_view s, std::size_t i) {
     auto c = static_cast<unsigned char>(s[i]);
     if (c < 0x20 || c == 0x7f) return 1;
-    if (c == 0xc2 && i + 1 < s.size()) {
-        auto d = static_cast<unsigned char>(s[i + 1]);
-        if (d >= 0x80 && d <= 0x9f) return 2;
-    }
+    auto at = [&](std::size_t k) { return i + k < s.size() ? static_cast<unsigned char>(s[i + k]) : 0u; };
+    if (c == 0xc2 && at(1) >= 0x80 && at(1) <= 0x9f) return 2;
+    if (c == 0xe2 && at(1) == 0x80 && ((at(2) >= 0x8b && at(2) <= 0x8f) || (at(2) >= 0xa8 && at(2) <= 0xae))) return 3;
+    if (c == 0xe2 && at(1) == 0x81 && at(2) >= 0xa6 && at(2) <= 0xa9) return 3;
+    if (c == 0xef && at(1) == 0xbb && at(2) == 0xbf) return 3;
     return 0;
 }
 
 unsigned code_point(std::string_view s, std::size_t i) {
     auto c = static_cast<unsigned char>(s[i]);
-    return c == 0xc2 ? static_cast<unsigned char>(s[i + 1]) : c;
+    auto next = [&](std::size_t k) { return i + k < s.size() ? static_cast<unsigned>(s[i + k]) & 0x3fu : 0u; };
+    if (c == 0xc2) return 0x80u | next(1);
+    if (c >= 0xe0 && c < 0xf0) return (c & 0x0fu) << 12 | next(1) << 6 | next(2);
+    return c;
 }
 }  // namespace
 

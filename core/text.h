@@ -31,12 +31,13 @@ std::string tail_lines(const std::string& text, std::size_t lines = 5);
 /// The whitespace-separated words of `s`, in order.
 std::vector<std::string> words(std::string_view s);
 
-/// `s` with every control character but newline and tab (C0, DEL, and the C1 range
-/// U+0080-U+009F in UTF-8) written as a visible escape: "\x1b", "\u009b".
+/// `s` with every control character but newline and tab (C0, DEL, the C1 range U+0080-U+009F,
+/// and the invisible zero-width, separator, bidi and BOM characters, in UTF-8) written as a
+/// visible escape: "\x1b", "\u009b", "\u202e".
 std::string terminal_safe(std::string_view s);
 
-/// The byte offset of the first control character in `s` other than a tab (C0, DEL, C1 in
-/// UTF-8), if any. Newlines count: no name, url or value wanlab reads spans lines.
+/// The byte offset of the first control character in `s` other than a tab (as terminal_safe()
+/// escapes them), if any. Newlines count: no name, url or value wanlab reads spans lines.
 std::optional<std::size_t> control_character(std::string_view s);
 
 /// How a control character found by control_character() is named in a message: "U+000A

@@ -7,6 +7,7 @@
 
 #include "probes/human.h"
 #include "report/detail.h"
+#include "results/store.h"
 
 namespace wanlab::report::detail {
 std::string human_ci(probes::Unit unit, const Summary& s) {
@@ -26,15 +27,7 @@ std::string signed_percent(double fraction) {
 
 std::string unit_of(const probes::MetricSpec* spec) { return spec ? probes::unit_name(spec->unit) : ""; }
 
-std::string csv_field(const std::string& s) {
-    if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
-    std::string q = "\"";
-    for (char c : s) {
-        if (c == '"') q += '"';
-        q += c;
-    }
-    return q + "\"";
-}
+std::string csv_field(const std::string& s) { return results::csv_field(s); }
 
 std::string csv_number(double v) { return std::isfinite(v) ? fmt::format("{}", v) : ""; }
 

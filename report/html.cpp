@@ -452,12 +452,22 @@ std::string kv_table(const std::map<std::string, std::string>& kv, const char* k
 
 // JSON inside a <script> element: "</" cannot end it early ("<\/" is the same JSON string).
 std::string script_json(const json& j) {
+    // Inside <script>, the HTML parser looks for "</script" and for "<!--" (which turns the
+    // rest into script data where "<script" nests): every '<' is written \u003c, so neither
+    // can appear. U+2028 and U+2029 end a line in older JavaScript: escaped too. Each can only
+    // occur inside a JSON string, where the escapes mean the same characters.
     auto text = j.dump(-1, ' ', false, json::error_handler_t::replace);
     std::string out;
     out.reserve(text.size());
     for (std::size_t i = 0; i < text.size(); ++i) {
-        out += text[i];
-        if (text[i] == '<' && i + 1 < text.size() && text[i + 1] == '/') out += '\\';
+        if (text[i] == '<') {
+            out += "\\u003c";
+        } else if (text.compare(i, 3, "\xe2\x80\xa8") == 0 || text.compare(i, 3, "\xe2\x80\xa9") == 0) {
+            out += text[i + 2] == '\xa8' ? "\\u2028" : "\\u2029";
+            i += 2;
+        } else {
+            out += text[i];
+        }
     }
     return out;
 }

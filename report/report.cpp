@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/json.h"
+#include "core/text.h"
 #include "report/html.h"
 #include "report/model.h"
 #include "results/store.h"
@@ -312,7 +314,7 @@ std::string render_json(const Model& m) {
                                 {"bound", detail::number<json>(o.bound)},
                                 {"passed", o.passed},
                                 {"message", o.message}});
-    return j.dump(2) + "\n";
+    return json_input::dump(j, 2) + "\n";
 }
 
 // One row per comparison (per baseline cell when the run has one variant), base units, with
@@ -404,8 +406,9 @@ std::string render(const results::RunData& data, const std::vector<experiment::A
                    const ReportOptions& options) {
     auto m = build(data, asserts, options);
     switch (options.format) {
-        case Format::table: return render_text(m, false);
-        case Format::markdown: return render_text(m, true);
+        // Text for a terminal: what services, agents and foreign databases said, escaped.
+        case Format::table: return text::terminal_safe(render_text(m, false));
+        case Format::markdown: return text::terminal_safe(render_text(m, true));
         case Format::json: return render_json(m);
         case Format::csv: return render_csv(m);
         case Format::html: return html::run_page(m);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -60,17 +61,6 @@ Measurement measurement_from(const json& j) {
                 throw json::other_error::create(501, "series " + name + ": t and value differ in length", &s);
         }
     return m;
-}
-
-/// RFC 4180: a field holding a comma, a quote or a line break is quoted, its quotes doubled.
-std::string csv_field(std::string_view s) {
-    if (s.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(s);
-    std::string out = "\"";
-    for (char c : s) {
-        if (c == '"') out += '"';
-        out += c;
-    }
-    return out + '"';
 }
 
 void append_row(std::string& out, const std::vector<std::string>& fields) {
@@ -136,6 +126,28 @@ void append_measurement(std::string& out, const RunData& data, const std::vector
 }
 
 }  // namespace
+
+std::string csv_field(std::string_view s) {
+    std::string out(s);
+    // A spreadsheet runs a cell that starts with = + - @ (or a tab or carriage return before
+    // one) as a formula: such a text starts with ' instead (OWASP's advice). A number is left
+    // as it is: "-0.5" is data.
+    if (!s.empty() && std::string_view("=+-@\t\r").find(s.front()) != std::string_view::npos) {
+        char* end = nullptr;
+        std::string text(s);
+        std::strtod(text.c_str(), &end);
+        bool number = end == text.c_str() + text.size() && s.front() != '=' && s.front() != '@';
+        if (!number) out.insert(0, "'");
+    }
+    // RFC 4180: a field holding a comma, a quote or a line break is quoted, its quotes doubled.
+    if (out.find_first_of(",\"\r\n") == std::string::npos) return out;
+    std::string quoted = "\"";
+    for (char c : out) {
+        if (c == '"') quoted += '"';
+        quoted += c;
+    }
+    return quoted + '"';
+}
 
 void to_json(json& j, const Environment& env) {
     j = {{"hostname", env.hostname}, {"kernel", env.kernel},

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "results/model.h"
@@ -95,5 +96,8 @@ void from_json(const nlohmann::json& j, EmulationCheck& check);
 /// One CSV row per (measurement, metric): run,trial,trial_id,variant,<sweep columns>,probe,
 /// kind,tool,repeat,metric,value,unit. RFC 4180 quoting.
 std::string to_csv(const RunData& data);
+/// One CSV field: quoted as RFC 4180 asks, and a text a spreadsheet would run as a formula
+/// (starting with = + - @, a tab or a carriage return, and not a number) led by a '.
+std::string csv_field(std::string_view s);
 
 }  // namespace wanlab::results

@@ -186,9 +186,29 @@ TEST_CASE("the page carries its scripts and data inline and may make no request"
     // The chart data's one script element ends where it should.
     auto data = page.substr(page.find("id=\"wanlab-charts\">"));
     data = data.substr(0, data.find("</script>"));
-    CHECK_THAT(data, Contains("<\\/script><script>alert(2)<\\/script>"));
+    CHECK_THAT(data, Contains("\\u003c/script>\\u003cscript>alert(2)\\u003c/script>"));
     auto parsed = ordered_json::parse(data.substr(data.find('>') + 1));
     CHECK(parsed.size() == html::run_charts(detail::build(d, {}, o)).size());
+}
+
+TEST_CASE("no stored string can end or comment out the page's chart data", "[report][html][security]") {
+    // "<!--<script" in a script element makes the browser read on as script data until a
+    // matching end: no chart would draw and nothing would say why. U+2028 ended a line in older
+    // JavaScript. Neither may reach the element's text as it is.
+    auto d = fixtures::buffer_sweep();
+    d.trials[0].variant = "<!--<script>";
+    d.trials[1].variant = "a\u2028b\u2029c";
+    ReportOptions o;
+    o.format = parse_format("html");
+    auto page = render(d, {}, o);
+    auto start = page.find("id=\"wanlab-charts\">");
+    REQUIRE(start != std::string::npos);
+    auto data = page.substr(start, page.find("</script>", start) - start);
+    CHECK_THAT(data, !Contains("<!--") && !Contains("<script") && !Contains("\u2028") && !Contains("\u2029"));
+    CHECK_THAT(data, Contains("\\u003c!--\\u003cscript>") && Contains("a\\u2028b\\u2029c"));
+    // It is still the same data.
+    auto parsed = ordered_json::parse(data.substr(data.find('>') + 1));
+    CHECK(parsed.dump().find("<!--<script>") != std::string::npos);
 }
 
 TEST_CASE("html escapes markup, quotes and ampersands", "[report][html]") {

@@ -176,3 +176,21 @@ TEST_CASE("a run in the micro-VM keeps the machine that started it, and a run wi
     CHECK_FALSE(to_json(sample_run())["run"]["env"].contains("host"));
     CHECK_FALSE(from_json(to_json(sample_run())).run.env.host);
 }
+
+TEST_CASE("a CSV cell a spreadsheet would run as a formula starts with ', and numbers stay numbers",
+          "[results][security]") {
+    for (const char* formula : {"=HYPERLINK(\"http://x\")", "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\t=1"}) {
+        INFO(formula);
+        auto field = csv_field(formula);
+        CHECK((field.starts_with("'") || field.starts_with("\"'")));
+    }
+    CHECK(csv_field("-0.5") == "-0.5");
+    CHECK(csv_field("+3") == "+3");
+    CHECK(csv_field("1e-3") == "1e-3");
+    CHECK(csv_field("a,b") == "\"a,b\"");
+    CHECK(csv_field("=a,b") == "\"'=a,b\"");
+    // In an export: a variant's description or a note that starts with = is neutralised.
+    RunData d = sample_run();
+    d.trials.at(0).variant = "=1+1";
+    CHECK_THAT(to_csv(d), Catch::Contains(",'=1+1,") && !Catch::Contains(",=1+1,"));
+}
