@@ -1,6 +1,7 @@
 #include "experiment/asserts.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -161,8 +162,10 @@ std::optional<double> bound_value(const Node* n, const char* key, const probes::
             if (auto v = config::to_size(*n, key, diag)) return static_cast<double>(*v);
             return std::nullopt;
         default:
-            if (n->kind == Node::Kind::value && n->value->is_number()) return n->value->value<double>();
-            diag.error(n->value_at, fmt::format("`{}` for `{}` must be a number", key, m.name));
+            // nan would pass or fail every comparison; inf bounds nothing.
+            if (n->kind == Node::Kind::value && n->value->is_number() && std::isfinite(*n->value->value<double>()))
+                return n->value->value<double>();
+            diag.error(n->value_at, fmt::format("`{}` for `{}` must be a finite number", key, m.name));
             return std::nullopt;
     }
 }

@@ -72,6 +72,11 @@ std::vector<std::string> parse_variants(Node& doc, Diagnostics& diag) {
     }
     for (std::size_t i = 0; i < variants->items.size(); ++i) {
         const Node& v = variants->items[i];
+        if (i == kMaxTrials) {  // each variant is a trial at least: the same cap as a sweep's
+            diag.error(v.value_at, fmt::format("more than {} variants ({}): an experiment has at most {} trials",
+                                               kMaxTrials, variants->items.size(), kMaxTrials));
+            break;
+        }
         Reader r(v, fmt::format("[[variant]] #{}", i + 1), diag);
         auto name = r.string("name");
         r.string("description");

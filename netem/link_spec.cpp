@@ -177,6 +177,15 @@ void validate_direction(const Direction& d, const char* dir, Diagnostics& diag) 
                                                    key, to_string(d.shaper)));
     needs(d, "cell_overhead", n.cell_size > 0, "cell_size", "it is added to each cell", diag, dir);
     needs(d, "shaper", d.rate_bps > 0, "rate", "a shaper limits the rate", diag, dir);
+    // libnl's tbf takes its rate in bytes/s as an int (encode.cpp): the limit is found here,
+    // before anything changes, not when the trial's tree is sent.
+    if (d.shaper == Shaper::tbf && d.rate_bps / 8 > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+        auto it = d.at.find("rate");
+        diag.error(it != d.at.end() ? it->second : Location{},
+                   fmt::format("`rate` = {} is above what shaper = \"tbf\" takes (17gbit, through libnl): use shaper "
+                               "= \"htb\", or netem's own rate",
+                               units::format_rate(d.rate_bps)));
+    }
     needs(d, "qdisc", d.queue == Queue::none || d.rate_bps > 0, "rate",
           "the bottleneck queue only fills behind a rate limit", diag, dir);
     needs(d, "qdisc_limit", d.queue != Queue::none, "qdisc", "it sizes the bottleneck queue", diag, dir);

@@ -8,6 +8,7 @@
 // std::regex has none. Thread-safe after construction.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,8 +30,11 @@ public:
     /// Its named groups, in the order they appear.
     std::vector<std::string> group_names() const;
     /// Group `group` of the last match in `subject`; nullopt when nothing matches (or the
-    /// group took no part). Throws Error when the match limit is hit.
-    std::optional<std::string> last_group(std::string_view subject, const std::string& group) const;
+    /// group took no part). Throws Error when the match limit is hit, or when finding every
+    /// match takes longer than `budget` (a pattern that matches at each of millions of
+    /// positions).
+    std::optional<std::string> last_group(std::string_view subject, const std::string& group,
+                                          std::chrono::milliseconds budget = std::chrono::seconds(2)) const;
 
 private:
     struct Compiled;

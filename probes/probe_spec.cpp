@@ -21,6 +21,8 @@ constexpr std::int64_t kBig = 1'000'000'000;
 // Duration options' lower bound, in nanoseconds: a 0 interval would make ping flood (as
 // root, `ping -i 0`), and a timer wheel of a zero period spins.
 constexpr std::int64_t kOneMs = 1'000'000;
+// The udp probe's pace at most: 100 Gbit/s, far above what one socket sends.
+constexpr std::uint64_t kMaxUdpRate = 100'000'000'000;
 
 // Options every kind shares.
 std::vector<OptionSpec> common(std::vector<OptionSpec> own) {
@@ -735,6 +737,10 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
     if (spec.kind == "udp") {
         if (auto rate = std::get_if<std::int64_t>(&spec.options["rate"]); rate && *rate <= 0)
             diag.error(r.value_at("rate"), "`rate` must be above zero: the udp probe sends at this pace");
+        else if (rate && static_cast<std::uint64_t>(*rate) > kMaxUdpRate)
+            diag.error(r.value_at("rate"), fmt::format("`rate` = {} is above {}, more than one sender's socket carries",
+                                                       units::format_rate(static_cast<std::uint64_t>(*rate)),
+                                                       units::format_rate(kMaxUdpRate)));
         auto size = std::get_if<std::int64_t>(&spec.options["size"]);
         if (size && (*size < 24 || *size > 65507))
             diag.error(r.value_at("size"),

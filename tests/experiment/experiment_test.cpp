@@ -830,3 +830,11 @@ TEST_CASE("the adaptive keys are refused without repeats = \"auto\", and out of 
     CHECK_FALSE(bare.exp);
     CHECK_THAT(bare.messages, Catch::Contains("`precision` must be a percentage string"));
 }
+
+TEST_CASE("variants alone are held to the 10000-trial cap, as a sweep is", "[experiment][security]") {
+    std::string text = "[[probe]]\nkind = \"rtt\"\n";
+    for (int i = 0; i < 10'001; ++i) text += "[[variant]]\nname = \"v" + std::to_string(i) + "\"\n";
+    auto l = load(text);
+    CHECK_FALSE(l.exp);
+    CHECK_THAT(l.messages, Catch::Contains("more than 10000 variants (10001): an experiment has at most 10000 trials"));
+}

@@ -125,3 +125,16 @@ TEST_CASE("a regex cannot make a measurement spin: PCRE2's match limit stops it"
     std::string subject = std::string(40, 'a') + "!";
     CHECK_THROWS_WITH(p.last_group(subject, "value"), Contains("regex: "));
 }
+
+TEST_CASE("a regex that matches at every position of a large output is stopped by the extraction's budget",
+          "[probes][security]") {
+    // Each match is cheap and within PCRE2's limits; there are millions of them. One such
+    // probe once spun for 13 minutes and ignored SIGTERM.
+    probes::Pattern p("(?<value>[0-9]?)");
+    std::string subject(8u << 20, 'x');
+    CHECK_THROWS_WITH(p.last_group(subject, "value", std::chrono::milliseconds(5)),
+                      Contains("regex: still matching after 5 ms") && Contains("bytes of output"));
+    // Within the budget, the last match is found as before.
+    probes::Pattern digits("(?<value>[0-9]+)");
+    CHECK(digits.last_group("1 2 35", "value") == std::optional<std::string>("35"));
+}

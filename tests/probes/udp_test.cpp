@@ -12,6 +12,7 @@
 #include "probes/external.h"
 #include "probes/stats.h"
 #include "probes/udp.h"
+#include "tests/support/probe_helper.h"
 
 using namespace wanlab::probes;
 
@@ -96,4 +97,14 @@ TEST_CASE("a datagram numbered beyond any stream is ignored, not a 2^63-entry ta
     CHECK(t.received == 1);
     CHECK(t.foreign == 1);
     CHECK(t.reordered == 0);
+}
+
+TEST_CASE("a udp pace far beyond what the socket takes still ends at its duration", "[probes][security]") {
+    // The catch-up burst once sent every overdue datagram in one loop with no look at the
+    // clock: a rate no socket carries made a 1 s probe one that never ended.
+    const wanlab::probes::Endpoints loopback{{"", "127.0.0.1", 0}, {"", "", 0}};
+    auto r = wanlab::probes::make_probe(wanlab::testing::probe_of("udp", "rate = \"100gbit\"\nduration = \"300ms\"\n"))
+                 ->run(loopback, {});
+    CHECK(r.metrics.at("sent") > 0);
+    CHECK(r.metrics.at("received") <= r.metrics.at("sent"));
 }
