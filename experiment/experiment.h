@@ -54,6 +54,10 @@ struct LabSpec {
     std::uint64_t line_rate_bps = 10'000'000'000;  ///< sizes `limit = "auto"` when no rate is set
     std::vector<Machine> machines;                 ///< hosts mode: [hosts.client], [hosts.server]
     std::string ssh_config;                        ///< hosts mode: [hosts] ssh_config, passed to ssh as -F
+    /// Its lines that make ssh run a command (ProxyCommand, LocalCommand, KnownHostsCommand,
+    /// Match exec) or read another file (Include), as "line N: TEXT"; `plan` shows them.
+    std::vector<std::string> ssh_commands;
+    bool ssh_config_read = false;  ///< it could be read when the file was loaded
 
     /// The hosts sysctls can be set on: client, router, server (netns), host, or the
     /// machines of hosts mode.

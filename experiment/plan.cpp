@@ -268,8 +268,14 @@ std::string ready_summary(const services::ReadyCheck& r) {
 }
 
 std::string service_summary(const services::ServiceSpec& s) {
-    return fmt::format("{} on {}: {}; {}; per trial, after its sysctls", s.name, s.host,
-                       text::shell_join(service_argv(s)), ready_summary(s.ready));
+    // Where each template is read from: a run reads those files (as root) and writes them
+    // rendered into the trial's folder, with the same permissions.
+    std::string files;
+    for (const auto& f : s.files)
+        files += fmt::format("{}{{dir}}/{} from {} (mode {:04o})", files.empty() ? "; templates: " : ", ", f.name,
+                             text::terminal_safe(f.source), f.mode);
+    return fmt::format("{} on {}: {}; {}; per trial, after its sysctls{}", s.name, s.host,
+                       text::shell_join(service_argv(s)), ready_summary(s.ready), files);
 }
 
 json services_json(const Trial& t) {
@@ -360,6 +366,20 @@ std::string render_plan_text(const Experiment& exp) {
     else
         out += fmt::format("  lab: host interface {} toward {}{}\n", first.lab.dev, first.lab.target,
                            first.lab.port ? fmt::format(" port {}", first.lab.port) : "");
+    if (first.lab.mode == LabSpec::Mode::hosts && !first.lab.ssh_config.empty()) {
+        const auto& l = first.lab;
+        if (!l.ssh_config_read)
+            out += fmt::format("  ssh config {}: not readable here; ssh reads it when the run starts\n",
+                               text::terminal_safe(l.ssh_config));
+        else if (l.ssh_commands.empty())
+            out += fmt::format(
+                "  ssh config {}: runs no command (no ProxyCommand, LocalCommand, KnownHostsCommand, "
+                "Match exec or Include)\n",
+                text::terminal_safe(l.ssh_config));
+        else
+            out += fmt::format("  ssh config {}: ssh runs these as the user running wanlab:\n    {}\n",
+                               text::terminal_safe(l.ssh_config), fmt::join(l.ssh_commands, "\n    "));
+    }
     auto globals = global_keys(exp);
     if (first.lab.mode == LabSpec::Mode::hosts && !globals.empty()) {
         std::string list;

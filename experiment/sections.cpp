@@ -1,6 +1,7 @@
 #include "experiment/sections.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -13,6 +14,7 @@
 #include "core/error.h"
 #include "core/placeholders.h"
 #include "core/sys.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "experiment/document.h"
 #include "probes/group.h"
@@ -24,6 +26,26 @@ namespace {
 
 using config::Node;
 using config::Reader;
+
+// The lines of an ssh_config that make ssh run a command, or read more configuration that
+// might: ssh runs them as the user running wanlab, root for a run.
+std::vector<std::string> ssh_command_lines(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    std::string line;
+    for (std::size_t n = 1; std::getline(in, line); ++n) {
+        std::string lower;
+        for (char c : line) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        auto start = lower.find_first_not_of(" \t");
+        if (start == std::string::npos || lower[start] == '#') continue;
+        auto end = lower.find_first_of(" \t=", start);
+        auto keyword = lower.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        bool runs = keyword == "proxycommand" || keyword == "localcommand" || keyword == "knownhostscommand" ||
+                    keyword == "include" || (keyword == "match" && lower.find("exec", start) != std::string::npos);
+        if (runs) out.push_back(fmt::format("line {}: {}", n, text::terminal_safe(line.substr(start, 200))));
+    }
+    return out;
+}
 
 // The ssh host of a destination ("user@host" -> "host"), as an address probes can connect
 // to, or "" when it is a name (an alias of the user's ssh config, a DNS name).
@@ -48,7 +70,21 @@ void parse_machines(const Node* table, LabSpec& lab, const Location& mode_at, Di
         return;
     }
     Reader r(*table, "[hosts]", diag);
-    if (auto v = r.string("ssh_config")) lab.ssh_config = *v;
+    if (auto v = r.string("ssh_config")) {
+        lab.ssh_config = *v;
+        try {
+            lab.ssh_commands = ssh_command_lines(sys::read_file(*v, sys::kMaxInputBytes, "[hosts] ssh_config"));
+            lab.ssh_config_read = true;
+        } catch (const Error&) {
+            // ssh reads it when the run starts; plan says it could not be read here
+        }
+        if (!lab.ssh_commands.empty())
+            diag.warning(r.value_at("ssh_config"),
+                         fmt::format("[hosts] ssh_config {} makes ssh run commands, as the user running wanlab (root "
+                                     "for a run): {}",
+                                     text::terminal_safe(*v), fmt::join(lab.ssh_commands, "; ")),
+                         "read them before running; `wanlab plan` lists them too");
+    }
     for (const char* role : {"client", "server", "router"}) {
         const Node* t = r.table(role);
         if (!t) {
