@@ -38,6 +38,9 @@ std::int64_t ns_of(const timespec& t) { return static_cast<std::int64_t>(t.tv_se
 
 std::int64_t realtime_ns() { return ns_of(realtime_now()); }
 
+// How long past the end a late sender may still catch up (issue 40: a bound, not a pace).
+constexpr auto kCatchUpGrace = std::chrono::seconds(1);
+
 /// Sends datagrams of `size` bytes at `rate_bps` for `duration`: each due one is sent as soon
 /// as it is due (a late thread catches up in a burst, as iperf3 -u does). Returns the count.
 std::uint64_t send_paced(int fd, std::size_t size, double rate_bps, Clock::duration duration, std::atomic<bool>& stop,
@@ -55,9 +58,11 @@ std::uint64_t send_paced(int fd, std::size_t size, double rate_bps, Clock::durat
         if (now >= end) break;
         auto due = static_cast<std::uint64_t>(seconds(now - start) / per_packet_s) + 1;
         for (; seq < due; ++seq) {
-            // A burst of catch-up is bounded by the end and the stop flag like any wait: a
-            // rate far beyond what the socket takes must not make one loop of the rest.
-            if ((seq & 63) == 63 && (stop.load(std::memory_order_relaxed) || Clock::now() >= end)) break;
+            // A burst of catch-up sends what was due when it began, but is bounded like any
+            // wait: by the stop flag, and by a second past the end, so a rate far beyond what
+            // the socket takes cannot make one endless loop of it.
+            if ((seq & 63) == 63 && (stop.load(std::memory_order_relaxed) || Clock::now() >= end + kCatchUpGrace))
+                break;
             std::memcpy(payload.data() + 8, &seq, 8);
             std::int64_t sent_ns = realtime_ns();
             std::memcpy(payload.data() + 16, &sent_ns, 8);
