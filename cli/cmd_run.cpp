@@ -16,6 +16,7 @@
 #include "experiment/shard.h"
 #include "lab/capabilities.h"
 #include "lab/journal.h"
+#include "remote/hosts.h"
 #include "report/report.h"
 #include "results/store.h"
 #include "run/launch.h"
@@ -121,6 +122,8 @@ int run(RunArgs a) {
         same.where = then.where;
         (void)run::admit_resume(*resumed, exp, {r.file, text, r.sets, r.shard, r.out, r.force}, same);
     }
+    if (exp.trials.front().lab.mode == experiment::LabSpec::Mode::hosts)
+        remote::refuse_ssh_commands(exp.trials.front().lab, r.allow_ssh_commands);  // before anything starts
     if (a.detach && r.run_id.empty()) r.run_id = resumed ? resumed->run.id : lab::new_run_id();
     auto place = run::choose_place(exp, r, run::this_machine(exp));
     std::fputs(place.notice.c_str(), stderr);
@@ -159,6 +162,9 @@ Runner setup_run(CLI::App& sub) {
     sub.add_flag("--detach", a->detach,
                  "Go on in the background, out of this terminal's session, with the output in OUT/wanlab-RUN.log");
     sub.add_flag("--quiet", a->request.quiet, "No progress on stderr");
+    sub.add_flag("--allow-ssh-commands", a->request.allow_ssh_commands,
+                 "Hosts mode: use a [hosts] ssh_config that makes ssh run commands (ProxyCommand, LocalCommand, "
+                 "Match exec, ...): `wanlab plan` lists them; without this flag such a config is refused");
     sub.add_flag("--restore", a->request.restore,
                  "Restore a stale journal left by a killed run first, instead of refusing");
     sub.add_flag("--force", a->request.force,

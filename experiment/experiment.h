@@ -72,6 +72,11 @@ struct LabSpec {
     std::string link_machine() const { return machine("router") ? "router" : "client"; }
 };
 
+/// The lines of an ssh_config's text that make ssh run a command (ProxyCommand, LocalCommand,
+/// KnownHostsCommand, Match exec) or read more configuration that might (Include), as
+/// "line N: TEXT": ssh runs them as the user running wanlab, root for a run.
+std::vector<std::string> ssh_command_lines(const std::string& text);
+
 /// [run]: how trials are measured.
 struct RunSpec {
     std::uint32_t repeats = 3;  ///< each probe's measurements per trial, when not `adaptive`

@@ -22,13 +22,7 @@
 #include "probes/probe.h"
 
 namespace wanlab::experiment {
-namespace {
 
-using config::Node;
-using config::Reader;
-
-// The lines of an ssh_config that make ssh run a command, or read more configuration that
-// might: ssh runs them as the user running wanlab, root for a run.
 std::vector<std::string> ssh_command_lines(const std::string& text) {
     std::vector<std::string> out;
     std::istringstream in(text);
@@ -46,6 +40,11 @@ std::vector<std::string> ssh_command_lines(const std::string& text) {
     }
     return out;
 }
+
+namespace {
+
+using config::Node;
+using config::Reader;
 
 // The ssh host of a destination ("user@host" -> "host"), as an address probes can connect
 // to, or "" when it is a name (an alias of the user's ssh config, a DNS name).
@@ -83,7 +82,8 @@ void parse_machines(const Node* table, LabSpec& lab, const Location& mode_at, Di
                          fmt::format("[hosts] ssh_config {} makes ssh run commands, as the user running wanlab (root "
                                      "for a run): {}",
                                      text::terminal_safe(*v), fmt::join(lab.ssh_commands, "; ")),
-                         "read them before running; `wanlab plan` lists them too");
+                         "read them: a run refuses the file unless it is given --allow-ssh-commands; `wanlab plan` "
+                         "lists them too");
     }
     for (const char* role : {"client", "server", "router"}) {
         const Node* t = r.table(role);

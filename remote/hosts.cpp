@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/sys.h"
 #include "core/text.h"
 #include "lab/capabilities.h"
 #include "lab/watchdog.h"
@@ -206,11 +207,24 @@ std::vector<std::pair<std::string, std::string>> machine_sysctls(const experimen
     return out;
 }
 
+void refuse_ssh_commands(const experiment::LabSpec& lab, bool allowed) {
+    if (lab.ssh_config.empty() || allowed) return;
+    // Read again here, not taken from the load: the file may have changed since.
+    auto lines =
+        experiment::ssh_command_lines(sys::read_file(lab.ssh_config, sys::kMaxInputBytes, "[hosts] ssh_config"));
+    if (lines.empty()) return;
+    throw InputError(fmt::format(
+        "[hosts] ssh_config {} makes ssh run commands, as the user running wanlab (root for a run): {}; read "
+        "them, then run again with --allow-ssh-commands, or name a config without them",
+        text::terminal_safe(lab.ssh_config), fmt::join(lines, "; ")));
+}
+
 HostsSession::HostsSession(const std::vector<experiment::Trial>& trials, const HostsOptions& options)
     : options_(options) {
     lab::check_run_id(options.run);
     if (trials.empty()) throw InputError("the experiment has no trials");
     const auto& lab = trials.front().lab;
+    refuse_ssh_commands(lab, options.allow_ssh_commands);
     // Link conditions go on the router's interface toward the server when there is a router
     // (its agent finds the interface unless [hosts.router] dev names it), else on this
     // machine's (the client's), found here: the testbed reads its qdiscs' statistics.

@@ -47,9 +47,15 @@ struct HostsOptions {
     bool resume = false;
     unsigned deadline_s = 0;  ///< each machine's watchdog: gives it back after this (0: none)
     std::chrono::milliseconds connect_timeout{30000};
+    /// --allow-ssh-commands: a [hosts] ssh_config that makes ssh run commands is used; else refused.
+    bool allow_ssh_commands = false;
     lab::Progress progress;  ///< "connected ROLE", "sysctls", "services"
     lab::Log log;
 };
+
+/// Throws InputError when `lab`'s [hosts] ssh_config, read now, makes ssh run commands (root
+/// would run them) and the user has not allowed it with --allow-ssh-commands.
+void refuse_ssh_commands(const experiment::LabSpec& lab, bool allowed);
 
 class HostsSession final : public lab::Session {
 public:

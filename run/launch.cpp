@@ -170,6 +170,7 @@ Outcome measure_here(const RunRequest& r, const experiment::Experiment& exp, con
     ro.run_id = r.run_id.empty() ? lab::new_run_id() : r.run_id;
     ro.restore_stale = r.restore;
     ro.force = r.force;
+    ro.allow_ssh_commands = r.allow_ssh_commands;
     lab::RunWatchdog watchdog;  // retired as the run returns, the machine given back
     if (r.auto_restore_s > 0)
         ro.on_stage = [&](const std::string& stage) {

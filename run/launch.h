@@ -33,11 +33,12 @@ struct RunRequest {
     bool quiet = false;
     bool restore = false;  ///< --restore: undo stale journals first
     bool force = false;
-    unsigned auto_restore_s = 0;  ///< --auto-restore SECONDS (0: no watchdog)
-    std::string html;             ///< --html FILE ("" = none)
-    std::string where;            ///< --where (set for the run inside the micro-VM)
-    std::string host_env;         ///< --host-env FILE (set for the run inside the micro-VM)
-    bool inner = false;           ///< the run inside the micro-VM: measure and record only
+    bool allow_ssh_commands = false;  ///< --allow-ssh-commands (hosts mode)
+    unsigned auto_restore_s = 0;      ///< --auto-restore SECONDS (0: no watchdog)
+    std::string html;                 ///< --html FILE ("" = none)
+    std::string where;                ///< --where (set for the run inside the micro-VM)
+    std::string host_env;             ///< --host-env FILE (set for the run inside the micro-VM)
+    bool inner = false;               ///< the run inside the micro-VM: measure and record only
 };
 
 enum class Place {

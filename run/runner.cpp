@@ -100,6 +100,7 @@ SessionRequest session_request(const experiment::Experiment& exp, const RunnerOp
     r.restore_stale = options.restore_stale;
     r.resume = options.resume != nullptr;
     r.force = options.force;
+    r.allow_ssh_commands = options.allow_ssh_commands;
     r.journal_dir = options.journal_dir;
     r.planned_seconds = planned;
     r.sysctl_keys = environment_keys(exp);
@@ -194,6 +195,7 @@ std::unique_ptr<lab::Session> open_session(const std::vector<experiment::Trial>&
         ho.run = request.run;
         ho.restore_stale = request.restore_stale;
         ho.resume = request.resume;
+        ho.allow_ssh_commands = request.allow_ssh_commands;
         // Each machine's watchdog gives it back well after the run should have ended.
         ho.deadline_s = static_cast<unsigned>(std::max(3600.0, 3 * request.planned_seconds + 600));
         ho.progress = request.progress;

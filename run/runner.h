@@ -39,7 +39,8 @@ struct RunnerOptions {
     std::string host_env;
     std::string shard;  ///< "K/N" when `exp` holds one shard's trials (results::Run::shard)
     std::filesystem::path journal_dir = lab::kRunDir;
-    bool force = false;  ///< host mode: see lab::SessionOptions::force
+    bool force = false;               ///< host mode: see lab::SessionOptions::force
+    bool allow_ssh_commands = false;  ///< hosts mode: remote::HostsOptions::allow_ssh_commands
     /// Called after each stage of building the lab ("journal", "namespaces", ...), from the
     /// calling thread before any probe thread exists (`wanlab run` arms its watchdog here).
     std::function<void(const std::string& stage)> on_stage;
@@ -63,7 +64,7 @@ struct RunnerOptions {
 /// What the session of a run is opened with.
 struct SessionRequest {
     std::string run;  ///< the run's id
-    bool restore_stale = false, resume = false, force = false;
+    bool restore_stale = false, resume = false, force = false, allow_ssh_commands = false;
     std::filesystem::path journal_dir = lab::kRunDir;
     double planned_seconds = 0;            ///< the run's planned measuring time
     std::vector<std::string> sysctl_keys;  ///< what an environment records (run/record.h)

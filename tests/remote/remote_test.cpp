@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
@@ -446,7 +447,10 @@ TEST_CASE("the agent's own ssh connection, from SSH_CONNECTION, as this machine 
     CHECK_FALSE(remote::ssh_connection_flow("garbage"));
 }
 
-TEST_CASE("an ssh_config that makes ssh run commands is named by validate and listed by plan", "[remote][security]") {
+TEST_CASE(
+    "an ssh_config that makes ssh run commands is named by validate, listed by plan and refused by a run unless "
+    "allowed",
+    "[remote][security]") {
     char name[] = "/tmp/wanlab-ssh-config-XXXXXX";
     int fd = ::mkstemp(name);
     REQUIRE(fd >= 0);
@@ -459,9 +463,19 @@ TEST_CASE("an ssh_config that makes ssh run commands is named by validate and li
     std::string text = kHosts + "[[probe]]\nkind = \"rtt\"\nmethod = \"icmp\"\n";
     text.replace(text.find("/home/me/.ssh/lab_config"), std::string("/home/me/.ssh/lab_config").size(), name);
     auto l = load(text);
-    ::unlink(name);
     INFO(l.messages);
     REQUIRE(l.exp);
+    // A run refuses it unless allowed, reading the file again when it starts: emptied since the
+    // load, it is used; given commands again, refused.
+    const auto& lab = l.exp->trials.front().lab;
+    CHECK_THROWS_WITH(remote::refuse_ssh_commands(lab, false),
+                      Contains("line 3: ProxyCommand") && Contains("run again with --allow-ssh-commands"));
+    CHECK_NOTHROW(remote::refuse_ssh_commands(lab, true));
+    std::ofstream(name, std::ios::trunc) << "Host lab\n  HostName 203.0.113.7\n";
+    CHECK_NOTHROW(remote::refuse_ssh_commands(lab, false));
+    std::ofstream(name, std::ios::trunc) << "Host lab\n\tlocalcommand id\n";
+    CHECK_THROWS_WITH(remote::refuse_ssh_commands(lab, false), Contains("line 2: localcommand id"));
+    ::unlink(name);
     CHECK_THAT(l.messages,
                Contains("makes ssh run commands, as the user running wanlab (root for a run): line 3: "
                         "ProxyCommand nc -X connect -x proxy:3128 %h %p; line 6: LocalCommand=touch "
