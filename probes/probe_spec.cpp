@@ -753,6 +753,68 @@ ProbeSpec parse_probe(const Node& table, std::size_t index, std::chrono::nanosec
     return spec;
 }
 
+std::string spec_problem(const ProbeSpec& spec) {
+    if (!text::valid_name(spec.name)) return "`name` must be 1-64 letters, digits, `-` or `_`";
+    const ProbeKind* kind = find_kind(spec.kind);
+    if (!kind) return fmt::format("`kind` \"{}\" is not a probe kind", text::terminal_safe(spec.kind.substr(0, 64)));
+    for (const auto& [name, v] : spec.options) {
+        auto o = std::find_if(kind->options.begin(), kind->options.end(),
+                              [&name](const OptionSpec& x) { return name == x.name; });
+        if (o == kind->options.end())
+            return fmt::format("option `{}` is not one of kind {}'s", text::terminal_safe(name.substr(0, 64)),
+                               kind->name);
+    }
+    for (const auto& o : kind->options) {
+        auto it = spec.options.find(o.name);
+        if (it == spec.options.end()) return fmt::format("option `{}` is missing", o.name);
+        const auto* i = std::get_if<std::int64_t>(&it->second);
+        const auto* s = std::get_if<std::string>(&it->second);
+        std::string why;
+        switch (o.type) {
+            case OptionType::duration: {
+                auto max = o.max ? o.max : static_cast<std::int64_t>(config::kMaxDuration.count());
+                if (!i || *i < o.min || *i > max) why = fmt::format("must be a duration from {} to {} ns", o.min, max);
+                break;
+            }
+            case OptionType::integer:
+                if (!i || *i < o.min || (o.max && *i > o.max))
+                    why = o.max ? fmt::format("must be a whole number from {} to {}", o.min, o.max)
+                                : fmt::format("must be a whole number of at least {}", o.min);
+                break;
+            case OptionType::size:
+            case OptionType::rate:
+                if (!i || *i < 0) why = "must be a whole number of at least 0";
+                break;
+            case OptionType::percent: {
+                const auto* d = std::get_if<double>(&it->second);
+                if (!d || !(*d >= 0 && *d <= 1)) why = "must be a fraction from 0 to 1";
+                break;
+            }
+            case OptionType::boolean:
+                if (!std::holds_alternative<bool>(it->second)) why = "must be true or false";
+                break;
+            case OptionType::choice:
+                if (!s || std::find(o.choices.begin(), o.choices.end(), *s) == o.choices.end())
+                    why = fmt::format("must be one of {}", fmt::join(o.choices, ", "));
+                break;
+            case OptionType::string:
+                if (!s || s->size() > (1u << 20)) why = "must be a string of at most 1 MiB";
+                break;
+        }
+        if (!why.empty()) return fmt::format("option `{}` {}", o.name, why);
+    }
+    if (auto d = spec.options.find("duration"); d != spec.options.end() && std::get<std::int64_t>(d->second) <= 0)
+        return "option `duration` must be above zero";
+    if (spec.kind == "udp") {
+        auto rate = std::get<std::int64_t>(spec.options.at("rate"));
+        auto size = std::get<std::int64_t>(spec.options.at("size"));
+        if (rate <= 0 || static_cast<std::uint64_t>(rate) > kMaxUdpRate)
+            return fmt::format("option `rate` must be above zero and at most {}", units::format_rate(kMaxUdpRate));
+        if (size < 24 || size > 65507) return "option `size` must be 24-65507 bytes";
+    }
+    return "";
+}
+
 std::string format_option(const ProbeKind& kind, const std::string& option, const OptionValue& v) {
     const OptionSpec* spec = nullptr;
     for (const auto& o : kind.options)

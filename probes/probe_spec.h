@@ -174,6 +174,11 @@ bool unit_of_name(std::string_view name, Unit& unit);
 ProbeSpec parse_probe(const config::Node& table, std::size_t index, std::chrono::nanoseconds default_duration,
                       Diagnostics& diag);
 
+/// Why `spec`, as it came from elsewhere (an agent's request), is not one parse_probe() could
+/// have made: an unknown kind, an option the kind lacks or misses, of another type or outside
+/// the range the file allows; "" when it is. The message names the option.
+std::string spec_problem(const ProbeSpec& spec);
+
 /// The placeholders a probe's `url` may hold: the lab's server and client addresses.
 inline const std::vector<std::string> kUrlPlaceholders{"server", "client"};
 

@@ -134,9 +134,14 @@ public:
     void apply_sysctls(const json& set) {
         stop_services();
         std::vector<sysctl::Change> changes;
+        if (!set.is_array()) throw InputError("sysctl: `set` must be an array of [key, value] pairs");
         for (const auto& kv : set) {
-            auto key = kv.at(0).get<std::string>();
-            changes.push_back({"", key, kv.at(1).get<std::string>(), sysctl::Scope::unknown});
+            if (!kv.is_array() || kv.size() != 2 || !kv[0].is_string() || !kv[1].is_string() ||
+                !sysctl::valid_key_syntax(kv[0].get<std::string>()) ||
+                kv[1].get_ref<const std::string&>().size() > 4096)
+                throw InputError(fmt::format("sysctl: `set` holds {}, which is not a [sysctl key, value] pair",
+                                             text::terminal_safe(json_input::dump(kv).substr(0, 80))));
+            changes.push_back({"", kv[0].get<std::string>(), kv[1].get<std::string>(), sysctl::Scope::unknown});
         }
         sysctl::validate_or_throw(proc_, changes);
         for (const auto& saved : sysctls_->saved()) {
@@ -154,41 +159,49 @@ public:
     void apply_link(const json& r) {
         // Before anything changes here: what this trial's tree needs, on this kernel.
         std::set<std::string> unchecked;
-        for (auto& k : r.value("needs", std::set<std::string>{}))
+        for (auto& k : r.contains("needs") ? json_input::field<std::set<std::string>>(r, "needs", "link")
+                                           : std::set<std::string>{})
             if (!checked_.count(k)) unchecked.insert(k);
         if (auto missing = lab::missing_features(unchecked); !missing.empty())
             throw InputError(fmt::format("this machine's kernel lacks {}, which the link conditions need here. {}",
                                          fmt::join(missing, ", "), netem::advice_for(missing.front())));
         checked_.insert(unchecked.begin(), unchecked.end());
-        auto dev = r.at("dev").get<std::string>();
-        if (dev.empty()) dev = dev_.empty() ? route_device(r.at("target").get<std::string>()) : dev_;
+        auto dev = json_input::field<std::string>(r, "dev", "link");
+        auto target_address = json_input::field<std::string>(r, "target", "link");
+        // Every field read before anything is made.
+        auto up = direction_of(json_input::field<json>(r, "up", "link"));
+        auto down = direction_of(json_input::field<json>(r, "down", "link"));
+        auto mtu = json_input::field<std::uint32_t>(r, "mtu", "link");
+        if (dev.empty()) dev = dev_.empty() ? route_device(target_address) : dev_;
         if (!host_) {
             if (auto why = sys::device_name_problem(dev); !why.empty())
                 throw InputError(fmt::format("link: `{}`: {}", dev, why));
-            netem::Filter target{r.at("target").get<std::string>(), 0, false, r.at("line_rate").get<std::uint64_t>()};
-            for (const auto& f : r.at("exempt")) target.exempt.push_back(flow_of(f));
+            netem::Filter target{target_address, 0, false, json_input::field<std::uint64_t>(r, "line_rate", "link")};
+            for (const auto& f : json_input::field<json::array_t>(r, "exempt", "link"))
+                target.exempt.push_back(flow_of(f));
             // This agent's own ssh connection too: the controller may be the server itself.
             if (auto own = ssh_connection_flow(std::getenv("SSH_CONNECTION"))) target.exempt.push_back(*own);
             dev_lock_.emplace(run_dir_ / fmt::format("dev-{}.lock", dev), false, "device " + dev);
             kernel_.emplace("");
             host_.emplace(*kernel_, dev, target, target.line_rate_bps);
-            host_->check(r.value("any_up", true), r.value("any_down", true));
+            host_->check(!r.contains("any_up") || json_input::field<bool>(r, "any_up", "link"),
+                         !r.contains("any_down") || json_input::field<bool>(r, "any_down", "link"));
             journal_->record(lab::host_entry("", host_->undo_plan()));  // before its first change
             dev_ = dev;
         } else if (dev != dev_) {
             throw InputError(fmt::format("link: this run impairs {} here, not {}", dev_, dev));
         }
-        host_->apply(direction_of(r.at("up")), direction_of(r.at("down")), r.at("mtu").get<std::uint32_t>(),
-                     netem::Psched::from_proc());
+        host_->apply(up, down, mtu, netem::Psched::from_proc());
     }
 
     /// Starts a service of the trial in its folder here, journaled, and waits until it is
     /// ready. Returns the folder.
     std::string start_service(const json& request, const probes::Tick& tick) {
-        auto spec = service_of(request.at("service"));
-        auto values = request.at("values").get<std::map<std::string, std::string>>();
-        auto trial = request.at("trial").get<std::string>();
-        if (!lab::valid_run_id(trial)) throw InputError("a trial folder name of a-z, 0-9 and - only");
+        auto spec = service_of(json_input::field<json>(request, "service", "service_start"));
+        auto values = json_input::field<std::map<std::string, std::string>>(request, "values", "service_start");
+        auto trial = json_input::field<std::string>(request, "trial", "service_start");
+        if (!lab::valid_run_id(trial))
+            throw InputError("service_start: `trial` must be a trial folder name: 1-24 of a-z, 0-9 and -");
         auto dir = dir_ / trial;
         std::filesystem::create_directories(dir);
         values["dir"] = dir.string();
@@ -196,7 +209,9 @@ public:
         auto started = [&](pid_t pid) {
             journal->record(lab::process_entry("", spec.name, pid, sys::process_start_time(pid)));
         };
-        services::Placement here{"", request.value("address", std::string("127.0.0.1"))};
+        services::Placement here{"", request.contains("address")
+                                         ? json_input::field<std::string>(request, "address", "service_start")
+                                         : std::string("127.0.0.1")};
         services_.push_back(std::make_unique<services::Service>(spec, here, values, dir, started));
         services_.back()->wait_ready(tick);
         return dir.string();
@@ -211,8 +226,10 @@ public:
     /// a server the controller never stopped ends here. Returns the port it listens on.
     std::uint16_t serve_probe(const json& r) {
         stop_probe();
-        auto spec = probe_of(r.at("probe"));
-        probes::Endpoint at{"", r.value("address", std::string()), r.value("port", std::uint16_t{0})};
+        auto spec = probe_of(json_input::field<json>(r, "probe", "probe_serve"));
+        probes::Endpoint at{
+            "", r.contains("address") ? json_input::field<std::string>(r, "address", "probe_serve") : "",
+            r.contains("port") ? json_input::field<std::uint16_t>(r, "port", "probe_serve") : std::uint16_t{0}};
         far_ = probes::serve_far(spec, at);
         return far_->port();
     }
@@ -360,12 +377,14 @@ private:
 /// One measurement of a probe with this machine as its client, against the server at
 /// request["server"] (its own far server when "far"); the result as JSON.
 json run_probe(const json& r, const Ask& ask, const probes::Tick& tick) {
-    auto spec = probe_of(r.at("probe"));
-    const auto& s = r.at("server");
+    auto spec = probe_of(json_input::field<json>(r, "probe", "probe_run"));
+    auto s = json_input::field<json>(r, "server", "probe_run");
     probes::Endpoints where;
     where.client = {"", "", 0};  // the kernel picks the address toward the server
-    where.server = {"", s.at("address").get<std::string>(), s.at("port").get<std::uint16_t>(), true};
-    if (s.value("far", false)) where.server.far = std::make_shared<ControllerFar>(where.server.port, ask);
+    where.server = {"", json_input::field<std::string>(s, "address", "probe_run: server"),
+                    json_input::field<std::uint16_t>(s, "port", "probe_run: server"), true};
+    if (s.contains("far") && json_input::field<bool>(s, "far", "probe_run: server"))
+        where.server.far = std::make_shared<ControllerFar>(where.server.port, ask);
     return probe_result_json(probes::make_probe(spec)->run(where, tick));
 }
 
@@ -440,8 +459,13 @@ int serve(int in, int out, const AgentOptions& options) {
             } else if (op == "ping") {
             } else if (op == "read") {
                 json values = json::object();
-                for (const auto& k : request.at("keys"))
-                    if (auto v = proc.read("", k.get<std::string>())) values[k.get<std::string>()] = *v;
+                for (const auto& k : json_input::field<std::vector<std::string>>(request, "keys", "read")) {
+                    // A key names a file under /proc/sys: never a path out of it.
+                    if (!sysctl::valid_key_syntax(k))
+                        throw InputError(fmt::format("read: `keys` holds \"{}\", which is not a sysctl key",
+                                                     text::terminal_safe(k.substr(0, 80))));
+                    if (auto v = proc.read("", k)) values[k] = *v;
+                }
                 answer["values"] = values;
             } else if (op == "counters") {
                 answer.update(counters_now());

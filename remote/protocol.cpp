@@ -4,11 +4,13 @@
 
 #include <fmt/format.h>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/json.h"
 #include "core/text.h"
 #include "core/version.h"
 #include "netem/attributes.h"
+#include "probes/probe_spec.h"
 #include "remote/agent.h"
 
 namespace wanlab::remote {
@@ -31,7 +33,9 @@ ReadyCheck::Kind kind_of(const std::string& s) {
     if (s == "port") return ReadyCheck::Kind::port;
     if (s == "command") return ReadyCheck::Kind::command;
     if (s == "delay") return ReadyCheck::Kind::delay;
-    return ReadyCheck::Kind::none;
+    if (s == "none") return ReadyCheck::Kind::none;
+    throw InputError(fmt::format("a service's ready check \"{}\" is none of port, command, delay, none",
+                                 text::terminal_safe(s.substr(0, 32))));
 }
 
 }  // namespace
@@ -51,16 +55,13 @@ json flow_json(const netem::Flow& f) {
 }
 
 netem::Flow flow_of(const json& j) {
-    try {
-        netem::Flow f;
-        j.at("local").get_to(f.local);
-        j.at("local_port").get_to(f.local_port);
-        j.at("peer").get_to(f.peer);
-        j.at("peer_port").get_to(f.peer_port);
-        return f;
-    } catch (const json::exception& e) {
-        throw Error(fmt::format("a connection as the controller sent it: {}", e.what()));
-    }
+    constexpr std::string_view where = "a connection as the controller sent it";
+    netem::Flow f;
+    f.local = json_input::field<std::string>(j, "local", where);
+    f.local_port = json_input::field<std::uint16_t>(j, "local_port", where);
+    f.peer = json_input::field<std::string>(j, "peer", where);
+    f.peer_port = json_input::field<std::uint16_t>(j, "peer_port", where);
+    return f;
 }
 
 json hello(const std::string& hostname, const std::string& kernel, const std::string& machine) {
@@ -107,45 +108,53 @@ json service_json(const services::ServiceSpec& s) {
 }
 
 services::ServiceSpec service_of(const json& j) {
-    try {
-        services::ServiceSpec s;
-        j.at("name").get_to(s.name);
-        // It names the service's log files in its folder: never a path out of it.
-        if (!text::valid_name(s.name))
-            throw InputError(
-                fmt::format("a service name as the controller sent it (\"{}\") must be 1-64 letters, "
-                            "digits, `-` or `_`",
-                            text::terminal_safe(s.name.substr(0, 64))));
-        j.at("host").get_to(s.host);
-        j.at("command").get_to(s.command);
-        const auto& r = j.at("ready");
-        s.ready.kind = kind_of(r.at("kind").get<std::string>());
-        r.at("port").get_to(s.ready.port);
-        r.at("address").get_to(s.ready.address);
-        r.at("command").get_to(s.ready.command);
-        s.ready.delay = std::chrono::nanoseconds(r.at("delay_ns").get<std::int64_t>());
-        s.ready.timeout = std::chrono::nanoseconds(r.at("timeout_ns").get<std::int64_t>());
-        s.stop_timeout = std::chrono::nanoseconds(j.at("stop_timeout_ns").get<std::int64_t>());
-        for (const auto& f : j.at("files")) {
-            auto name = f.at("name").get<std::string>();
-            // A file name in the trial's folder, as the loader allows: never a path out of it.
-            bool plain = !name.empty() && name != "." && name != ".." &&
-                         name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
-                             std::string::npos;
-            if (!plain)
-                throw Error(fmt::format("service `{}`: template file name \"{}\" is not a plain name", s.name, name));
-            s.files.push_back({name,
-                               f.at("source").get<std::string>(),
-                               f.at("text").get<std::string>(),
-                               {},
-                               f.value("mode", 0644u) & 0777u});
-        }
-        j.at("vars").get_to(s.vars);
-        if (s.command.empty()) throw Error("a service without a command");
-        return s;
-    } catch (const json::exception& e) {
-        throw Error(fmt::format("a service as the controller sent it: {}", e.what()));
+    using json_input::field;
+    services::ServiceSpec s;
+    s.name = field<std::string>(j, "name", "a service as the controller sent it");
+    // It names the service's log files in its folder: never a path out of it.
+    if (!text::valid_name(s.name))
+        throw InputError(
+            fmt::format("a service name as the controller sent it (\"{}\") must be 1-64 letters, "
+                        "digits, `-` or `_`",
+                        text::terminal_safe(s.name.substr(0, 64))));
+    const auto where = fmt::format("service `{}` as the controller sent it", s.name);
+    s.host = field<std::string>(j, "host", where);
+    s.command = field<std::vector<std::string>>(j, "command", where);
+    const auto r = field<json>(j, "ready", where);
+    const auto ready = where + ": ready";
+    s.ready.kind = kind_of(field<std::string>(r, "kind", ready));
+    s.ready.port = field<std::uint16_t>(r, "port", ready);
+    s.ready.address = field<std::string>(r, "address", ready);
+    s.ready.command = field<std::vector<std::string>>(r, "command", ready);
+    // Durations as the file bounds them: at most a day, never negative.
+    auto duration = [](const json& o, const char* name, const std::string& at) {
+        auto ns = field<std::int64_t>(o, name, at);
+        if (ns < 0 || ns > config::kMaxDuration.count())
+            throw InputError(fmt::format("{}: `{}` must be 0 to {} ns", at, name, config::kMaxDuration.count()));
+        return std::chrono::nanoseconds(ns);
+    };
+    s.ready.delay = duration(r, "delay_ns", ready);
+    s.ready.timeout = duration(r, "timeout_ns", ready);
+    s.stop_timeout = duration(j, "stop_timeout_ns", where);
+    for (const auto& f : field<json::array_t>(j, "files", where)) {
+        auto name = field<std::string>(f, "name", where + ": a template");
+        // A file name in the trial's folder, as the loader allows: never a path out of it.
+        bool plain = !name.empty() && name != "." && name != ".." &&
+                     name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+                         std::string::npos;
+        if (!plain)
+            throw InputError(fmt::format("{}: template file name \"{}\" is not a plain name", where,
+                                         text::terminal_safe(name.substr(0, 64))));
+        auto at = fmt::format("{}: template {}", where, name);
+        s.files.push_back({name,
+                           field<std::string>(f, "source", at),
+                           field<std::string>(f, "text", at),
+                           {},
+                           (f.contains("mode") ? field<unsigned>(f, "mode", at) : 0644u) & 0777u});
     }
+    s.vars = field<std::map<std::string, std::string>>(j, "vars", where);
+    if (s.command.empty()) throw InputError(where + ": `command` is empty");
+    return s;
 }
 
 json probe_json(const probes::ProbeSpec& p) {
@@ -158,26 +167,26 @@ json probe_json(const probes::ProbeSpec& p) {
 }
 
 probes::ProbeSpec probe_of(const json& j) {
-    try {
-        probes::ProbeSpec p;
-        p.name = j.at("name").get<std::string>();
-        p.kind = j.at("kind").get<std::string>();
-        for (const auto& [k, v] : j.at("options").items()) {
-            if (v.is_boolean())
-                p.options[k] = v.get<bool>();
-            else if (v.is_string())
-                p.options[k] = v.get<std::string>();
-            else if (v.is_number_integer())
-                p.options[k] = v.get<std::int64_t>();
-            else if (v.is_number_float())
-                p.options[k] = v.get<double>();
-            else
-                throw Error(fmt::format("option `{}` is neither a number, a boolean nor a string", k));
-        }
-        return p;
-    } catch (const json::exception& e) {
-        throw Error(fmt::format("a malformed probe: {}", e.what()));
+    constexpr std::string_view where = "a probe as the controller sent it";
+    probes::ProbeSpec p;
+    p.name = json_input::field<std::string>(j, "name", where);
+    p.kind = json_input::field<std::string>(j, "kind", where);
+    for (const auto& [k, v] : json_input::field<json::object_t>(j, "options", where)) {
+        if (v.is_boolean())
+            p.options[k] = v.get<bool>();
+        else if (v.is_string())
+            p.options[k] = v.get<std::string>();
+        else if (v.is_number_integer() && (!v.is_number_unsigned() || v.get<std::uint64_t>() <= INT64_MAX))
+            p.options[k] = v.get<std::int64_t>();
+        else if (v.is_number_float())
+            p.options[k] = v.get<double>();
+        else
+            throw InputError(fmt::format("{}: option `{}` is neither a number, a boolean nor a string", where,
+                                         text::terminal_safe(k.substr(0, 64))));
     }
+    // As strictly as the experiment file: the kind's own options, each in its range.
+    if (auto why = probes::spec_problem(p); !why.empty()) throw InputError(fmt::format("{}: {}", where, why));
+    return p;
 }
 
 namespace {

@@ -51,7 +51,7 @@ nlohmann::json probe_result_json(const probes::ProbeResult& r, std::size_t max_s
 probes::ProbeResult probe_result_of(const nlohmann::json& j);
 
 nlohmann::json service_json(const services::ServiceSpec& s);
-/// Throws wanlab::Error (nlohmann's message, which names the key) for a malformed one.
+/// Throws wanlab::InputError naming the field for a malformed one.
 services::ServiceSpec service_of(const nlohmann::json& j);
 
 }  // namespace wanlab::remote

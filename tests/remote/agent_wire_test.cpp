@@ -15,6 +15,7 @@
 
 #include "remote/agent.h"
 #include "remote/protocol.h"
+#include "tests/support/load_helper.h"
 
 using namespace wanlab;
 using Catch::Matchers::Contains;
@@ -176,4 +177,59 @@ TEST_CASE("a hello with fields of the wrong type is refused naming the machine",
     h["protocol"] = "\x1b[2J";
     auto said = remote::hello_problem(h, "server", "wanlab");
     CHECK_THAT(said, Contains("there is wanlab [1,2]") && Contains("\\x1b[2J"));
+}
+
+TEST_CASE("every op names the field it refuses, and a key is never a path", "[remote][agent][security]") {
+    Agent a;
+    a.answer();
+    auto path = a.ask(R"({"op":"read","keys":["net/../../../etc/shadow"]})");
+    CHECK(path["ok"] == false);
+    CHECK_THAT(path["error"].get<std::string>(), Contains("read: `keys` holds \"net/../../../etc/shadow\", which is "
+                                                          "not a sysctl key"));
+    CHECK_THAT(a.ask(R"({"op":"read","keys":"net.core.rmem_max"})")["error"].get<std::string>(),
+               Contains("read: `keys` is not of the type this field takes"));
+    CHECK(a.ask(R"({"op":"read","keys":["net.core.rmem_max"]})")["ok"] == true);
+    REQUIRE(a.ask(R"({"op":"begin","run":"r1"})")["ok"] == true);
+    auto set = a.ask(R"({"op":"sysctl","set":[["net.core/../../x","1"]]})");
+    CHECK_THAT(set["error"].get<std::string>(), Contains("sysctl: `set` holds [\"net.core/../../x\",\"1\"], which is "
+                                                         "not a [sysctl key, value] pair"));
+    auto dev = a.ask(R"({"op":"link","dev":5,"target":"198.18.0.2"})");
+    CHECK_THAT(dev["error"].get<std::string>(), Contains("link: `dev` must be a string"));
+    auto port = a.ask(R"({"op":"probe_serve","probe":{"name":"p","kind":"rtt","options":{}},"port":70000})");
+    CHECK_THAT(port["error"].get<std::string>(), Contains("a probe as the controller sent it: option `"));
+    auto trial = a.ask(R"({"op":"service_start","service":{},"values":{},"trial":"t"})");
+    CHECK_THAT(trial["error"].get<std::string>(), Contains("a service as the controller sent it: `name` is missing"));
+    CHECK(a.ask(R"({"op":"end"})")["ok"] == true);
+    CHECK(a.finish() == 0);
+}
+
+TEST_CASE("a probe from the wire is checked as the file would be: kind, options, types and ranges",
+          "[remote][agent][security]") {
+    // A spec the loader made crosses and comes back whole.
+    auto l = load("name = \"x\"\n[[probe]]\nname = \"bulk\"\nkind = \"udp\"\nrate = \"10mbit\"\n");
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    const auto& p = l.exp->trials.front().probes.front();
+    auto good = remote::probe_json(p);
+    CHECK(remote::probe_of(good).options == p.options);
+    auto with = [&](const char* option, nlohmann::json v) {
+        auto j = good;
+        j["options"][option] = std::move(v);
+        return j;
+    };
+    CHECK_THROWS_WITH(remote::probe_of(with("rate", 9'200'000'000'000'000'000.0)), Contains("option `rate`"));
+    CHECK_THROWS_WITH(remote::probe_of(with("rate", -5)), Contains("option `rate`"));
+    CHECK_THROWS_WITH(remote::probe_of(with("duration", std::int64_t{200} * 86400 * 1'000'000'000)),
+                      Contains("option `duration` must be a duration from"));
+    CHECK_THROWS_WITH(remote::probe_of(with("size", 70000)), Contains("option `size` must be 24-65507 bytes"));
+    CHECK_THROWS_WITH(remote::probe_of(with("exfiltrate", 1)),
+                      Contains("option `exfiltrate` is not one of kind udp's"));
+    auto j = good;
+    j["kind"] = "rm";
+    CHECK_THROWS_WITH(remote::probe_of(j), Contains("`kind` \"rm\" is not a probe kind"));
+    j = good;
+    j["options"].erase("rate");
+    CHECK_THROWS_WITH(remote::probe_of(j), Contains("option `rate` is missing"));
+    nlohmann::json flow = {{"local", "198.18.0.1"}, {"local_port", 70000}, {"peer", "198.18.0.2"}, {"peer_port", 22}};
+    CHECK_THROWS_WITH(remote::flow_of(flow), Contains("`local_port` must be a whole number from 0 to 65535"));
 }
