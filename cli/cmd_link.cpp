@@ -175,7 +175,7 @@ int apply(const LinkOptions& o) {
         try {
             device->restore();
         } catch (const Error& e) {
-            std::fputs(fmt::format("wanlab: {}\n", e.what()).c_str(), stderr);
+            std::fputs(fmt::format("wanlab: {}\n", text::terminal_safe(e.what())).c_str(), stderr);
         }
         device->release();
         std::error_code ec;

@@ -83,7 +83,7 @@ Runner setup_restore(CLI::App& sub) {
             if (!j.problem.empty()) {
                 std::fputs(fmt::format("wanlab: error: {}\n  check the machine by hand, then `wanlab restore --forget "
                                        "{}`\n",
-                                       j.problem, text::shell_quote(j.run))
+                                       text::terminal_safe(j.problem), text::shell_quote(j.run))
                                .c_str(),
                            stderr);
                 status = 1;

@@ -44,7 +44,7 @@ struct ShellOptions {
 };
 
 void note(const std::string& s) {
-    std::fputs(fmt::format("wanlab shell: {}\n", s).c_str(), stderr);
+    std::fputs(fmt::format("wanlab shell: {}\n", text::terminal_safe(s)).c_str(), stderr);
     std::fflush(stderr);
 }
 

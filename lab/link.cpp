@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/sys.h"
+#include "core/text.h"
 #include "lab/journal.h"
 #include "lab/netns.h"
 #include "netem/kernel.h"
@@ -141,7 +142,7 @@ VethPair::VethPair(std::string ns, std::string name, std::string peer_ns, std::s
         try {
             remove(ns_, name_);
         } catch (const std::exception& e) {
-            std::fputs(fmt::format("wanlab: warning: {}\n", e.what()).c_str(), stderr);
+            std::fputs(fmt::format("wanlab: warning: {}\n", text::terminal_safe(e.what())).c_str(), stderr);
             if (journal_) journal_->keep();
         }
         name_.clear();
@@ -160,7 +161,7 @@ VethPair::~VethPair() {
     try {
         remove(ns_, name_);
     } catch (const std::exception& e) {
-        std::fputs(fmt::format("wanlab: warning: {}\n", e.what()).c_str(), stderr);
+        std::fputs(fmt::format("wanlab: warning: {}\n", text::terminal_safe(e.what())).c_str(), stderr);
         if (journal_) journal_->keep();
     }
 }

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/proc.h"
 #include "core/sys.h"
+#include "core/text.h"
 #include "lab/journal.h"
 
 namespace wanlab::lab {
@@ -88,7 +89,7 @@ NetNamespace::~NetNamespace() {
     try {
         remove(name_);
     } catch (const std::exception& e) {
-        std::fputs(fmt::format("wanlab: warning: {}\n", e.what()).c_str(), stderr);
+        std::fputs(fmt::format("wanlab: warning: {}\n", text::terminal_safe(e.what())).c_str(), stderr);
         if (journal_) journal_->keep();
     }
 }

@@ -89,7 +89,7 @@ std::vector<std::string> key_list(const json& r, const char* field) {
     return keys;
 }
 
-void say(const std::string& line) { std::fprintf(stderr, "wanlab agent: %s\n", line.c_str()); }
+void say(const std::string& line) { std::fprintf(stderr, "wanlab agent: %s\n", text::terminal_safe(line).c_str()); }
 
 /// HostSession: this host's part of a run. Creates, on begin(): the run's journal (under the
 /// journal directory's lock, stale journals settled) and the watchdog; then sysctls, link

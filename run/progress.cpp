@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
 #include "probes/group.h"
 #include "run/trial.h"
 
@@ -70,7 +71,8 @@ void Progress::status(const std::string& what, std::chrono::duration<double> don
     if (mode_ == Mode::quiet) return;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     double eta = eta_.at(elapsed, done.count());
-    std::string text = fmt::format("{} | {} elapsed, ETA {}", what, clock(elapsed), clock(eta));
+    // Names from the file, a service's or an agent's words: never raw to a terminal.
+    std::string text = fmt::format("{} | {} elapsed, ETA {}", text::terminal_safe(what), clock(elapsed), clock(eta));
     if (mode_ == Mode::terminal) {
         put("\r\x1b[K" + text);
         dirty_ = true;
@@ -83,7 +85,7 @@ void Progress::status(const std::string& what, std::chrono::duration<double> don
 void Progress::line(const std::string& text) {
     if (mode_ == Mode::quiet) return;
     clear();
-    put("wanlab: " + text + "\n");
+    put("wanlab: " + text::terminal_safe(text) + "\n");
     std::fflush(out_);
 }
 

@@ -19,6 +19,7 @@
 #include "core/placeholders.h"
 #include "core/proc.h"
 #include "core/sys.h"
+#include "core/text.h"
 #include "probes/sockets.h"
 
 namespace wanlab::services {
@@ -106,7 +107,9 @@ Service::~Service() {
     try {
         stop();
     } catch (const std::exception& e) {
-        std::fputs(fmt::format("wanlab: warning: stopping service {}: {}\n", spec_.name, e.what()).c_str(), stderr);
+        std::fputs(fmt::format("wanlab: warning: stopping service {}: {}\n", spec_.name, text::terminal_safe(e.what()))
+                       .c_str(),
+                   stderr);
     }
 }
 

@@ -130,6 +130,18 @@ TEST_CASE("progress on a terminal rewrites one line and clears it before a lasti
     CHECK(out.substr(out.size() - last.size()) == last);
 }
 
+TEST_CASE("progress shows a service's or a file's escape sequences escaped, its own intact", "[run][security]") {
+    auto out = written(
+        [](run::Progress& p) {
+            p.status("[1/1] \x1b]0;owned\x07 repeat 1/3", std::chrono::seconds(0));
+            p.line("service web failed: \x1b[2J\u202e");
+        },
+        run::Progress::Mode::terminal);
+    CHECK(out.find("\r\x1b[K[1/1] \\x1b]0;owned\\x07 repeat") == 0);
+    CHECK(out.find("wanlab: service web failed: \\x1b[2J\\u202e\n") != std::string::npos);
+    CHECK(out.find("\x1b[2J") == std::string::npos);
+}
+
 TEST_CASE("quiet progress writes nothing", "[run]") {
     auto out = written(
         [](run::Progress& p) {
