@@ -119,8 +119,15 @@ struct Session {
     std::string error;
     std::string hostname, kernel, where;  ///< as Environment's, when this session ran
     std::string note;                     ///< what --force let through ("kernel 6.1.0-27 -> 6.1.0-28")
+    /// The process that writes it, while it runs: its pid, start time (clock ticks since boot)
+    /// and the kernel's boot id, so a reader on the same boot can tell a run still going from
+    /// one whose process died without closing it (abandoned()). 0 and "": not recorded.
+    std::int64_t pid = 0;
+    unsigned long long start_time = 0;
+    std::string boot;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Session, started, finished, status, error, hostname, kernel, where, note)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Session, started, finished, status, error, hostname, kernel, where,
+                                                note, pid, start_time, boot)
 
 /// How many repeats each (trial, probe) got: a fixed count ([run] repeats = N), or Stein's
 /// two-stage rule ([run] repeats = "auto", probes/stats.h stein_repeats()): `first` repeats,
@@ -149,6 +156,17 @@ struct Run {
     std::vector<Session> sessions = {};
     RepeatRule repeats = {};  ///< not recorded before schema version 6: fixed
 };
+
+/// This kernel's boot id (/proc/sys/kernel/random/boot_id), "" if unreadable.
+std::string this_boot();
+
+/// Whether `run` is recorded as running but the process writing it, on this very boot of
+/// this kernel, is gone (SIGKILL, a crash, the OOM killer): nobody will ever close it.
+bool abandoned(const Run& run);
+
+/// `run`, if abandoned(), closed as killed (run and last session) with a note saying so;
+/// what every reader of a results database sees.
+void close_if_abandoned(Run& run);
 
 /// Whether the emulated path behaved as configured before a trial's probes ran.
 struct EmulationCheck {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <fstream>
 #include <optional>
 #include <span>
 #include <utility>
@@ -14,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/proc.h"
 #include "core/version.h"
 #include "results/records.h"
 
@@ -640,6 +642,31 @@ void Store::resume_run(const Run& run, const std::vector<Trial>& trials) {
     tx.commit();
 }
 
+std::string this_boot() {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    std::getline(in, id);
+    return id;
+}
+
+bool abandoned(const Run& run) {
+    if (run.status != RunStatus::running || run.sessions.empty()) return false;
+    const auto& last = run.sessions.back();
+    if (last.pid <= 0 || last.boot.empty() || last.boot != this_boot()) return false;  // cannot tell from here
+    return !sys::process_running(static_cast<pid_t>(last.pid), last.start_time);
+}
+
+void close_if_abandoned(Run& run) {
+    if (!abandoned(run)) return;
+    const std::string why = fmt::format(
+        "its process (pid {}) ended without closing the record: killed (kill -9, the OOM killer) or crashed",
+        run.sessions.back().pid);
+    run.status = RunStatus::killed;
+    run.error = why;
+    run.sessions.back().status = RunStatus::killed;
+    run.sessions.back().error = why;
+}
+
 std::vector<Run> Store::list_runs() {
     start_read();
     Transaction tx(db_, path_, "BEGIN", "listing runs");
@@ -650,6 +677,7 @@ std::vector<Run> Store::list_runs() {
     std::vector<Run> runs;
     while (s.step()) s.read(0, record::runs(), runs.emplace_back());
     tx.commit();
+    for (auto& r : runs) close_if_abandoned(r);
     return runs;
 }
 
@@ -665,6 +693,7 @@ RunData Store::load_run(const std::string& id) {
     if (!s.step()) fail(db_, path_, action);
     RunData data;
     s.read(0, record::runs(), data.run);
+    close_if_abandoned(data.run);
     data.trials = read_trials(db_, path_, data.run.id);
     data.measurements = read_measurements(db_, path_, data.run.id);
     tx.commit();

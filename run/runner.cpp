@@ -1,5 +1,7 @@
 #include "run/runner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <exception>
 #include <optional>
@@ -8,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/mounts.h"
+#include "core/proc.h"
 #include "core/signals.h"
 #include "remote/hosts.h"
 #include "run/record.h"
@@ -90,6 +93,9 @@ results::Session this_session(const results::Environment& now, const std::string
     s.kernel = now.kernel;
     s.where = now.where;
     s.note = note;
+    s.pid = ::getpid();
+    s.start_time = sys::process_start_time(::getpid());
+    s.boot = results::this_boot();
     return s;
 }
 

@@ -28,8 +28,8 @@ TEST_CASE("a run round-trips exactly through its json text", "[results]") {
     RunData d = sample_run();
     d.run.error = "line one\nline \"two\"";
     d.run.shard = "3/5";
-    d.run.sessions = {{"a", "b", RunStatus::interrupted, "killed, \"9\"", "h", "k", "host", ""},
-                      {"c", "", RunStatus::running, "", "h2", "k2", "vm", "n"}};
+    d.run.sessions = {{"a", "b", RunStatus::interrupted, "killed, \"9\"", "h", "k", "host", "", 0, 0, ""},
+                      {"c", "", RunStatus::running, "", "h2", "k2", "vm", "n", 0, 0, ""}};
     d.trials[0].session = 2;
     d.trials[1].origin = "run a1 (shard 1/2) of r, \"x\" on lab-1, kernel 6.1.0";
     RunData back = from_json(json::parse(to_json(d).dump()));

@@ -10,7 +10,10 @@
 #include <fstream>
 #include <iterator>
 
+#include <unistd.h>
+
 #include "core/error.h"
+#include "core/proc.h"
 #include "results/records.h"
 #include "results/store.h"
 #include "tests/results/sample_run.h"
@@ -128,6 +131,39 @@ TEST_CASE("an interrupted run keeps the measurements committed before it stopped
     REQUIRE(after.trials.size() == 1);
     REQUIRE(after.measurements.size() == 1);
     require_same(after.measurements[0], d.measurements[0]);
+}
+
+TEST_CASE("a run whose process died without closing its record reads as killed, a live one as running", "[results]") {
+    TempDir dir;
+    Store store(dir.path / "results.db");
+    auto header = [](const std::string& id, std::int64_t pid, unsigned long long start, const std::string& boot) {
+        Run r = sample_run_header();
+        r.id = id;
+        Session s;
+        s.started = r.started;
+        s.pid = pid;
+        s.start_time = start;
+        s.boot = boot;
+        r.sessions = {s};
+        return r;
+    };
+    const auto me = ::getpid();
+    const auto started = wanlab::sys::process_start_time(me);
+    REQUIRE(started > 0);
+    REQUIRE_FALSE(this_boot().empty());
+    store.begin_run(header("live", me, started, this_boot()));            // this very process
+    store.begin_run(header("dead", me, started + 1, this_boot()));        // the pid is someone else's now
+    store.begin_run(header("elsewhere", me, started + 1, "other-boot"));  // another kernel (the micro-VM)
+    store.begin_run(header("unrecorded", 0, 0, ""));                      // written before wanlab kept it
+    auto dead = store.load_run("dead").run;
+    CHECK(dead.status == RunStatus::killed);
+    CHECK_THAT(dead.error,
+               Catch::Contains("ended without closing the record: killed (kill -9, the OOM killer) or crashed"));
+    CHECK(dead.sessions.back().status == RunStatus::killed);
+    CHECK(store.load_run("live").run.status == RunStatus::running);
+    CHECK(store.load_run("elsewhere").run.status == RunStatus::running);
+    CHECK(store.load_run("unrecorded").run.status == RunStatus::running);
+    for (const auto& r : store.list_runs()) CHECK((r.id == "dead") == (r.status == RunStatus::killed));
 }
 
 TEST_CASE("putting a trial again replaces it", "[results]") {
@@ -443,9 +479,9 @@ TEST_CASE(
     d.run.shard = "2/4";
     d.trials[1].origin = "run r1 (shard 1/2) of /tmp/a, \"b\" on lab-1, kernel 6.1.0";
     d.run.sessions = {{"2026-11-30T04:12:09Z", "2026-11-30T04:12:30Z", RunStatus::interrupted, "killed", "lab-1",
-                       "6.1.0", "host", ""},
+                       "6.1.0", "host", "", 0, 0, ""},
                       {"2026-11-30T05:00:00Z", "2026-11-30T05:01:00Z", RunStatus::complete, "", "lab-1", "6.1.0",
-                       "host", "kernel 6.1.0-27 -> 6.1.0, forced"}};
+                       "host", "kernel 6.1.0-27 -> 6.1.0, forced", 0, 0, ""}};
     d.trials[0].session = 1;
     d.trials[1].session = 2;
     {
@@ -565,8 +601,8 @@ RunData every_column_set() {
     auto d = sample_run();
     d.run.error = "a trial failed";
     d.run.shard = "1/2";
-    d.run.sessions = {
-        {"2026-11-30T04:12:09Z", "2026-11-30T04:13:00Z", RunStatus::complete, "", "lab-1", "6.1.0", "host", ""}};
+    d.run.sessions = {{"2026-11-30T04:12:09Z", "2026-11-30T04:13:00Z", RunStatus::complete, "", "lab-1", "6.1.0",
+                       "host", "", 4242, 123456, "6f1c0d2e-boot"}};
     d.run.repeats = {true, 3, 9, 0.05};
     d.trials[0].link_loss = 0.01;
     d.trials[1].error = "iperf3 exited with status 1";
