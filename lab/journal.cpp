@@ -150,6 +150,8 @@ json process_entry(const std::string& ns, const std::string& name, pid_t pid, un
     return {{"op", "process"}, {"ns", ns}, {"name", name}, {"pid", pid}, {"start_time", start_time}};
 }
 
+json folder_entry(const std::string& path) { return {{"op", "folder"}, {"path", path}}; }
+
 netem::HostUndo host_undo_of(const json& e) {
     netem::HostUndo u;
     u.dev = text_of(e, "dev");
@@ -278,6 +280,14 @@ std::string entry_problem(const json& e, const std::string& run) {
             add("`pid` must be a process id above 1");
         if (start == e.end() || !start->is_number_unsigned() || start->get<unsigned long long>() == 0)
             add("`start_time` must be a process start time");
+    } else if (op == "folder") {
+        // Only what make_service_dir() makes: one /tmp/wanlab-* folder, never a path elsewhere.
+        auto path = text_of(e, "path");
+        auto name = path.starts_with("/tmp/wanlab-") ? path.substr(5) : "";
+        if (name.size() < 8 || name.size() > 120 ||
+            name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+                std::string::npos)
+            add(fmt::format("`path` = \"{}\" is not a folder wanlab makes (/tmp/wanlab-...)", path.substr(0, 120)));
     } else if (op == "host") {
         add(netns_problem(e, "ns", run, true));
         add(device_problem(e, "dev"));
@@ -326,6 +336,8 @@ std::vector<std::string> replay(const JournalFile& journal, const Undo& undo) {
                 undo.process(text_of(e, "name"), e["pid"].get<pid_t>(), e["start_time"].get<unsigned long long>());
             else if (op == "host" && undo.host)
                 undo.host(text_of(e, "ns"), host_undo_of(e));
+            else if (op == "folder" && undo.folder)
+                undo.folder(text_of(e, "path"));
             else
                 failures.push_back(fmt::format("no way to undo journal entry {}", json_input::dump(e)));
         } catch (const std::exception& ex) {

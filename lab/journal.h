@@ -93,6 +93,9 @@ nlohmann::json host_entry(const std::string& ns, const netem::HostUndo& undo);
 /// time, so restore kills the group only while it is still that one. (Before the entry is
 /// written the process cannot outlive wanlab: it is SIGKILLed when wanlab's thread dies.)
 nlohmann::json process_entry(const std::string& ns, const std::string& name, pid_t pid, unsigned long long start_time);
+/// Right after the run makes a private folder under /tmp (sys::make_service_dir():
+/// /tmp/wanlab-...-XXXXXX, root's, 0755) that it removes when it ends: restore removes it too.
+nlohmann::json folder_entry(const std::string& path);
 /// The HostUndo of a "host" entry; throws wanlab::Error if it has no device.
 netem::HostUndo host_undo_of(const nlohmann::json& entry);
 
@@ -129,6 +132,7 @@ struct Undo {
     std::function<void(const std::string& ns, const std::string& dev, const std::string& snapshot)> qdisc;
     std::function<void(const std::string& ns, const netem::HostUndo& undo)> host;
     std::function<void(const std::string& name, pid_t pgid, unsigned long long start_time)> process;
+    std::function<void(const std::string& path)> folder;
 };
 
 /// Why `entry` of `run`'s journal is not one wanlab could have written ("" if it is): every

@@ -1,9 +1,11 @@
 #include "lab/restore.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -65,6 +67,15 @@ Undo machine_undo(sysctl::ProcSys& proc, const Log& log) {
             throw Error(fmt::format("service {} (process group {}): {} processes still running after SIGKILL", name,
                                     pgid, left.size()));
         say(fmt::format("stopped service {} (process group {}, {} processes)", name, pgid, members.size()));
+    };
+    u.folder = [say](const std::string& path) {
+        // A folder it made, never what a symlink planted in its place points to.
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+        if (ec) throw Error(fmt::format("removing {}: {}", path, ec.message()));
+        say(fmt::format("removed the run's folder {}", path));
     };
     return u;
 }

@@ -125,6 +125,7 @@ public:
             },
             [journal] { journal->keep(); });
         dir_ = sys::make_service_dir("wanlab-agent-" + run_, "this host's services");
+        journal_->record(lab::folder_entry(dir_.string()));  // a kill leaves it to `wanlab restore`
     }
 
     ~HostSession() { give_back(); }

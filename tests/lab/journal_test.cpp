@@ -4,11 +4,15 @@
 
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
+#include "core/sys.h"
 #include "lab/capabilities.h"
 #include "lab/journal.h"
+#include "lab/restore.h"
+#include "tests/support/fake_proc_sys.h"
 
 using namespace wanlab::lab;
 namespace fs = std::filesystem;
@@ -313,4 +317,36 @@ TEST_CASE("the journal directory must be a private directory of this user", "[jo
         REQUIRE(::chown(foreign.c_str(), 65534, 65534) == 0);
         CHECK_THROWS_WITH(check_run_dir(foreign), Catch::Contains("belongs to uid 65534"));
     }
+}
+
+TEST_CASE("restore removes a run's folder under /tmp, never a path elsewhere nor through a symlink",
+          "[journal][security]") {
+    TempDir dir;
+    auto made = wanlab::sys::make_service_dir("wanlab-agent-r1", "a test");
+    std::ofstream(made + "/web.stderr") << "what the service said";
+    fs::create_directories(dir.path / "keep");
+    std::ofstream(dir.path / "keep" / "f") << "x";
+    auto planted = wanlab::sys::make_service_dir("wanlab-planted", "a test");
+    fs::remove(planted);
+    fs::create_directory_symlink(dir.path / "keep", planted);  // named like a run's folder, a symlink
+    {
+        Journal j(dir.path, "r1");
+        j.record(folder_entry(made));
+        j.record(folder_entry((dir.path / "keep").string()));
+        j.record(folder_entry("/tmp/wanlab-x/../../etc"));
+        j.record(folder_entry(planted));
+        j.keep();
+    }
+    auto journals = find_journals(dir.path);
+    REQUIRE(journals.size() == 1);
+    wanlab::sysctl::FakeProcSys proc;
+    std::vector<std::string> said;
+    auto failures = replay(journals.front(), machine_undo(proc, [&said](const std::string& s) { said.push_back(s); }));
+    CHECK_FALSE(fs::exists(made));
+    CHECK(std::find(said.begin(), said.end(), "removed the run's folder " + made) != said.end());
+    CHECK(fs::exists(dir.path / "keep" / "f"));  // neither named nor reached through the symlink
+    CHECK(fs::is_symlink(planted));
+    REQUIRE(failures.size() == 2);
+    CHECK_THAT(failures[0], Catch::Contains("is not a folder wanlab makes (/tmp/wanlab-...)"));
+    fs::remove(planted);
 }
