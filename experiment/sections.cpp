@@ -553,7 +553,7 @@ const Machine* LabSpec::machine(const std::string& role) const {
 }
 
 Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, const ProfileLibrary& profiles,
-                  config::Documents& docs, Diagnostics& diag) {
+                  config::Documents& docs, Diagnostics& diag, const sysctl::SysctlSpec* known_sysctl) {
     Trial t;
     Reader r(doc, "the experiment", diag);
     // Top-level keys are checked by load_experiment; here only the sections are read.
@@ -568,9 +568,13 @@ Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, 
     netem::validate_link(t.link, diag);
     netem::resolve_limit(t.link.up, t.lab.line_rate_bps, t.lab.mtu, diag);
     netem::resolve_limit(t.link.down, t.lab.line_rate_bps, t.lab.mtu, diag);
-    const Node* sys = r.table("sysctl");
-    Node sys_table = sys ? with_profile(*sys, "tuning", profiles, docs, diag) : empty;
-    t.sysctl = sysctl::parse_sysctls(sys_table, t.lab.hosts(), diag);
+    if (known_sysctl) {
+        t.sysctl = *known_sysctl;
+    } else {
+        const Node* sys = r.table("sysctl");
+        Node sys_table = sys ? with_profile(*sys, "tuning", profiles, docs, diag) : empty;
+        t.sysctl = sysctl::parse_sysctls(sys_table, t.lab.hosts(), diag);
+    }
     if (const Node* probes = r.table_array("probe")) {
         for (std::size_t i = 0; i < probes->items.size(); ++i) {
             auto p = probes::parse_probe(probes->items[i], i, run.duration, diag);

@@ -9,6 +9,7 @@
 #include "core/config.h"
 #include "core/diagnostic.h"
 #include "experiment/experiment.h"
+#include "sysctl/sysctl_spec.h"
 
 namespace wanlab::experiment {
 
@@ -18,7 +19,9 @@ RunSpec parse_run(const config::Node* table, Diagnostics& diag);
 /// Parses one fully merged document (base + variant + sweep point) into a trial; host mode's
 /// probes are checked against its target filter.
 /// `file` is the experiment file: services' template paths are relative to its folder.
+/// `known_sysctl`: the [sysctl] an earlier trial parsed from the same [sysctl], [lab] and
+/// [hosts] (expand_trials()); the document's own [sysctl] is then not read again.
 Trial parse_trial(const config::Node& doc, const RunSpec& run, const std::string& file, const ProfileLibrary& profiles,
-                  config::Documents& docs, Diagnostics& diag);
+                  config::Documents& docs, Diagnostics& diag, const sysctl::SysctlSpec* known_sysctl = nullptr);
 
 }  // namespace wanlab::experiment

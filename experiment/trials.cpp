@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -250,16 +251,34 @@ std::vector<Trial> expand_trials(const Node& doc, const Experiment& exp, const s
         variant_overlays.emplace_back();
         variant_names.push_back(exp.variants.front());
     }
+    // [sysctl] is read once when no variant or sweep point changes it or what it depends on
+    // ([lab], [hosts]): thousands of keys times hundreds of points stay linear (issue 40).
+    auto changes_sysctl = [](std::string_view key) {
+        return key == "sysctl" || key == "lab" || key == "hosts" || key.starts_with("sysctl.") ||
+               key.starts_with("lab.") || key.starts_with("hosts.");
+    };
+    std::vector<bool> variant_keeps(variant_overlays.size());
+    for (std::size_t v = 0; v < variant_overlays.size(); ++v)
+        variant_keeps[v] = std::none_of(variant_overlays[v].members.begin(), variant_overlays[v].members.end(),
+                                        [&](const auto& m) { return changes_sysctl(m.first); });
+    Node base_without_sysctl = base;
+    std::erase_if(base_without_sysctl.members, [](const auto& m) { return m.first == "sysctl"; });
+    std::optional<sysctl::SysctlSpec> shared_sysctl;
     std::vector<Trial> trials;
     trials.reserve(points.size() * variant_overlays.size());
     for (const auto& point : points) {
+        const bool point_keeps = std::none_of(point.values.begin(), point.values.end(),
+                                              [&](const auto& pv) { return changes_sysctl(pv.first); });
         for (std::size_t v = 0; v < variant_overlays.size(); ++v) {
+            const bool shared = point_keeps && variant_keeps[v] && shared_sysctl;
             // Base, then the variant, then the sweep point: a swept key takes the swept value
             // in every variant.
-            Node trial_doc = base;
+            Node trial_doc = shared ? base_without_sysctl : base;
             merge_document(trial_doc, variant_overlays[v], diag);
             for (const auto& [path, value] : point.values) merge_document(trial_doc, overlay_for(path, value), diag);
-            Trial t = parse_trial(trial_doc, exp.run, exp.file, profiles, docs, diag);
+            Trial t =
+                parse_trial(trial_doc, exp.run, exp.file, profiles, docs, diag, shared ? &*shared_sysctl : nullptr);
+            if (point_keeps && variant_keeps[v] && !shared_sysctl) shared_sysctl = t.sysctl;
             t.index = trials.size() + 1;
             t.variant = variant_names[v];
             std::string canonical = t.variant;
