@@ -757,7 +757,8 @@ std::string spec_problem(const ProbeSpec& spec) {
     if (!text::valid_name(spec.name)) return "`name` must be 1-64 letters, digits, `-` or `_`";
     const ProbeKind* kind = find_kind(spec.kind);
     if (!kind) return fmt::format("`kind` \"{}\" is not a probe kind", text::terminal_safe(spec.kind.substr(0, 64)));
-    for (const auto& [name, v] : spec.options) {
+    for (const auto& option : spec.options) {
+        const auto& name = option.first;  // clang 14 cannot capture a structured binding
         auto o = std::find_if(kind->options.begin(), kind->options.end(),
                               [&name](const OptionSpec& x) { return name == x.name; });
         if (o == kind->options.end())
