@@ -4,11 +4,25 @@
 // services to `wanlab restore`, which stops every process of them. Needs no netem.
 #include <sys/wait.h>
 
+#include <filesystem>
+#include <string>
+
 #include "tests/support/root_helper.h"
 
 using namespace wanlab::root_testing;
 
 namespace {
+
+/// The folder `shell` and `lab up` leave for the user ("their output and files: DIR"), which a
+/// test removes once it has read what it needs.
+void remove_services_folder(const std::string& said) {
+    const std::string marker = "their output and files: /tmp/wanlab-";
+    auto at = said.find(marker);
+    if (at == std::string::npos) return;
+    auto start = at + marker.size() - std::string("/tmp/wanlab-").size();
+    auto end = said.find_first_of(" \n", start);
+    std::filesystem::remove_all(said.substr(start, end == std::string::npos ? std::string::npos : end - start));
+}
 
 /// An experiment file with `body` after a short [run], removed with its results.
 struct ServiceExperiment {
@@ -217,6 +231,7 @@ ready = { port = 5299 }
     INFO(out);
     CHECK(status == 0);  // grep found iperf3's numbers: the service answered
     CHECK_THAT(out, Catch::Contains("services running: echo on server"));
+    remove_services_folder(out);
     CHECK(sh("pgrep -f '[i]perf3 -s -B 198.18.0.6 -p 5299'").empty());
     CHECK(capture() == before);
 }
@@ -279,6 +294,7 @@ ready = { port = 5399 }
         REQUIRE(up.wait_for_line("  Ctrl-C, or `wanlab lab down svc-up`, gives everything back."));
         INFO(up.seen());
         CHECK_THAT(up.seen(), Catch::Contains("wanlab lab up: services running: echo on server"));
+        remove_services_folder(up.seen());
         CHECK_FALSE(sh("pgrep -f '[i]perf3 -s -B 198.18.0.6 -p 5399'").empty());
         up.signal(SIGTERM);
         CHECK(up.wait() == 0);
