@@ -1,6 +1,7 @@
 #include "vm/files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/proc.h"
 #include "core/sys.h"
 
 namespace wanlab::vm {
@@ -26,6 +28,27 @@ TempDir::TempDir(const fs::path& parent, std::string_view prefix) {
     buf.push_back('\0');
     if (::mkdtemp(buf.data()) == nullptr) sys::fail_errno("creating a temporary directory " + pattern);
     path_ = buf.data();
+}
+
+TempDir TempDir::owned_by_this_process(const fs::path& parent, std::string_view prefix) {
+    return TempDir(parent, fmt::format("{}{}.{}-", prefix, ::getpid(), sys::process_start_time(::getpid())));
+}
+
+void TempDir::remove_left_behind(const fs::path& parent, std::string_view prefix) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(parent, ec)) {
+        auto name = e.path().filename().string();
+        if (!name.starts_with(prefix)) continue;
+        unsigned long long pid = 0, start = 0;
+        char tail[16] = {};
+        if (std::sscanf(name.c_str() + prefix.size(), "%llu.%llu-%15s", &pid, &start, tail) != 3 || pid == 0 ||
+            pid > 4194304 || std::strlen(tail) != 6)
+            continue;
+        struct stat st {};
+        if (::lstat(e.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) continue;
+        if (sys::process_running(static_cast<pid_t>(pid), start)) continue;
+        fs::remove_all(e.path(), ec);
+    }
 }
 
 TempDir::~TempDir() {

@@ -24,7 +24,8 @@ using sys::make_pipe;
 using sys::Pipe;
 
 /// A private temporary directory (mode 0700). Creates it in the constructor, removes it
-/// recursively in the destructor.
+/// recursively in the destructor. owned_by_this_process() names one after this process, so a
+/// later one can tell it was left by a process that is gone (remove_left_behind()).
 class TempDir {
 public:
     /// Creates `<parent>/<prefix>XXXXXX`.
@@ -36,6 +37,12 @@ public:
     ~TempDir();
 
     const std::filesystem::path& path() const noexcept { return path_; }
+
+    /// `<parent>/<prefix><pid>.<start time>-XXXXXX`, this process's.
+    static TempDir owned_by_this_process(const std::filesystem::path& parent, std::string_view prefix);
+    /// Removes the folders owned_by_this_process() made in `parent` with `prefix` whose process
+    /// is gone (SIGKILL, a crash): only this user's, only folders, never through a symlink.
+    static void remove_left_behind(const std::filesystem::path& parent, std::string_view prefix);
 
 private:
     std::filesystem::path path_;

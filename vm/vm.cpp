@@ -477,7 +477,9 @@ QemuSpec Vm::qemu_spec(const fs::path& ctl, const std::string& out_dir) const {
 
 RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) {
     if (argv.empty()) throw InputError("vm run: no command given");
-    TempDir ctl(fs::temp_directory_path(), "wanlab-vm-");
+    // A controller killed mid-run left its folder: the next one removes it.
+    TempDir::remove_left_behind(fs::temp_directory_path(), "wanlab-vm-");
+    auto ctl = TempDir::owned_by_this_process(fs::temp_directory_path(), "wanlab-vm-");
     std::string out_dir = usable_out_dir(options_.out_dir);
     write_control_files(ctl.path(), argv, out_dir);
     QemuRun qemu(qemu_spec(ctl.path(), out_dir), options_.verbose, out_fd, err_fd);

@@ -4,7 +4,12 @@
 #include <fstream>
 #include <string>
 
+#include <unistd.h>
+
+#include <fmt/format.h>
+
 #include "core/error.h"
+#include "core/proc.h"
 #include "vm/files.h"
 #include "vm/kernel.h"
 #include "vm/vmlinux.h"
@@ -75,4 +80,26 @@ TEST_CASE("a kernel given with --kernel finds its modules and rejects a version 
 TEST_CASE("a bzImage without an xz payload is booted as is", "[kernel][vmlinux]") {
     CHECK_FALSE(extract_vmlinux(fake_bzimage("6.1.0-57-amd64")).has_value());
     CHECK_FALSE(has_pvh_entry("not an elf"));
+}
+
+TEST_CASE("a VM folder left by a killed controller is removed by the next, a live one's and a symlink are not",
+          "[vm][security]") {
+    TempDir parent_dir(fs::temp_directory_path(), "wanlab-left-test-");
+    const auto& parent = parent_dir.path();
+    const auto me = ::getpid();
+    const auto started = wanlab::sys::process_start_time(me);
+    auto live = TempDir::owned_by_this_process(parent, "wanlab-vm-");
+    const auto dead = parent / fmt::format("wanlab-vm-{}.{}-AbC123", me, started + 1);  // the pid is reused
+    fs::create_directory(dead);
+    std::ofstream(dead / "argv") << "x";
+    fs::create_directory(parent / "elsewhere");
+    const auto planted = parent / fmt::format("wanlab-vm-{}.{}-Zz9999", me, started + 2);
+    fs::create_directory_symlink(parent / "elsewhere", planted);
+    fs::create_directory(parent / "wanlab-vm-notours");
+    TempDir::remove_left_behind(parent, "wanlab-vm-");
+    CHECK_FALSE(fs::exists(dead));
+    CHECK(fs::is_directory(live.path()));
+    CHECK(fs::is_symlink(planted));
+    CHECK(fs::is_directory(parent / "elsewhere"));
+    CHECK(fs::is_directory(parent / "wanlab-vm-notours"));
 }
