@@ -44,6 +44,12 @@ bool Diagnostics::reported_at(const Location& w) const {
            std::get<2>(*it) == w.line && std::get<3>(*it) == w.column;
 }
 
+bool Diagnostics::reported_on_line(const Location& w) const {
+    auto it = seen_.lower_bound({Severity::error, w.file, w.line, 0, std::string()});
+    return it != seen_.end() && std::get<0>(*it) == Severity::error && std::get<1>(*it) == w.file &&
+           std::get<2>(*it) == w.line;
+}
+
 void Diagnostics::add(Diagnostic d) {
     if (!seen_.insert({d.severity, d.where.file, d.where.line, d.where.column, d.message}).second) return;
     if (d.severity == Severity::error) ++errors_;

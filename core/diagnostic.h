@@ -67,6 +67,9 @@ public:
     /// Whether an error was already reported at exactly this place (so a check repeated for
     /// every trial can skip working out its message again).
     bool reported_at(const Location& where) const;
+    /// Whether an error was reported anywhere on the line of `where` (a key's value, say,
+    /// when `where` is the key): a check that depends on that key then says nothing more.
+    bool reported_on_line(const Location& where) const;
     std::size_t error_count() const { return errors_; }
     const std::vector<Diagnostic>& items() const { return items_; }
     /// The diagnostics rendered with source lines, errors and warnings in order: the first

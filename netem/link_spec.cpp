@@ -59,10 +59,9 @@ Direction resolve_direction(const Node& link, const char* name, std::optional<na
     for (const auto& [key, value] : link.members)
         if (key != "up" && key != "down" && key != "rtt" && key != "profile") merged.members.emplace_back(key, value);
     Direction d;
-    if (half_rtt) {
-        d.netem.delay = *half_rtt;
-        if (const Node* rtt = link.find("rtt")) d.at["delay"] = rtt->key_at;
-    }
+    if (half_rtt) d.netem.delay = *half_rtt;
+    // Written, valid or not: a check that depends on the delay looks there first.
+    if (const Node* rtt = link.find("rtt")) d.at["delay"] = rtt->key_at;
     if (const Node* over = link.find(name); over && over->is_table()) config::merge(merged, *over);
     // Every problem in these keys was reported by check_keys() against the table it was
     // written in; the merged view only resolves values.
@@ -148,6 +147,8 @@ void needs(const Direction& d, const char* key, bool base_present, const char* b
            Diagnostics& diag, const char*) {
     auto it = d.at.find(key);
     if (it == d.at.end() || base_present) return;
+    // The base was written but refused (`rtt = "abc"`): that error is the one to fix.
+    if (auto b = d.at.find(base); b != d.at.end() && diag.reported_on_line(b->second)) return;
     diag.error(it->second, fmt::format("`{}` needs `{}`: {}", key, base, why));
 }
 
