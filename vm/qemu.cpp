@@ -2,9 +2,14 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
+
+#include "core/text.h"
+#include "core/tools.h"
 
 namespace wanlab::vm {
 
@@ -81,6 +86,20 @@ std::optional<fs::path> find_qemu() {
         dirs.remove_prefix(colon + 1);
     }
     return std::nullopt;
+}
+
+std::string qemu_missing() {
+    if (const char* env = std::getenv("WANLAB_QEMU"); env != nullptr && *env != '\0') {
+        int err = ::access(env, X_OK) == 0 ? 0 : errno;
+        return fmt::format(
+            "WANLAB_QEMU={} is not a program wanlab can run ({}): point it at qemu-system-x86_64, or "
+            "unset it to use the one on PATH",
+            text::terminal_safe(env), err ? std::strerror(err) : "not executable");
+    }
+    return fmt::format(
+        "qemu-system-x86_64 not found; install the Debian package {0} (apt-get install {0}), or set "
+        "WANLAB_QEMU to its path",
+        sys::debian_package("qemu-system-x86_64"));
 }
 
 }  // namespace wanlab::vm

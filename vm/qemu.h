@@ -49,5 +49,8 @@ std::string qemu_escape(const std::string& value);
 
 /// qemu-system-x86_64 from $WANLAB_QEMU or $PATH; nullopt when absent.
 std::optional<std::filesystem::path> find_qemu();
+/// Why find_qemu() found none, with what to do: WANLAB_QEMU names no executable file, or
+/// qemu-system-x86_64 is not installed.
+std::string qemu_missing();
 
 }  // namespace wanlab::vm

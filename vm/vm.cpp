@@ -382,11 +382,7 @@ fs::path vm_cache_dir() { return cache_root() / "vm"; }
 
 Vm::Vm(VmOptions options) : options_(std::move(options)) {
     auto qemu = find_qemu();
-    if (!qemu)
-        throw Error(
-            fmt::format("qemu-system-x86_64 not found; install the Debian package {0} "
-                        "(apt-get install {0}), or set WANLAB_QEMU to its path",
-                        sys::debian_package("qemu-system-x86_64")));
+    if (!qemu) throw Error(qemu_missing());
     qemu_ = *qemu;
     kernel_ = find_kernel(options_.kernel, options_.modules, kernel_cache_dir());
     if (!fs::exists("/bin/busybox"))
@@ -411,9 +407,7 @@ unsigned Vm::cpus() const noexcept {
 
 std::vector<std::string> missing_parts(const std::optional<fs::path>& kernel, const std::optional<fs::path>& modules) {
     std::vector<std::string> out;
-    if (!find_qemu())
-        out.push_back(fmt::format("QEMU: qemu-system-x86_64 is not installed: apt-get install {} (or set WANLAB_QEMU)",
-                                  sys::debian_package("qemu-system-x86_64")));
+    if (!find_qemu()) out.push_back("QEMU: " + qemu_missing());
     try {
         (void)find_kernel(kernel, modules, kernel_cache_dir());
     } catch (const Error& e) {

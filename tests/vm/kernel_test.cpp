@@ -1,5 +1,6 @@
 // Kernel lookup: the version inside a bzImage header, the cache layout, the error messages.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -12,6 +13,7 @@
 #include "core/proc.h"
 #include "vm/files.h"
 #include "vm/kernel.h"
+#include "vm/qemu.h"
 #include "vm/vmlinux.h"
 
 using namespace wanlab::vm;
@@ -102,4 +104,18 @@ TEST_CASE("a VM folder left by a killed controller is removed by the next, a liv
     CHECK(fs::is_symlink(planted));
     CHECK(fs::is_directory(parent / "elsewhere"));
     CHECK(fs::is_directory(parent / "wanlab-vm-notours"));
+}
+
+TEST_CASE("a WANLAB_QEMU that names no program is said to be the problem, not a reason to set it", "[vm]") {
+    const char* was = std::getenv("WANLAB_QEMU");
+    std::string saved = was ? was : "";
+    ::setenv("WANLAB_QEMU", "/nonexistent/qemu-system-x86_64", 1);
+    CHECK_FALSE(find_qemu());
+    auto said = qemu_missing();
+    CHECK_THAT(said, Catch::Contains("WANLAB_QEMU=/nonexistent/qemu-system-x86_64 is not a program wanlab can run "
+                                     "(No such file or directory)") &&
+                         Catch::Contains("or unset it") && !Catch::Contains("set WANLAB_QEMU to its path"));
+    ::unsetenv("WANLAB_QEMU");
+    CHECK_THAT(qemu_missing(), Catch::Contains("install the Debian package qemu-system-x86"));
+    if (was) ::setenv("WANLAB_QEMU", saved.c_str(), 1);
 }
