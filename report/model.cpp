@@ -293,7 +293,10 @@ std::string capture_line(const Model& m, const results::Trial& t, const results:
 
 std::string status_text(const results::Run& run) {
     std::string why = run.error.empty() ? "" : ": " + run.error;
-    if (run.status == results::RunStatus::interrupted) return "interrupted: partial results" + why;
+    // "interrupted by SIGINT" says the status itself: not "interrupted: ...: interrupted by SIGINT".
+    if (run.status == results::RunStatus::interrupted)
+        return run.error.starts_with("interrupted") ? run.error + ": partial results"
+                                                    : "interrupted: partial results" + why;
     if (run.status == results::RunStatus::failed) return "failed: partial results" + why;
     if (run.status == results::RunStatus::running) return "running: partial results";
     return to_string(run.status) + why;

@@ -97,6 +97,11 @@ TEST_CASE("report header says when results are partial", "[report]") {
     CHECK(has_line(text, "  status: interrupted: partial results"));
     CHECK(has_line(text, "  trials: 3 of 6 done"));
     CHECK(has_line(text, "  x trial 4 (aaaa0004) large-buffers @ link.rtt=40ms: interrupted: SIGINT during repeat 2"));
+    // The run's own words name the status once, not "interrupted: partial results: interrupted by SIGINT".
+    d.run.error = "interrupted by SIGINT";
+    CHECK(has_line(render_as(d, Format::table), "  status: interrupted by SIGINT: partial results"));
+    d.run.error = "SIGTERM from the watchdog";
+    CHECK(has_line(render_as(d, Format::table), "  status: interrupted: partial results: SIGTERM from the watchdog"));
 }
 
 TEST_CASE("report shows the metrics asked for, by probe.metric or metric", "[report]") {
