@@ -30,10 +30,10 @@ void require_capabilities(const std::string& action) {
     if (missing.empty()) return;
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : " and ") + m;
-    throw Error(
-        fmt::format("`{}` changes the machine's network and needs CAP_NET_ADMIN and CAP_SYS_ADMIN; "
-                    "missing {}. Nothing was changed. Run it as root (sudo).",
-                    action, list));
+    throw Error(fmt::format("`{}` changes the machine's network and needs CAP_NET_ADMIN and CAP_SYS_ADMIN; "
+                            "missing {}. Nothing was changed. Run it as root (sudo).",
+                            action, list),
+                2);  // as docs/run.md and the man page say: nothing was touched, the user must act
 }
 
 std::set<std::string> needed_qdiscs(const std::vector<experiment::Trial>& trials) {

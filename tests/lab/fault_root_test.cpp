@@ -170,3 +170,27 @@ TEST_CASE("wanlab probe refuses to build its lab while a killed run's journal is
     CHECK_THAT(refused, Catch::Contains("ended without giving the machine back; nothing was changed"));
     CHECK_THAT(refused, !Catch::Contains("rtt ("));  // no measurement: it stopped before its lab
 }
+
+TEST_CASE("without root, what changes the machine is refused with exit status 2 and nothing touched", "[root]") {
+    if (skip_unless_root()) return;
+    ExperimentFile file;
+    auto before = capture();
+    // A copy of the binary and the file that an ordinary user can read, run as `nobody`.
+    char dir[] = "/tmp/wanlab-noroot-XXXXXX";
+    REQUIRE(::mkdtemp(dir));
+    const std::string d = dir;
+    REQUIRE(sh(fmt::format("cp {} {}/wanlab && cp {} {}/x.toml && chmod -R a+rX {} && echo ok", WANLAB_BINARY, d,
+                           file.path.string(), d, d)) == "ok\n");
+    for (const std::string& cmd : {"run " + d + "/x.toml --no-vm --out " + d + "/out", std::string("probe rtt")}) {
+        int status = 0;
+        auto said = sh(
+            fmt::format("cd {} && setpriv --reuid=nobody --regid=nogroup --clear-groups {}/wanlab {} 2>&1", d, d, cmd),
+            &status);
+        INFO(cmd << ": " << said);
+        CHECK(status == 2);
+        CHECK_THAT(said, Catch::Contains("needs CAP_NET_ADMIN and CAP_SYS_ADMIN") &&
+                             Catch::Contains("Nothing was changed. Run it as root (sudo)."));
+    }
+    CHECK(capture() == before);
+    std::filesystem::remove_all(d);
+}
