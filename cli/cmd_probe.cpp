@@ -8,6 +8,7 @@
 // experiment file.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -196,19 +197,71 @@ int run(const ProbeArgs& o) {
 
 }  // namespace
 
+namespace {
+
+// Options that mean something only inside `wanlab run`: probes measured together, a
+// [[service]] of the experiment's. `wanlab probe` does not take them.
+bool run_only(std::string_view option) { return option == "group" || option == "server_port"; }
+
+// An option's default as `wanlab probe` applies it ("@run.duration" is a run's [run] duration).
+std::string probe_default(const probes::OptionSpec& o) {
+    std::string_view d = o.default_value;
+    if (d == "@run.duration") return "10s";
+    if (d.size() >= 2 && d.front() == '"') d = d.substr(1, d.size() - 2);
+    return d.empty() ? "none" : std::string(d);
+}
+
+std::string option_help(const probes::OptionSpec& opt) {
+    std::string value = value_of(opt.type);
+    if (opt.type == probes::OptionType::choice) value = fmt::format("one of {}", fmt::join(opt.choices, ", "));
+    return fmt::format("{} ({}default {})", opt.help, value.empty() ? "" : value + "; ", probe_default(opt));
+}
+
+}  // namespace
+
+std::string probe_kind_help(const std::string& name) {
+    const auto* kind = probes::find_kind(name);
+    if (!kind) return "";
+    std::string out = fmt::format("wanlab probe {}: {}\nUsage: wanlab probe {} [OPTIONS]\n\nOptions of {}:\n",
+                                  kind->name, kind->summary, kind->name, kind->name);
+    std::vector<std::pair<std::string, std::string>> rows;
+    for (const auto& opt : kind->options) {
+        if (run_only(opt.name) || std::string_view(opt.name).starts_with("capture")) continue;
+        std::string flag = opt.name;
+        std::replace(flag.begin(), flag.end(), '_', '-');
+        rows.emplace_back("--" + flag, option_help(opt));
+    }
+    rows.emplace_back("--address ADDRESS", "measure to this server instead of a bare lab (with --server-ns)");
+    rows.emplace_back("--server-ns, --client-ns NAME", "namespaces the server and client run in");
+    rows.emplace_back("--client-address ADDRESS", "the address the client binds to");
+    rows.emplace_back("--port N", "the server's port (default: a free one)");
+    rows.emplace_back("--json", "JSON in base units (seconds, bit/s, bytes, fractions)");
+    std::size_t width = 0;
+    for (const auto& r : rows) width = std::max(width, r.first.size());
+    for (const auto& [flag, help] : rows) out += fmt::format("  {:<{}}  {}\n", flag, width, help);
+    out += fmt::format("\nMetrics of {} (base units with --json):\n", kind->name);
+    for (const auto& m : kind->metrics) out += fmt::format("  {:<24} {}\n", m.name, m.help);
+    out += fmt::format(
+        "\nExample:\n  wanlab probe {} --duration 5s\nThe same keys go in a [[probe]] table with kind = \"{}\" "
+        "(docs/probes.md).\n",
+        kind->name, kind->name);
+    return out;
+}
+
 void add_probe_options(CLI::App& sub, ProbeArgs& o) {
     std::string kinds;
     for (const auto& k : probes::probe_kinds()) kinds += fmt::format("{}{}", kinds.empty() ? "" : ", ", k.name);
-    sub.add_option("kind", o.kind, "Probe kind: " + kinds)->required();
+    sub.add_option("kind", o.kind, "Probe kind: " + kinds + " (each one's options: wanlab help probe KIND)")
+        ->required();
     std::set<std::string> seen;
     for (const auto& k : probes::probe_kinds())
         for (const auto& opt : k.options) {
-            if (!seen.insert(opt.name).second) continue;
-            std::string name = opt.name, value = value_of(opt.type);
-            add_key_option(
-                sub, name,
-                fmt::format("{} ({}default {})", opt.help, value.empty() ? "" : value + "; ", opt.default_value),
-                [&o, name](const std::string& v) { o.values[name] = v; });
+            if (run_only(opt.name) || !seen.insert(opt.name).second) continue;
+            std::string name = opt.name;
+            // Listed per kind (`wanlab help probe KIND`), not all kinds' at once.
+            add_key_option(sub, name, option_help(opt), [&o, name](const std::string& v) {
+                o.values[name] = v;
+            })->group("");
         }
     auto netns_name = CLI::Validator([](std::string& v) { return sys::netns_name_problem(v); }, "NAME");
     sub.add_option("--server-ns", o.server_ns, "Namespace (as `ip netns` names it) the server runs in; needs --address")
@@ -226,6 +279,7 @@ Runner setup_probe(CLI::App& sub) {
     auto o = std::make_shared<ProbeArgs>();
     add_probe_options(sub, *o);
     sub.footer(
+        "Each kind's own options and metrics: wanlab help probe KIND (or wanlab probe KIND --help).\n"
         "Examples:\n"
         "  wanlab probe throughput --streams 4 --duration 5s\n"
         "  wanlab probe rtt --method icmp --count 20 --json\n"

@@ -8,6 +8,7 @@
 // for failures; main() is the one place that maps exceptions to exit codes.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -25,6 +26,9 @@ struct Command {
     const char* name;
     const char* summary;
     Runner (*setup)(CLI::App& sub);
+    /// Lines of `wanlab CMD --help`'s examples, each a whole command line (setup may replace
+    /// the footer with a longer one of its own).
+    const char* examples = "";
     bool hidden = false;  ///< left out of --help (tooling such as `completion`)
 };
 
@@ -40,6 +44,15 @@ std::span<const Command> commands();
 /// runner of each sub-command.
 std::unique_ptr<CLI::App> make_app(std::map<CLI::App*, Runner>& runners);
 
+/// `wanlab help [WORD...]`, and what bare `wanlab` prints: the help of the command the words
+/// name (`help results show`, `help probe http`: that kind's options only), else the command
+/// list. Throws InputError naming an unknown word, with the closest one.
+std::string help_for(const CLI::App& app, const std::vector<std::string>& words);
+
+/// `wanlab probe KIND --help`: the kind's own options, its metrics, and the flags every kind
+/// takes; "" when `kind` is not a probe kind.
+std::string probe_kind_help(const std::string& kind);
+
 /// Declares `--KEY VALUE` for a TOML key (a [link] or [[probe]] key), spelled with dashes as
 /// command-line flags are (`--server-split-write`), with the key's own underscore spelling
 /// kept as a hidden alias. `set` gets the value as written.
@@ -49,6 +62,9 @@ CLI::Option* add_key_option(CLI::App& app, const std::string& key, const std::st
 /// Shell completion scripts for `app`'s commands and options (`wanlab completion bash|zsh`).
 std::string bash_completion(const CLI::App& app);
 std::string zsh_completion(const CLI::App& app);
+/// What `wanlab completion words WHAT` lists when tab is pressed: "runs" (ids in
+/// `results`/results.db, newest first, after "latest"), "profiles" or "examples" (names).
+std::vector<std::string> completion_words(const std::string& what, const std::filesystem::path& results);
 
 // One setup function per sub-command, each in its own cmd_*.cpp.
 Runner setup_validate(CLI::App& sub);
@@ -66,5 +82,6 @@ Runner setup_run(CLI::App& sub);         // cli/cmd_run.cpp
 Runner setup_results(CLI::App& sub);     // cli/cmd_results.cpp
 Runner setup_compare(CLI::App& sub);     // cli/cmd_results.cpp
 Runner setup_completion(CLI::App& sub);  // cli/completion.cpp
+Runner setup_help(CLI::App& sub);        // cli/commands.cpp
 
 }  // namespace wanlab::cli

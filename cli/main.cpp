@@ -29,9 +29,23 @@ int main(int argc, char** argv) {
         names.emplace_back(cmd.name);
         if (!cmd.hidden) shown.emplace_back(cmd.name);
     }
+    // Bare `wanlab`: the command list, not "a subcommand is required".
+    if (argc == 1) {
+        std::fputs(app->help().c_str(), stdout);
+        return 0;
+    }
+    // `wanlab probe KIND --help`: that kind's options only.
+    if (argc > 2 && std::string(argv[1]) == "probe")
+        for (int i = 3; i < argc; ++i)
+            if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+                if (auto h = wanlab::cli::probe_kind_help(argv[2]); !h.empty()) {
+                    std::fputs(h.c_str(), stdout);
+                    return 0;
+                }
+            }
     if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
         auto guess = wanlab::did_you_mean(argv[1], shown);
-        std::fputs(fmt::format("wanlab: unknown command `{}`{}; run `wanlab --help` for the list\n", argv[1],
+        std::fputs(fmt::format("wanlab: unknown command `{}`{}; run `wanlab help` for the list\n", argv[1],
                                guess.empty() ? "" : fmt::format(" (did you mean `{}`?)", guess))
                        .c_str(),
                    stderr);
