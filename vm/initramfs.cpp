@@ -68,8 +68,10 @@ mount -t overlay overlay -o lowerdir=/host/tmp,upperdir=/ovl/up,workdir=/ovl/wor
     mount -t tmpfs -o mode=1777 tmpfs /host/tmp || fail "mounting /tmp"
 mount -t tmpfs -o mode=0755 tmpfs /host/run || fail "mounting /run"
 mount -t cgroup2 cgroup2 /host/sys/fs/cgroup 2>/dev/null
-mkdir -p /host/run/wanlab /host/run/netns
-mount -o bind /ctl /host/run/wanlab || fail "binding the control share"
+# The control share is the caller's folder (an ordinary user's for a run without root): not
+# /run/wanlab, whose journals must be root's own.
+mkdir -p /host/run/wanlab-vm /host/run/netns
+mount -o bind /ctl /host/run/wanlab-vm || fail "binding the control share"
 if [ -n "$WANLAB_OUT" ]; then
     mkdir -p "/host$WANLAB_OUT" 2>/dev/null
     mount -t 9p -o "$p9" wanlabout "/host$WANLAB_OUT" || fail "mounting $WANLAB_OUT"
@@ -89,7 +91,7 @@ done
 [ "$out" = /dev/console ] && mode=console || mode=ports
 
 echo "wanlab-init: start $mode"
-chroot /host /bin/sh /run/wanlab/run.sh </dev/null >"$out" 2>"$err"
+chroot /host /bin/sh /run/wanlab-vm/run.sh </dev/null >"$out" 2>"$err"
 status=$?
 dmesg | grep -e "Out of memory" -e "oom-kill" -e "oom_reaper" >/ctl/oom
 echo "$status" >/ctl/exit
