@@ -56,7 +56,11 @@ int lab_up(UpOptions o) {
         throw InputError(fmt::format("--trial {}: the experiment has trials 1 to {}", o.trial, exp.trials.size()));
     const auto& trial = exp.trials[o.trial - 1];
     lab::require_capabilities("wanlab lab up");
-    refuse_missing_qdiscs(exp, o.file, "lab up");
+    // The lab stays for you to enter with `ip netns exec`: in the micro-VM nobody could.
+    refuse_missing_qdiscs(exp, o.file,
+                          fmt::format("`lab up` keeps the lab on this machine; to work in it where the kernel lacks "
+                                      "netem, `wanlab shell {} -- COMMAND` runs your command in it inside the micro-VM",
+                                      text::shell_quote(o.file)));
     sys::SignalEvents signals;  // before any thread exists, so every thread blocks them
     sysctl::RealProcSys proc;
     lab::SessionOptions options;

@@ -30,14 +30,21 @@
 #include "core/units.h"
 #include "diagnosis/capture.h"
 #include "diagnosis/counters.h"
+#include "experiment/experiment.h"
+#include "experiment/plan.h"
+#include "experiment/profiles.h"
 #include "lab/capabilities.h"
 #include "lab/session.h"
+#include "netem/attributes.h"
+#include "netem/preflight.h"
 #include "probes/human.h"
 #include "probes/probe.h"
 #include "probes/probe_spec.h"
 #include "report/report.h"
 #include "results/model.h"
 #include "run/record.h"
+#include "sysctl/proc_sys.h"
+#include "vm/vm.h"
 
 namespace wanlab::cli {
 namespace {
@@ -150,9 +157,68 @@ nlohmann::json to_json(const probes::ProbeKind& kind, const probes::ProbeSpec& s
     return j;
 }
 
-int run(const ProbeArgs& o) {
-    sys::SignalEvents signals;  // before any thread exists, so every thread blocks them
+}  // namespace
+
+ProbeArgs sorted_out(ProbeArgs o) {
+    const auto* kind = probes::find_kind(o.kind);
+    if (!kind) return o;
+    for (auto it = o.values.begin(); it != o.values.end();) {
+        bool kinds = std::any_of(kind->options.begin(), kind->options.end(),
+                                 [&](const probes::OptionSpec& x) { return it->first == x.name; });
+        bool links = std::any_of(netem::attributes().begin(), netem::attributes().end(),
+                                 [&](const auto& a) { return a.flag && it->first == a.key; });
+        if (!kinds && links) {
+            o.link.emplace(it->first, it->second);
+            it = o.values.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    return o;
+}
+
+namespace {
+
+/// The one-trial experiment whose lab carries `o`'s link conditions, loaded as a file would
+/// be (profiles, located errors, the limit sized for the rate).
+experiment::Experiment link_experiment(const ProbeArgs& o) {
+    std::string text = "name = \"probe\"\n[link]\n";
+    if (!o.profile.empty()) text += "profile = " + toml_value(o.profile) + "\n";
+    for (const auto& [k, v] : o.link) text += fmt::format("{} = {}\n", k, toml_value(v));
+    config::Documents docs;
+    Diagnostics diag;
+    auto exp =
+        experiment::load_experiment("command line", text, {}, experiment::ProfileLibrary::standard(), docs, diag);
+    std::fputs(diag.render(docs.sources()).c_str(), stderr);
+    if (!exp) throw InputError("the link conditions have errors (shown above as the [link] table they make)");
+    return *exp;
+}
+
+int run(const ProbeArgs& given_args) {
+    const ProbeArgs o = sorted_out(given_args);
+    const bool link = !o.link.empty() || !o.profile.empty();
+    std::optional<experiment::Experiment> exp;
+    if (link) {
+        exp = link_experiment(o);
+        if (!o.address.empty() || !o.server_ns.empty() || !o.client_ns.empty())
+            throw InputError(
+                "link conditions go on the lab wanlab builds: drop --address, --server-ns and --client-ns, or put "
+                "them on your own device with `wanlab link apply --netns NS --dev DEV`");
+    }
     auto spec = resolve(o);
+    if (link && given_endpoints(o, spec))
+        throw InputError("link conditions go on the lab wanlab builds, not on the way to a --url; drop one of them");
+    // Without root no lab can be built here, but the micro-VM, its own isolation, needs none.
+    if (link && !o.no_vm && !lab::missing_capabilities(lab::effective_capabilities()).empty())
+        return rerun_in_vm("no root here, and the micro-VM needs none");
+    if (link)
+        if (auto missing = lab::missing_qdiscs(*exp); !missing.empty()) {
+            if (o.no_vm)
+                throw InputError(fmt::format("this kernel lacks {} (needed by the link conditions). {}",
+                                             fmt::join(missing, ", "), netem::advice_for(missing.front())));
+            return rerun_in_vm(fmt::format("this kernel has no {}", fmt::join(missing, ", ")));
+        }
+    sys::SignalEvents signals;  // before any thread exists, so every thread blocks them
     const auto* kind = probes::find_kind(spec.kind);
     if (diagnosis::capture_bounds(spec))
         throw InputError(
@@ -161,14 +227,33 @@ int run(const ProbeArgs& o) {
             "-w FILE");
     auto probe = probes::make_probe(spec);
     std::optional<lab::PairSession> bare;
+    std::optional<lab::LabSession> lab_with_link;
+    sysctl::RealProcSys proc;
     auto given = given_endpoints(o, spec);
-    if (!given) {
+    if (link) {
+        lab::require_capabilities("wanlab probe");
+        lab::SessionOptions options;
+        options.run = fmt::format("probe-{}", ::getpid());
+        options.progress = [&signals](const std::string&) { signals.check(); };
+        lab_with_link.emplace(exp->trials.front(), options, proc);
+        const auto& t = exp->trials.front();
+        std::fputs(fmt::format("wanlab: path: up {}; down {}\n", experiment::direction_summary(t.link.up),
+                               experiment::direction_summary(t.link.down))
+                       .c_str(),
+                   stderr);
+    } else if (!given) {
         lab::require_capabilities("wanlab probe");
         bare.emplace(fmt::format("probe-{}", ::getpid()));
     }
     // The bare pair has both families; --family chooses (--address decides by itself).
     const int family = probes::probe_family(spec) == AF_INET6 ? AF_INET6 : AF_INET;
-    const probes::Endpoints where = given ? *given : bare->pair().endpoints(o.port, family);
+    probes::Endpoints where;
+    if (lab_with_link) {
+        where = lab_with_link->testbed().endpoints(family);
+        where.server.port = o.port;
+    } else {
+        where = given ? *given : bare->pair().endpoints(o.port, family);
+    }
     diagnosis::Snapshot counters(diagnosis::counted_hosts(where));
     auto result = probe->run(where, [&signals] { signals.check(); });
     // The same diagnosis a run's report gives, on a one-trial run of this measurement.
@@ -239,12 +324,23 @@ std::string probe_kind_help(const std::string& name) {
     std::size_t width = 0;
     for (const auto& r : rows) width = std::max(width, r.first.size());
     for (const auto& [flag, help] : rows) out += fmt::format("  {:<{}}  {}\n", flag, width, help);
+    const bool own_rate = std::any_of(kind->options.begin(), kind->options.end(),
+                                      [](const probes::OptionSpec& x) { return std::string_view(x.name) == "rate"; });
+    out += fmt::format(
+        "\nLink conditions (a lab with a router between client and server; in the micro-VM where this kernel\n"
+        "lacks netem):\n"
+        "  --rtt, --delay, --jitter, --loss   e.g. --rtt 150ms --loss 1%\n"
+        "  {:<33}  the link's rate, e.g. 20mbit\n"
+        "  --profile NAME                     a link profile (wanlab profiles): lte, transatlantic, ...\n"
+        "  --link-KEY VALUE                   any [link] key (docs/experiment-format.md), e.g. --link-qdisc fq_codel\n"
+        "  --no-vm                            refuse instead of moving into the micro-VM\n",
+        own_rate ? "--link-rate (--rate is the probe's)" : "--rate");
     out += fmt::format("\nMetrics of {} (base units with --json):\n", kind->name);
     for (const auto& m : kind->metrics) out += fmt::format("  {:<24} {}\n", m.name, m.help);
     out += fmt::format(
-        "\nExample:\n  wanlab probe {} --duration 5s\nThe same keys go in a [[probe]] table with kind = \"{}\" "
-        "(docs/probes.md).\n",
-        kind->name, kind->name);
+        "\nExamples:\n  wanlab probe {0} --duration 5s\n  wanlab probe {0} --rtt 150ms --loss 1%\nThe same keys go "
+        "in a [[probe]] table with kind = \"{0}\" (docs/probes.md).\n",
+        kind->name);
     return out;
 }
 
@@ -263,6 +359,38 @@ void add_probe_options(CLI::App& sub, ProbeArgs& o) {
                 o.values[name] = v;
             })->group("");
         }
+    // Link conditions for the lab it builds: every one-value [link] key as --link-KEY, and
+    // the usual ones short where no probe option has the name (--rate and --gap are also
+    // the udp and transfer kinds' own: for those kinds, --link-rate and --link-gap).
+    const std::string group = "Link conditions (a lab with a router; in the micro-VM where this kernel lacks netem)";
+    sub.add_option_function<std::string>(
+           "--rtt", [&o](const std::string& v) { o.link["rtt"] = v; },
+           "The round-trip time, split half each way (e.g. 150ms)")
+        ->group(group);
+    for (const auto& attr : netem::attributes()) {
+        if (!attr.flag) continue;
+        const std::string key = attr.key;
+        std::string dashed = key;
+        std::replace(dashed.begin(), dashed.end(), '_', '-');
+        auto* long_flag = sub.add_option_function<std::string>(
+            "--link-" + dashed, [&o, key](const std::string& v) { o.link[key] = v; },
+            fmt::format("[link] {} (docs/experiment-format.md)", key));
+        long_flag->group("");
+        if (seen.count(key)) continue;  // a probe option's name: --link-KEY only
+        if (key == "delay" || key == "jitter" || key == "loss")
+            sub.add_option_function<std::string>(
+                   "--" + dashed, [&o, key](const std::string& v) { o.link[key] = v; },
+                   fmt::format("[link] {} each way (docs/experiment-format.md)", key))
+                ->group(group);
+        else
+            sub.add_option_function<std::string>(
+                   "--" + dashed, [&o, key](const std::string& v) { o.link[key] = v; },
+                   fmt::format("[link] {} (docs/experiment-format.md)", key))
+                ->group("");
+    }
+    sub.add_option("--profile", o.profile, "A link profile to start from (wanlab profiles: lte, transatlantic, ...)")
+        ->group(group);
+    sub.add_flag("--no-vm", o.no_vm, "Refuse instead of moving into the micro-VM when this kernel lacks netem");
     auto netns_name = CLI::Validator([](std::string& v) { return sys::netns_name_problem(v); }, "NAME");
     sub.add_option("--server-ns", o.server_ns, "Namespace (as `ip netns` names it) the server runs in; needs --address")
         ->check(netns_name);
@@ -282,6 +410,8 @@ Runner setup_probe(CLI::App& sub) {
         "Each kind's own options and metrics: wanlab help probe KIND (or wanlab probe KIND --help).\n"
         "Examples:\n"
         "  wanlab probe throughput --streams 4 --duration 5s\n"
+        "  wanlab probe http --rtt 150ms --loss 1% --rate 20mbit      (in the micro-VM where the kernel lacks netem)\n"
+        "  wanlab probe transfer --size 1MiB --profile lte\n"
         "  wanlab probe rtt --method icmp --count 20 --json\n"
         "  wanlab probe rr --server-split-write true --server-nodelay false\n"
         "  wanlab probe http --url http://192.0.2.10:8080/ --duration 5s\n"

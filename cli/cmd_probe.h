@@ -20,6 +20,12 @@ struct ProbeArgs {
     std::string server_ns, client_ns, address, client_address;
     std::uint16_t port = 0;
     bool json = false, samples = false;
+    /// Link conditions for the lab wanlab builds: [link] key -> value as written (`--rtt`,
+    /// `--loss`, `--link-rate`; `--rate` and `--gap` where the kind has no option of that name),
+    /// and a link profile.
+    std::map<std::string, std::string> link;
+    std::string profile;
+    bool no_vm = false;  ///< refuse, rather than move into the micro-VM, when the kernel lacks netem
 };
 
 /// Declares `wanlab probe`'s arguments and options on `sub`, filling `args`.
@@ -27,6 +33,10 @@ void add_probe_options(CLI::App& sub, ProbeArgs& args);
 
 /// The probe the arguments describe, checked exactly as a [[probe]] table (errors printed to
 /// stderr as that table, then wanlab::InputError).
+/// `args` with each flag a kind and a [link] key share (`--rate`, `--gap`) moved to the link
+/// conditions when the chosen kind has no option of that name.
+ProbeArgs sorted_out(ProbeArgs args);
+
 probes::ProbeSpec resolve(const ProbeArgs& args);
 
 /// Where to measure: the endpoints the user named (--address, or an http probe's url, whose

@@ -40,6 +40,7 @@ struct ShellOptions {
     std::string run;
     bool restore = false;
     bool force = false;
+    bool no_vm = false;
     std::vector<std::string> command;
 };
 
@@ -92,8 +93,28 @@ int shell(ShellOptions o) {
     o.file = experiment_path(o.file);
     auto exp = load_or_throw(o.file, o.sets);
     const auto& trial = pick_trial(exp, o.trial);
+    const bool netns = trial.lab.mode == experiment::LabSpec::Mode::netns;
+    // A namespace lab that cannot be built here is built in the micro-VM, around the same
+    // command; an interactive shell cannot go there (its console is not a terminal).
+    if (netns && !o.no_vm) {
+        std::string why;
+        if (!lab::missing_capabilities(lab::effective_capabilities()).empty())
+            why = "no root here, and the micro-VM needs none";
+        else if (auto missing = lab::missing_qdiscs(exp); !missing.empty())
+            why = fmt::format("this kernel has no {}", fmt::join(missing, ", "));
+        if (!why.empty()) {
+            if (o.command.empty())
+                throw InputError(fmt::format(
+                    "{}: a command can run in this lab inside the micro-VM, an interactive shell cannot (the VM's "
+                    "console is not a terminal); give one: wanlab shell {} -- COMMAND [ARG]...",
+                    why, text::shell_quote(o.file)));
+            return rerun_in_vm(why);
+        }
+    }
     lab::require_capabilities("wanlab shell");
-    refuse_missing_qdiscs(exp, o.file, "shell");
+    refuse_missing_qdiscs(exp, o.file,
+                          fmt::format("wanlab shell {} -- COMMAND runs a command in this lab inside the micro-VM",
+                                      text::shell_quote(o.file)));
     auto launch = resolve(o);
     sys::SignalEvents signals;  // before any thread exists, so every thread blocks them
     sysctl::RealProcSys proc;
@@ -128,6 +149,9 @@ Runner setup_shell(CLI::App& sub) {
         ->type_name("N|ID");
     sub.add_option("--run", o->run, "Run id (default: random); namespaces are wanlab-RUN-{client,router,server}");
     sub.add_flag("--restore", o->restore, "Restore a stale journal left by a killed run first, instead of refusing");
+    sub.add_flag("--no-vm", o->no_vm,
+                 "Refuse instead of running the command in the micro-VM when this kernel lacks netem or there is no "
+                 "root");
     sub.add_flag("--force", o->force,
                  "Host mode: impair the interface even if it carries an SSH session the target filter does not spare");
     sub.add_option("command", o->command, "The command and its arguments, after -- (default: $SHELL)");

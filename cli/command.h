@@ -36,6 +36,10 @@ struct Command {
 /// parses, which would rewrite arguments such as "[root]"). Empty when there is no `--`.
 const std::vector<std::string>& command_after_dashdash();
 void set_command_after_dashdash(std::vector<std::string> args);
+/// The whole command line as given (argv[1] on), for a command that runs itself again in the
+/// micro-VM.
+const std::vector<std::string>& command_line();
+void set_command_line(std::vector<std::string> args);
 
 /// All sub-commands, in the order `wanlab --help` lists them.
 std::span<const Command> commands();

@@ -92,7 +92,7 @@ std::unique_ptr<CLI::App> make_app(std::map<CLI::App*, Runner>& runners) {
     app->footer(
         "Start here:\n"
         "  wanlab run examples/buffer-sweep.toml      (as root; in the micro-VM where the kernel lacks netem)\n"
-        "  wanlab probe http --connections 100 --duration 5s\n"
+        "  wanlab probe http --rtt 150ms --loss 1% --rate 20mbit\n"
         "The shipped experiments are in examples/ (docs/examples.md); `wanlab run NAME` finds one by name.\n"
         "`wanlab help COMMAND` shows a command's options and examples. Exit status: 0 ok, 1 failure,\n"
         "2 bad input or no root, 3 an [[assert]] failed, 130 interrupted.");
@@ -160,6 +160,16 @@ CLI::Option* add_key_option(CLI::App& app, const std::string& key, const std::st
     if (dashed != key) app.add_option_function<std::string>("--" + key, set, "Alias of --" + dashed)->group("");
     return option;
 }
+
+namespace {
+std::vector<std::string>& whole_line() {
+    static std::vector<std::string> args;
+    return args;
+}
+}  // namespace
+
+const std::vector<std::string>& command_line() { return whole_line(); }
+void set_command_line(std::vector<std::string> args) { whole_line() = std::move(args); }
 
 const std::vector<std::string>& command_after_dashdash() { return dashdash(); }
 void set_command_after_dashdash(std::vector<std::string> args) { dashdash() = std::move(args); }

@@ -1,5 +1,6 @@
 #include "cli/load.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -11,12 +12,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cli/command.h"
 #include "core/error.h"
 #include "core/shipped.h"
 #include "core/sys.h"
 #include "core/text.h"
 #include "lab/capabilities.h"
+#include "lab/watchdog.h"
 #include "netem/preflight.h"
+#include "vm/vm.h"
 
 namespace wanlab::cli {
 
@@ -89,17 +93,26 @@ std::string start_services_for(lab::LabSession& session, const experiment::Trial
     return fmt::format("services running: {}; their output and files: {}", names, dir);
 }
 
-void refuse_missing_qdiscs(const experiment::Experiment& exp, const std::string& file, const std::string& command) {
+void refuse_missing_qdiscs(const experiment::Experiment& exp, const std::string& file, const std::string& advice) {
     auto missing = lab::missing_qdiscs(exp);
     if (missing.empty()) return;
     bool host = !exp.trials.empty() && exp.trials.front().lab.mode == experiment::LabSpec::Mode::host;
-    throw Error(
-        fmt::format("this kernel lacks {} (needed by {}'s link conditions). {}{}", fmt::join(missing, ", "), file,
-                    netem::advice_for(missing.front()),
-                    host ? ""
-                         : fmt::format("\n  or build the lab inside the micro-VM: wanlab vm run -- wanlab {} {}",
-                                       command, text::shell_quote(file))),
-        2);
+    throw Error(fmt::format("this kernel lacks {} (needed by {}'s link conditions). {}{}", fmt::join(missing, ", "),
+                            file, netem::advice_for(missing.front()), host || advice.empty() ? "" : "\n  " + advice),
+                2);
+}
+
+int rerun_in_vm(const std::string& why) {
+    std::fputs(fmt::format("wanlab: {}: running this in the micro-VM (--no-vm refuses instead)\n", why).c_str(),
+               stderr);
+    vm::Vm machine(vm::VmOptions{});
+    std::vector<std::string> argv{lab::self_exe()};
+    const auto& line = command_line();
+    auto dashdash = std::find(line.begin(), line.end(), "--");
+    argv.insert(argv.end(), line.begin(), dashdash);
+    argv.push_back("--no-vm");
+    argv.insert(argv.end(), dashdash, line.end());
+    return machine.run(argv).exit_status;
 }
 
 std::string toml_value(const std::string& v) {

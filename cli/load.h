@@ -30,9 +30,14 @@ experiment::Experiment load_or_throw(const std::string& path, const std::vector<
                                      std::string* text = nullptr);
 
 /// Throws wanlab::Error (exit 2) when this kernel lacks a qdisc the experiment's link
-/// conditions need, with the fix and, for a namespace lab, the micro-VM command line:
-/// `wanlab vm run -- wanlab COMMAND FILE`.
-void refuse_missing_qdiscs(const experiment::Experiment& exp, const std::string& file, const std::string& command);
+/// conditions need, with the fix and `advice`: what the command can do instead.
+void refuse_missing_qdiscs(const experiment::Experiment& exp, const std::string& file, const std::string& advice);
+
+/// This very command line again in the micro-VM, with `--no-vm` before any `--` (so the guest
+/// refuses rather than moving again): the same working folder, its output on this terminal,
+/// its exit status (130 on Ctrl-C). Says `why` first. Its input is empty: the VM's console is
+/// not a terminal.
+int rerun_in_vm(const std::string& why);
 
 /// `wanlab shell` and `lab up`: starts `trial`'s [[service]]s in `session`, working in a
 /// fresh /tmp/wanlab-COMMAND-XXXXXX (kept afterwards, for their logs); returns the line to

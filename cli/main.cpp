@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
                    stderr);
         return 2;
     }
+    wanlab::cli::set_command_line(std::vector<std::string>(argv + 1, argv + argc));
     for (int i = 1; i < argc; ++i)
         if (std::string(argv[i]) == "--") {
             wanlab::cli::set_command_after_dashdash(std::vector<std::string>(argv + i + 1, argv + argc));

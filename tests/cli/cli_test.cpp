@@ -56,6 +56,7 @@ Parsed probe_line(const std::string& line) {
     CLI::App app;
     cli::add_probe_options(app, p.args);
     app.parse(line, false);
+    p.args = cli::sorted_out(p.args);
     p.spec = cli::resolve(p.args);
     return p;
 }
@@ -100,6 +101,21 @@ TEST_CASE("a key option parses with dashes and with its TOML underscore spelling
     CHECK_NOTHROW(app->parse("link apply --dev eth0 --packet-overhead 14 --rate 10mbit", false));
     app = cli::make_app(runners);
     CHECK_THROWS_AS(app->parse("link apply --dev eth0 --packet_overheat 14", false), CLI::ExtrasError);
+}
+
+TEST_CASE("probe takes link conditions: the usual ones short, every [link] key as --link-KEY, a profile", "[cli]") {
+    auto rtt = probe_line("rtt --rtt 150ms --loss 1% --rate 20mbit --profile lte --link-limit 500");
+    CHECK(rtt.args.link ==
+          std::map<std::string, std::string>{{"rtt", "150ms"}, {"loss", "1%"}, {"rate", "20mbit"}, {"limit", "500"}});
+    CHECK(rtt.args.profile == "lte");
+    CHECK(rtt.args.values.count("rate") == 0);  // rtt has no `rate`: the link's
+    // udp sends at its own `rate`: the link's is --link-rate; transfer's `gap` likewise.
+    auto udp = probe_line("udp --rate 5mbit --link-rate 20mbit");
+    CHECK(udp.args.values.at("rate") == "5mbit");
+    CHECK(udp.args.link == std::map<std::string, std::string>{{"rate", "20mbit"}});
+    auto transfer = probe_line("transfer --gap 1s --link-gap 5");
+    CHECK(transfer.args.values.at("gap") == "1s");
+    CHECK(transfer.args.link == std::map<std::string, std::string>{{"gap", "5"}});
 }
 
 TEST_CASE("an http probe with --url alone measures that server from here, without --address", "[cli]") {
