@@ -120,7 +120,8 @@ void report_unfinished(const RunRequest& r, Outcome& outcome, results::Store& st
 }  // namespace
 
 ThisMachine this_machine(const experiment::Experiment& exp) {
-    return {[] { lab::require_capabilities("wanlab run"); }, [&exp] { return lab::missing_qdiscs(exp); }};
+    return {[] { lab::require_capabilities("wanlab run"); }, [&exp] { return lab::missing_qdiscs(exp); },
+            [] { return lab::missing_capabilities(lab::effective_capabilities()).empty(); }};
 }
 
 PlaceChoice choose_place(const experiment::Experiment& exp, const RunRequest& r, const ThisMachine& machine) {
@@ -139,6 +140,10 @@ PlaceChoice choose_place(const experiment::Experiment& exp, const RunRequest& r,
                         "micro-VM (drop --vm)",
                         r.file));
     if (r.vm) return {Place::micro_vm, ""};
+    if (!host && !hosts && !r.no_vm && machine.has_root && !machine.has_root())
+        return {Place::micro_vm,
+                "wanlab: no root here, and the micro-VM needs none: running the experiment there (--no-vm refuses "
+                "instead)\n"};
     machine.require_capabilities();
     // Hosts mode: the kernel of the machine with the link conditions needs them, this one only
     // when it is that machine (the client, run here); another's agent checks its own.

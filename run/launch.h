@@ -50,6 +50,7 @@ enum class Place {
 struct ThisMachine {
     std::function<void()> require_capabilities;                ///< throws without root
     std::function<std::vector<std::string>()> missing_qdiscs;  ///< qdiscs the experiment needs and the kernel lacks
+    std::function<bool()> has_root;                            ///< CAP_NET_ADMIN and CAP_SYS_ADMIN
 };
 /// The real machine's answers (lab/capabilities.h).
 ThisMachine this_machine(const experiment::Experiment& exp);
@@ -59,9 +60,10 @@ struct PlaceChoice {
     std::string notice;  ///< a line for the user when the run moves to the micro-VM ("" = none)
 };
 
-/// Where `exp` runs given --vm / --no-vm: the micro-VM when asked, or when this kernel lacks
-/// a qdisc and the lab is wanlab's own namespaces; here otherwise. Host and hosts mode never
-/// run in the VM (they impair real interfaces).
+/// Where `exp` runs given --vm / --no-vm: the micro-VM when asked, or when the lab is wanlab's
+/// own namespaces and this kernel lacks a qdisc or there is no root (the VM is the isolation
+/// and needs none); here otherwise. Host and hosts mode never run in the VM (they impair real
+/// interfaces) and need root here.
 PlaceChoice choose_place(const experiment::Experiment& exp, const RunRequest& r, const ThisMachine& machine);
 
 /// The run on this machine, recorded into r.out/results.db (created); `before` continues a

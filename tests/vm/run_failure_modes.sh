@@ -78,12 +78,31 @@ if ! modinfo sch_netem >/dev/null 2>&1; then  # no netem here, as on this projec
       '$wanlab' probe rtt --rtt 40ms --count 10 --interval 50ms --json" >"$log" 2>"$log.err"
   rc=$?
   cat "$log.err"
-  rm -rf "$user_dir"
   [[ $rc -eq 0 ]] || fail "probe rtt --rtt 40ms as nobody exited $rc, expected 0"
   grep -q 'no root here, and the micro-VM needs none: running this in the micro-VM' "$log.err" || fail "nobody's probe did not move into the VM"
   p50=$(awk -F': ' '/"rtt_p50": [0-9]/ { gsub(/,/, "", $2); print $2 * 1000; exit }' "$log")
   awk -v v="$p50" 'BEGIN { exit !(v >= 40 && v <= 46) }' || fail "nobody's probe rtt p50 $p50 ms for a 40 ms rtt"
   echo "probe rtt --rtt 40ms as nobody, in the micro-VM: p50 $p50 ms"
+  # A whole run as nobody: in the micro-VM, its results owned by nobody.
+  mkdir -p "$user_dir/kernel" "$user_dir/cache" "$user_dir/out" && chown -R nobody "$user_dir/cache" "$user_dir/out"
+  chmod 755 "$user_dir"
+  printf '%s\n' 'name = "noroot"' '[link]' 'rtt = "30ms"' '[[probe]]' 'name = "p"' 'kind = "rtt"' 'count = 10' \
+    'interval = "50ms"' '[run]' 'repeats = 1' 'warmup = "0s"' 'cooldown = "0s"' >"$user_dir/noroot.toml"
+  chmod 644 "$user_dir/noroot.toml"
+  unshare -m sh -c "mount --bind '$kernels' '$user_dir/kernel' && cd '$user_dir/out' && setpriv --reuid=nobody \
+      --regid=nogroup --clear-groups env HOME='$user_dir' XDG_CACHE_HOME='$user_dir/cache' \
+      WANLAB_KERNEL_CACHE='$user_dir/kernel' '$wanlab' run '$user_dir/noroot.toml' --out '$user_dir/out/r' --quiet" \
+    >"$log" 2>"$log.err"
+  rc=$?
+  cat "$log.err"
+  owner=$(stat -c %U "$user_dir/out/r/results.db" 2>/dev/null)
+  rm -rf "$user_dir"
+  [[ $rc -eq 0 ]] || fail "wanlab run as nobody exited $rc, expected 0"
+  grep -q 'no root here, and the micro-VM needs none: running the experiment there' "$log.err" ||
+    fail "nobody's run did not say it moved into the micro-VM"
+  grep -q ' p\.rtt_' "$log" || fail "nobody's run printed no report: $(cat "$log")"
+  [[ $owner == nobody ]] || fail "nobody's results.db belongs to '$owner'"
+  echo "wanlab run as nobody, in the micro-VM: results owned by $owner"
   rm -f "$log.err"
 fi
 echo "PASS"
