@@ -190,6 +190,30 @@ TEST_CASE("report csv has one row per comparison in base units", "[report]") {
     CHECK_THAT(lines[4], Contains(",aaaa0003,3,85000000,84000000,86000000,0.75,false,large-buffers,"));
 }
 
+TEST_CASE("the pivot and the page's sweep chart show what the asserts name, else the first probe's main metric",
+          "[report]") {
+    auto d = fixtures::buffer_sweep();
+    // A ping probe measured first: its first metric is not the question the assert asks.
+    std::vector<results::Measurement> pings;
+    for (const auto& t : d.trials) {
+        results::Measurement m;
+        m.trial = t.index;
+        m.probe = "ping";
+        m.kind = "rtt";
+        m.tool = "builtin";
+        m.repeat = 1;
+        m.metrics = {{"rtt_min", 0.039}, {"rtt_avg", 0.041}, {"rtt_p50", 0.040}};
+        pings.push_back(m);
+    }
+    d.measurements.insert(d.measurements.begin(), pings.begin(), pings.end());
+    ReportOptions o;
+    o.format = Format::table;
+    CHECK_THAT(render(d, one_gain(), o), Contains("Pivot: bulk.throughput, median"));
+    CHECK_THAT(render(d, {}, o), Contains("Pivot: ping.rtt_avg, median"));  // rtt's main metric, not rtt_min
+    o.format = Format::html;
+    CHECK_THAT(render(d, one_gain(), o), Contains("Sweep: bulk.throughput"));
+}
+
 TEST_CASE("report of a run without sweep or second variant has no pivot and no delta columns", "[report]") {
     auto d = fixtures::buffer_sweep();
     d.trials.resize(1);
