@@ -19,6 +19,7 @@
 
 using namespace wanlab;
 using Catch::Matchers::Contains;
+using wanlab::testing::load;
 
 namespace {
 
