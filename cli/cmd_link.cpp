@@ -90,18 +90,9 @@ fs::path snapshot_path(const LinkOptions& o) {
 }
 
 netem::Direction resolve(const LinkOptions& o) {
-    std::string text = "[link]\n";
-    if (!o.profile.empty()) text += "profile = " + toml_value(o.profile) + "\n";
-    for (const auto& [k, v] : o.values) text += fmt::format("{} = {}\n", k, toml_value(v));
-    text += fmt::format("[lab]\nmtu = {}\n", o.mtu);
-    config::Documents docs;
-    Diagnostics diag;
-    auto exp =
-        experiment::load_experiment("command line", text, {}, experiment::ProfileLibrary::standard(), docs, diag);
-    std::fputs(diag.render(docs.sources()).c_str(), stderr);
-    if (!exp) throw InputError("the link options have errors (shown above as the [link] table they make)");
+    auto exp = load_link_flags(o.profile, o.values, fmt::format("[lab]\nmtu = {}\n", o.mtu), "the link options");
     // One device has one egress: the [link] keys describe it as they describe "up".
-    return exp->trials.front().link.up;
+    return exp.trials.front().link.up;
 }
 
 void write_file_synced(const fs::path& path, const std::string& text) {

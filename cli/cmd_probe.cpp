@@ -179,27 +179,12 @@ ProbeArgs sorted_out(ProbeArgs o) {
 
 namespace {
 
-/// The one-trial experiment whose lab carries `o`'s link conditions, loaded as a file would
-/// be (profiles, located errors, the limit sized for the rate).
-experiment::Experiment link_experiment(const ProbeArgs& o) {
-    std::string text = "name = \"probe\"\n[link]\n";
-    if (!o.profile.empty()) text += "profile = " + toml_value(o.profile) + "\n";
-    for (const auto& [k, v] : o.link) text += fmt::format("{} = {}\n", k, toml_value(v));
-    config::Documents docs;
-    Diagnostics diag;
-    auto exp =
-        experiment::load_experiment("command line", text, {}, experiment::ProfileLibrary::standard(), docs, diag);
-    std::fputs(diag.render(docs.sources()).c_str(), stderr);
-    if (!exp) throw InputError("the link conditions have errors (shown above as the [link] table they make)");
-    return *exp;
-}
-
 int run(const ProbeArgs& given_args) {
     const ProbeArgs o = sorted_out(given_args);
     const bool link = !o.link.empty() || !o.profile.empty();
     std::optional<experiment::Experiment> exp;
     if (link) {
-        exp = link_experiment(o);
+        exp = load_link_flags(o.profile, o.link, "", "the link conditions");
         if (!o.address.empty() || !o.server_ns.empty() || !o.client_ns.empty())
             throw InputError(
                 "link conditions go on the lab wanlab builds: drop --address, --server-ns and --client-ns, or put "
@@ -377,16 +362,12 @@ void add_probe_options(CLI::App& sub, ProbeArgs& o) {
             fmt::format("[link] {} (docs/experiment-format.md)", key));
         long_flag->group("");
         if (seen.count(key)) continue;  // a probe option's name: --link-KEY only
-        if (key == "delay" || key == "jitter" || key == "loss")
-            sub.add_option_function<std::string>(
-                   "--" + dashed, [&o, key](const std::string& v) { o.link[key] = v; },
-                   fmt::format("[link] {} each way (docs/experiment-format.md)", key))
-                ->group(group);
-        else
-            sub.add_option_function<std::string>(
-                   "--" + dashed, [&o, key](const std::string& v) { o.link[key] = v; },
-                   fmt::format("[link] {} (docs/experiment-format.md)", key))
-                ->group("");
+        // The usual ones listed; the others accepted as the short spelling of --link-KEY.
+        const bool usual = key == "delay" || key == "jitter" || key == "loss";
+        sub.add_option_function<std::string>(
+               "--" + dashed, [&o, key](const std::string& v) { o.link[key] = v; },
+               fmt::format("[link] {}{} (docs/experiment-format.md)", key, usual ? " each way" : ""))
+            ->group(usual ? group : "");
     }
     sub.add_option("--profile", o.profile, "A link profile to start from (wanlab profiles: lte, transatlantic, ...)")
         ->group(group);

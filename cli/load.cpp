@@ -13,10 +13,13 @@
 #include <fmt/ranges.h>
 
 #include "cli/command.h"
+#include "core/config.h"
+#include "core/diagnostic.h"
 #include "core/error.h"
 #include "core/shipped.h"
 #include "core/sys.h"
 #include "core/text.h"
+#include "experiment/profiles.h"
 #include "lab/capabilities.h"
 #include "lab/watchdog.h"
 #include "netem/preflight.h"
@@ -113,6 +116,21 @@ int rerun_in_vm(const std::string& why) {
     argv.push_back("--no-vm");
     argv.insert(argv.end(), dashdash, line.end());
     return machine.run(argv).exit_status;
+}
+
+experiment::Experiment load_link_flags(const std::string& profile, const std::map<std::string, std::string>& values,
+                                       const std::string& extra, const std::string& what) {
+    std::string text = "[link]\n";
+    if (!profile.empty()) text += "profile = " + toml_value(profile) + "\n";
+    for (const auto& [k, v] : values) text += fmt::format("{} = {}\n", k, toml_value(v));
+    text += extra;
+    config::Documents docs;
+    Diagnostics diag;
+    auto exp =
+        experiment::load_experiment("command line", text, {}, experiment::ProfileLibrary::standard(), docs, diag);
+    std::fputs(diag.render(docs.sources()).c_str(), stderr);
+    if (!exp) throw InputError(fmt::format("{} have errors (shown above as the [link] table they make)", what));
+    return *exp;
 }
 
 std::string toml_value(const std::string& v) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,12 @@ int rerun_in_vm(const std::string& why);
 /// print ("" when the trial has none). Throws services::ServiceFailure.
 std::string start_services_for(lab::LabSession& session, const experiment::Trial& trial, const std::string& command,
                                const std::function<void()>& tick);
+
+/// The one-trial experiment a command's link flags make: `[link]` with `profile` (if any) and
+/// each key = value, then `extra` (more tables), loaded as a file would be (profiles, located
+/// errors shown on stderr as that table). Throws InputError naming `what` when it has errors.
+experiment::Experiment load_link_flags(const std::string& profile, const std::map<std::string, std::string>& values,
+                                       const std::string& extra, const std::string& what);
 
 /// A command-line flag's value as a TOML value, for commands that turn flags into the
 /// table an experiment file would hold (link apply, probe): integers and booleans as they
