@@ -33,6 +33,20 @@ rc=$?
 cat "$log"
 [[ $rc -eq 1 ]] || fail "missing kernel exited $rc, expected 1"
 grep -q 'run `wanlab vm fetch`' "$log" || fail "no fetch-kernel hint"
+# A probe's --json rtt_p50 in FILE, in ms; whether VALUE lies in [LOW, HIGH].
+p50_ms() { awk -F': ' '/"rtt_p50": [0-9]/ { gsub(/,/, "", $2); print $2 * 1000; exit }' "$1"; }
+within() { awk -v v="$1" -v lo="$2" -v hi="$3" 'BEGIN { exit !(v >= lo && v <= hi) }'; }
+# WANLAB ARGS... as the user nobody, with the kernel this machine fetched (bound where nobody
+# can read it, in a mount namespace of this test's own) and a cache of nobody's own in
+# $user_dir; in FOLDER (the first argument).
+as_nobody() {
+  local dir=$1
+  shift
+  unshare -m sh -c "mount --bind '$kernels' '$user_dir/kernel' && cd '$dir' && setpriv --reuid=nobody --regid=nogroup \
+      --clear-groups env HOME='$user_dir' XDG_CACHE_HOME='$user_dir/cache' WANLAB_KERNEL_CACHE='$user_dir/kernel' \
+      '$wanlab' $*"
+}
+
 # The lab wherever the user stands: this kernel has no netem, so the probe moves into the VM.
 if ! modinfo sch_netem >/dev/null 2>&1; then  # no netem here, as on this project's machines
   "$wanlab" probe rtt --rtt 80ms --count 20 --interval 50ms --json >"$log" 2>"$log.err"
@@ -40,8 +54,8 @@ if ! modinfo sch_netem >/dev/null 2>&1; then  # no netem here, as on this projec
   cat "$log.err"
   [[ $rc -eq 0 ]] || fail "probe rtt --rtt 80ms exited $rc, expected 0"
   grep -q 'this kernel has no netem: running this in the micro-VM' "$log.err" || fail "the probe did not say it moved into the micro-VM"
-  p50=$(awk -F': ' '/"rtt_p50": [0-9]/ { gsub(/,/, "", $2); print $2 * 1000; exit }' "$log")
-  awk -v v="$p50" 'BEGIN { exit !(v >= 80 && v <= 86) }' || fail "probe rtt p50 $p50 ms for an 80 ms rtt"
+  p50=$(p50_ms "$log")
+  within "$p50" 80 86 || fail "probe rtt p50 $p50 ms for an 80 ms rtt"
   echo "probe rtt --rtt 80ms in the micro-VM: p50 $p50 ms"
   "$wanlab" probe rtt --rtt 80ms --count 600 --interval 100ms >"$log" 2>"$log.err" &
   pid=$!
@@ -67,32 +81,24 @@ if ! modinfo sch_netem >/dev/null 2>&1; then  # no netem here, as on this projec
   rmdir "$here"
   [[ $rc -eq 2 ]] || fail "an interactive shell where the kernel lacks netem exited $rc, expected 2"
   grep -q 'give one: wanlab shell .*buffer-sweep.toml -- COMMAND' "$log" || fail "no command line to give: $(cat "$log")"
-  # Without root: the micro-VM is the isolation. An ordinary user with the kernel this
-  # machine fetched (bound where they can read it, in a mount namespace of this test's own)
-  # and a cache of their own measures the same path.
+  # Without root: the micro-VM is the isolation. An ordinary user measures the same path.
   kernels=${WANLAB_KERNEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/wanlab/kernel}
   user_dir=$(mktemp -d /tmp/wanlab-noroot-vm-XXXXXX)
-  mkdir -p "$user_dir/kernel" "$user_dir/cache" && chown -R nobody "$user_dir/cache" && chmod 755 "$user_dir"
-  unshare -m sh -c "mount --bind '$kernels' '$user_dir/kernel' && cd /tmp && setpriv --reuid=nobody --regid=nogroup \
-      --clear-groups env HOME='$user_dir' XDG_CACHE_HOME='$user_dir/cache' WANLAB_KERNEL_CACHE='$user_dir/kernel' \
-      '$wanlab' probe rtt --rtt 40ms --count 10 --interval 50ms --json" >"$log" 2>"$log.err"
+  mkdir -p "$user_dir/kernel" "$user_dir/cache" "$user_dir/out" && chown -R nobody "$user_dir/cache" "$user_dir/out"
+  chmod 755 "$user_dir"
+  as_nobody /tmp probe rtt --rtt 40ms --count 10 --interval 50ms --json >"$log" 2>"$log.err"
   rc=$?
   cat "$log.err"
   [[ $rc -eq 0 ]] || fail "probe rtt --rtt 40ms as nobody exited $rc, expected 0"
   grep -q 'no root here, and the micro-VM needs none: running this in the micro-VM' "$log.err" || fail "nobody's probe did not move into the VM"
-  p50=$(awk -F': ' '/"rtt_p50": [0-9]/ { gsub(/,/, "", $2); print $2 * 1000; exit }' "$log")
-  awk -v v="$p50" 'BEGIN { exit !(v >= 40 && v <= 46) }' || fail "nobody's probe rtt p50 $p50 ms for a 40 ms rtt"
+  p50=$(p50_ms "$log")
+  within "$p50" 40 46 || fail "nobody's probe rtt p50 $p50 ms for a 40 ms rtt"
   echo "probe rtt --rtt 40ms as nobody, in the micro-VM: p50 $p50 ms"
   # A whole run as nobody: in the micro-VM, its results owned by nobody.
-  mkdir -p "$user_dir/kernel" "$user_dir/cache" "$user_dir/out" && chown -R nobody "$user_dir/cache" "$user_dir/out"
-  chmod 755 "$user_dir"
   printf '%s\n' 'name = "noroot"' '[link]' 'rtt = "30ms"' '[[probe]]' 'name = "p"' 'kind = "rtt"' 'count = 10' \
     'interval = "50ms"' '[run]' 'repeats = 1' 'warmup = "0s"' 'cooldown = "0s"' >"$user_dir/noroot.toml"
   chmod 644 "$user_dir/noroot.toml"
-  unshare -m sh -c "mount --bind '$kernels' '$user_dir/kernel' && cd '$user_dir/out' && setpriv --reuid=nobody \
-      --regid=nogroup --clear-groups env HOME='$user_dir' XDG_CACHE_HOME='$user_dir/cache' \
-      WANLAB_KERNEL_CACHE='$user_dir/kernel' '$wanlab' run '$user_dir/noroot.toml' --out '$user_dir/out/r' --quiet" \
-    >"$log" 2>"$log.err"
+  as_nobody "$user_dir/out" run "$user_dir/noroot.toml" --out "$user_dir/out/r" --quiet >"$log" 2>"$log.err"
   rc=$?
   cat "$log.err"
   owner=$(stat -c %U "$user_dir/out/r/results.db" 2>/dev/null)
