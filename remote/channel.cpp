@@ -48,6 +48,9 @@ Channel::Channel(const Destination& d, const std::filesystem::path& control_dir,
     child_.emplace(argv,
                    std::vector<std::pair<int, int>>{{in.read.get(), 0}, {out.write.get(), 1}, {err.write.get(), 2}},
                    "the agent on " + where(d));
+    // The child's ends close here: kept open, this process would hold the agent's stdout and
+    // never see it end (a missing program, a refused login) before connect_timeout.
+    in.read.reset(), out.write.reset(), err.write.reset();
     to_agent_ = std::move(in.write);
     from_agent_ = std::move(out.read);
     agent_err_ = std::move(err.read);

@@ -3,8 +3,10 @@
 // the sysctls each machine gets. The machines themselves: tests/remote/hosts_root_test.cpp.
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
+#include <future>
 #include <map>
 
 #include <fmt/format.h>
@@ -17,6 +19,7 @@
 #include "lab/ssh_guard.h"
 #include "netem/attributes.h"
 #include "netem/tc_command.h"
+#include "remote/channel.h"
 #include "remote/flows.h"
 #include "remote/hosts.h"
 #include "remote/protocol.h"
@@ -490,4 +493,22 @@ TEST_CASE(
     REQUIRE(missing.exp);
     CHECK_THAT(experiment::render_plan_text(*missing.exp),
                Contains("ssh config /home/me/.ssh/lab_config: not readable here"));
+}
+
+TEST_CASE("an agent that ends before its hello is reported when it ends, not at the connect timeout", "[remote]") {
+    // /bin/false stands for a wanlab that is not there (or an ssh that was refused): it exits
+    // at once. The channel must see its output end, which it cannot while it holds the pipe's
+    // write end itself; then it would wait the whole connect timeout (30 s by default).
+    remote::Destination d{"server", "local", "", "/bin/false"};
+    auto result = std::async(std::launch::async, [&] {
+        try {
+            remote::Channel c(d, "/tmp", "/bin/false", std::chrono::seconds(90));
+            return std::string("it answered");
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+    });
+    INFO("a channel still waiting after 60 s waits for its connect timeout, 90 s");
+    REQUIRE(result.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+    CHECK_THAT(result.get(), Contains("server (local): the connection ended before the agent answered"));
 }
