@@ -51,10 +51,12 @@ bool accepts(const std::string& address, std::uint16_t port) {
     return ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
 }
 
-// Whether `pid` (our unreaped child) has exited, without reaping it.
+// Whether `pid` (our child) has exited, without reaping it. Once reaped (the trial's check for
+// a service that died reaps it) it is no longer our child: ECHILD, and it has exited.
 bool has_exited(pid_t pid) {
     siginfo_t info{};
-    return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return errno == ECHILD;
+    return info.si_pid == pid;
 }
 
 // The group is empty but for the unreaped leader.
