@@ -185,6 +185,12 @@ int probe_family(const ProbeSpec& spec);
 // The built-in probes (probes/throughput.cpp, rtt.cpp, rr.cpp, http.cpp).
 ProbeResult run_throughput(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 ProbeResult run_rtt(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
+/// rtt's metrics from `count` TCP handshakes to a listener of its own in where.server (a lab
+/// host, not a remote server), one started every `interval` while earlier ones are still in
+/// flight: about count x interval + one RTT, where the rtt probe, which starts the next one
+/// only after an answer, takes count x RTT on a long path. The emulation check's RTT.
+ProbeResult overlapping_handshakes(std::int64_t count, std::chrono::nanoseconds interval, const Endpoints& where,
+                                   const Tick& tick);
 ProbeResult run_rr(const ProbeSpec& spec, const Endpoints& where, const Tick& tick);
 /// http: the built-in server in where.server (none when the `url` option is set) and the load
 /// generator in where.client.

@@ -9,10 +9,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -44,6 +46,8 @@ double seconds_between(const timespec& a, const timespec& b) {
     return static_cast<double>(b.tv_sec - a.tv_sec) + static_cast<double>(b.tv_nsec - a.tv_nsec) / 1e9;
 }
 
+void summarize(ProbeResult& r, std::int64_t sent, std::int64_t count);
+
 /// Sends probe i (0-based) with `once`, which returns the RTT or nullopt (lost), paced at
 /// `interval` from the start and bounded by `duration` in total.
 ProbeResult pace(const Plan& plan, const Tick& tick, const std::function<std::optional<double>(std::int64_t)>& once) {
@@ -61,6 +65,12 @@ ProbeResult pace(const Plan& plan, const Tick& tick, const std::function<std::op
             r.series["rtt"].add(at, *rtt);
         }
     }
+    summarize(r, sent, plan.count);
+    return r;
+}
+
+/// The rtt metrics of r's samples, `sent` of `count` probes sent.
+void summarize(ProbeResult& r, std::int64_t sent, std::int64_t count) {
     const auto& x = r.samples["rtt"];
     auto q = stats::percentiles(x, {50, 99});
     r.metrics = {{"rtt_min", stats::min(x)},
@@ -71,31 +81,39 @@ ProbeResult pace(const Plan& plan, const Tick& tick, const std::function<std::op
                  {"rtt_mdev", stats::mdev(x)},
                  {"loss", sent ? 1 - static_cast<double>(x.size()) / static_cast<double>(sent) : 0},
                  {"sent", static_cast<double>(sent)}};
-    if (sent < plan.count)
-        r.notes.push_back(fmt::format("sent {} of {} probes: `duration` ended the probe first", sent, plan.count));
-    return r;
+    if (sent < count)
+        r.notes.push_back(fmt::format("sent {} of {} probes: `duration` ended the probe first", sent, count));
 }
 
 // --- TCP: connect() timing --------------------------------------------------------------
 
-std::optional<double> tcp_handshake(const SockAddr& to, const SockAddr* from) {
+/// A non-blocking TCP socket, bound to `from` if given, that closes with RST so thousands of
+/// probes leave no TIME_WAIT sockets behind.
+Fd handshake_socket(const SockAddr& to, const SockAddr* from) {
     Fd fd(::socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!fd) sys::fail_errno("opening a TCP socket");
-    // Close with RST so thousands of probes leave no TIME_WAIT sockets behind.
     linger lg{1, 0};
     ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     if (from && ::bind(fd.get(), from->get(), from->len) != 0) sys::fail_errno("binding the client");
+    return fd;
+}
+
+/// Whether a connect() the socket reported writable succeeded.
+bool connected(int fd) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    return ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+}
+
+std::optional<double> tcp_handshake(const SockAddr& to, const SockAddr* from) {
+    Fd fd = handshake_socket(to, from);
     auto t0 = Clock::now();
     if (::connect(fd.get(), to.get(), to.len) == 0) return seconds(Clock::now() - t0);
     if (errno != EINPROGRESS) return std::nullopt;
     pollfd p{fd.get(), POLLOUT, 0};
     int n = ::poll(&p, 1, static_cast<int>(kAnswerTimeout.count()));
     auto t1 = Clock::now();
-    if (n != 1) return std::nullopt;
-    int err = 0;
-    socklen_t len = sizeof err;
-    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) return std::nullopt;
+    if (n != 1 || !connected(fd.get())) return std::nullopt;
     return seconds(t1 - t0);
 }
 
@@ -130,6 +148,80 @@ ProbeResult tcp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick) 
     // The handshake completes in the kernel; this thread only keeps the accept queue empty.
     workers.spawn([lfd, &workers] { accept_until_stopped(lfd, workers, [](Fd, std::uint16_t) {}); });
     return handshakes(plan, to, where.client, tick);
+}
+
+/// `count` handshakes from where.client to a listener of this probe's own in where.server, one
+/// started every `interval` whether or not the earlier ones were answered, all watched from
+/// this thread: each timed from connect() to writable, lost after kAnswerTimeout.
+ProbeResult overlapping(std::int64_t count, std::chrono::nanoseconds interval, const Endpoints& where,
+                        const Tick& tick) {
+    Fd listener = listen_tcp(where.server.netns, where.server.address, where.server.port);
+    auto to = sock_addr(where.server.address, local_port(listener.get()));
+    Workers workers;
+    workers.watch(listener.get());
+    int lfd = listener.get();
+    // The handshake completes in the kernel; this thread only keeps the accept queue empty.
+    workers.spawn([lfd, &workers] { accept_until_stopped(lfd, workers, [](Fd, std::uint16_t) {}); });
+    std::optional<SockAddr> from;
+    if (!where.client.address.empty()) from = sock_addr(where.client.address, 0);
+    NetnsScope in(where.client.netns);
+
+    struct InFlight {
+        Fd fd;
+        Clock::time_point t0;
+        double at;  // its start, in seconds from the first: the series' time
+    };
+    std::vector<InFlight> flying;
+    std::vector<std::pair<double, double>> answered;  // (at, rtt)
+    ProbeResult r;
+    r.kind = "rtt";
+    r.tool = "builtin";
+    auto start = Clock::now();
+    r.began = start;
+    std::int64_t sent = 0;
+    while (sent < count || !flying.empty()) {
+        if (tick) tick();
+        auto now = Clock::now();
+        if (sent < count && now >= start + interval * sent) {
+            InFlight f{handshake_socket(to, from ? &*from : nullptr), Clock::now(), seconds(now - start)};
+            ++sent;
+            if (::connect(f.fd.get(), to.get(), to.len) == 0)
+                answered.emplace_back(f.at, seconds(Clock::now() - f.t0));
+            else if (errno == EINPROGRESS)
+                flying.push_back(std::move(f));
+            continue;
+        }
+        // Until the next start, the oldest one's timeout, or 100 ms (the tick), whichever first.
+        auto until = now + 100ms;
+        if (sent < count) until = std::min(until, start + interval * sent);
+        std::vector<pollfd> p;
+        for (const auto& f : flying) {
+            until = std::min(until, f.t0 + kAnswerTimeout);
+            p.push_back({f.fd.get(), POLLOUT, 0});
+        }
+        int wait = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(until - now).count());
+        if (::poll(p.data(), p.size(), std::max(wait, 0)) < 0 && errno != EINTR) sys::fail_errno("poll");
+        auto t1 = Clock::now();
+        std::vector<InFlight> still;
+        for (std::size_t i = 0; i < flying.size(); ++i) {
+            if (p[i].revents) {
+                if (connected(flying[i].fd.get())) answered.emplace_back(flying[i].at, seconds(t1 - flying[i].t0));
+            } else if (t1 < flying[i].t0 + kAnswerTimeout) {
+                still.push_back(std::move(flying[i]));
+            }
+        }
+        flying = std::move(still);
+    }
+    std::sort(answered.begin(), answered.end());
+    for (auto [at, rtt] : answered) {
+        r.samples["rtt"].push_back(rtt);
+        r.series["rtt"].add(at, rtt);
+    }
+    summarize(r, sent, count);
+    r.notes.push_back(
+        fmt::format("method tcp: {} handshakes, one started every {:g} ms while earlier ones were in flight", count,
+                    std::chrono::duration<double, std::milli>(interval).count()));
+    return r;
 }
 
 // --- UDP echo ---------------------------------------------------------------------------
@@ -321,6 +413,12 @@ ProbeResult icmp_rtt(const Plan& plan, const Endpoints& where, const Tick& tick)
 }
 
 }  // namespace
+
+ProbeResult overlapping_handshakes(std::int64_t count, std::chrono::nanoseconds interval, const Endpoints& where,
+                                   const Tick& tick) {
+    if (where.server.remote) throw Error("overlapping handshakes need a lab host to listen on, not a remote server");
+    return overlapping(count, interval, where, tick);
+}
 
 std::unique_ptr<FarServer> serve_rtt(const ProbeSpec& spec, const Endpoint& at) {
     return std::make_unique<RttServer>(spec, at);

@@ -492,6 +492,35 @@ TEST_CASE("the rtt probe measures the configured netem RTT within 5%", "[root][n
     }
 }
 
+TEST_CASE("the emulation check's handshakes overlap on a long path and measure its RTT within 5%",
+          "[root][netem][physical][probes]") {
+    if (!netem_or_skip()) return;
+    Pair p;
+    NetlinkKernel left(p.left), right(p.right);
+    DeviceQdiscs a(left, "a0"), b(right, "b0");
+    auto measure = [&](const char* delay) {
+        a.apply(up_of(fmt::format("delay = \"{}\"\n", delay)), 1500, Psched::from_proc());
+        b.apply(up_of(fmt::format("delay = \"{}\"\n", delay)), 1500, Psched::from_proc());
+        return wanlab::probes::overlapping_handshakes(20, std::chrono::milliseconds(20), endpoints(p), {});
+    };
+    // As the rtt probe's test: what 100 ms each way adds over 1 ms each way is 198 ms.
+    auto near = measure("1ms");
+    auto r = measure("100ms");
+    double added = r.metrics.at("rtt_p50") - near.metrics.at("rtt_p50");
+    const auto& starts = r.series.at("rtt");
+    INFO("p50 " << r.metrics.at("rtt_p50") * 1e3 << " ms at 100 ms each way, " << near.metrics.at("rtt_p50") * 1e3
+                << " ms at 1 ms; the last handshake started at " << starts.t.back() << " s");
+    CHECK(r.metrics.at("sent") == 20);
+    CHECK(r.metrics.at("loss") == 0);
+    CHECK(r.metrics.at("rtt_min") >= 0.200);
+    CHECK(added >= 0.198 * 0.95);
+    CHECK(added <= 0.198 * 1.05);
+    // Started 20 ms apart: the 20th at 0.38 s. One after another they would have started 19
+    // round trips after the first, at 3.8 s or later.
+    REQUIRE(starts.t.size() == 20);
+    CHECK(starts.t.back() < 1.0);
+}
+
 TEST_CASE(
     "a fresh 32 KiB transfer on a 100 ms path takes the handshake and two rounds of slow start, a reused one a "
     "single round trip",
