@@ -13,13 +13,18 @@ state() {
 state >"$out/state.before"
 same_state() { state | diff "$out/state.before" - >"$out/diff.$1"; }
 
-# 1. The main example, short: larger buffers raise throughput on the long path.
+# 1. The main example, short: larger buffers raise throughput on the long path. Its page and
+# results are kept (OUT/keep, which vm_checks.sh moves beside the suite's folder) for
+# browser:report-page, which checks them in Chromium rather than run the same sweep again.
 db=$out/main/results.db
-"$wanlab" run "$src/examples/buffer-sweep.toml" --no-vm --out "$out/main" --run main1 \
+mkdir -p "$out/keep"
+"$wanlab" run "$src/examples/buffer-sweep.toml" --no-vm --out "$out/main" --run main1 --html "$out/keep/main.html" \
     --set run.duration=3s --set run.repeats=2 --set run.warmup=1s --set run.cooldown=0s \
     >"$out/main.stdout" 2>"$out/main.stderr"
 rc=$?
+cp "$db" "$out/keep/results.db"
 check "main example exits 0 (its min_gain assert passes) [rc=$rc]" [ "$rc" = 0 ]
+check "main example wrote its page (--html)" [ -s "$out/keep/main.html" ]
 check "main example: 6 trials done" [ "$(q "$db" "select count(*) from trials where run_id='main1' and status='done'")" = 6 ]
 check "main example: every trial's emulation held" \
     [ "$(q "$db" "select count(*) from trials where run_id='main1' and json_extract(emulation_check,'\$.held')=1 and json_extract(emulation_check,'\$.checked')=1")" = 6 ]
