@@ -68,4 +68,11 @@ T field(const nlohmann::json& j, std::string_view name, std::string_view where) 
     return it->template get<T>();
 }
 
+/// field<T>() of a field that may be left out: `fallback` when `j` has no `name`.
+template <class T>
+T field_or(const nlohmann::json& j, std::string_view name, T fallback, std::string_view where) {
+    if (j.is_object() && !j.contains(name)) return fallback;
+    return field<T>(j, name, where);
+}
+
 }  // namespace wanlab::json_input

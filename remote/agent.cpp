@@ -60,17 +60,6 @@ unsigned uint_field(const json& r, const char* field, unsigned fallback, unsigne
         refuse(r, field, fmt::format("must be a whole number from 0 to {}", max));
     return it->get<unsigned>();
 }
-bool bool_field(const json& r, const char* field) {
-    auto it = r.find(field);
-    if (it == r.end()) return false;
-    if (!it->is_boolean()) refuse(r, field, "must be true or false");
-    return it->get<bool>();
-}
-std::string string_field(const json& r, const char* field) {
-    auto it = r.find(field);
-    if (it == r.end() || !it->is_string()) refuse(r, field, "must be a string");
-    return it->get<std::string>();
-}
 /// Keys of this machine's namespace the run changes: each canonical (net.*, no `/`, no `..`),
 /// as it names a lock file in the journal directory.
 std::vector<std::string> key_list(const json& r, const char* field) {
@@ -99,10 +88,10 @@ void say(const std::string& line) { std::fprintf(stderr, "wanlab agent: %s\n", t
 class HostSession {
 public:
     HostSession(const AgentOptions& o, const json& begin, sysctl::ProcSys& proc) : proc_(proc) {
-        run_ = string_field(begin, "run");
+        run_ = json_input::field<std::string>(begin, "run", "begin");
         if (!lab::valid_run_id(run_)) refuse(begin, "run", "must be a run id: 1-24 of a-z, 0-9 and -");
-        bool restore = bool_field(begin, "restore");
-        bool resume = bool_field(begin, "resume");
+        bool restore = json_input::field_or(begin, "restore", false, "begin");
+        bool resume = json_input::field_or(begin, "resume", false, "begin");
         auto deadline_s = uint_field(begin, "deadline_s", 0, kMaxDeadlineS);
         auto keys = key_list(begin, "global_keys");
         lab::check_run_dir(o.dir);
@@ -160,8 +149,7 @@ public:
     void apply_link(const json& r) {
         // Before anything changes here: what this trial's tree needs, on this kernel.
         std::set<std::string> unchecked;
-        for (auto& k : r.contains("needs") ? json_input::field<std::set<std::string>>(r, "needs", "link")
-                                           : std::set<std::string>{})
+        for (auto& k : json_input::field_or(r, "needs", std::set<std::string>{}, "link"))
             if (!checked_.count(k)) unchecked.insert(k);
         if (auto missing = lab::missing_features(unchecked); !missing.empty())
             throw InputError(fmt::format("this machine's kernel lacks {}, which the link conditions need here. {}",
@@ -185,8 +173,8 @@ public:
             dev_lock_.emplace(run_dir_ / fmt::format("dev-{}.lock", dev), false, "device " + dev);
             kernel_.emplace("");
             host_.emplace(*kernel_, dev, target, target.line_rate_bps);
-            host_->check(!r.contains("any_up") || json_input::field<bool>(r, "any_up", "link"),
-                         !r.contains("any_down") || json_input::field<bool>(r, "any_down", "link"));
+            host_->check(json_input::field_or(r, "any_up", true, "link"),
+                         json_input::field_or(r, "any_down", true, "link"));
             journal_->record(lab::host_entry("", host_->undo_plan()));  // before its first change
             dev_ = dev;
         } else if (dev != dev_) {
@@ -210,9 +198,8 @@ public:
         auto started = [&](pid_t pid) {
             journal->record(lab::process_entry("", spec.name, pid, sys::process_start_time(pid)));
         };
-        services::Placement here{"", request.contains("address")
-                                         ? json_input::field<std::string>(request, "address", "service_start")
-                                         : std::string("127.0.0.1")};
+        services::Placement here{"",
+                                 json_input::field_or(request, "address", std::string("127.0.0.1"), "service_start")};
         services_.push_back(std::make_unique<services::Service>(spec, here, values, dir, started));
         services_.back()->wait_ready(tick);
         return dir.string();
@@ -228,9 +215,8 @@ public:
     std::uint16_t serve_probe(const json& r) {
         stop_probe();
         auto spec = probe_of(json_input::field<json>(r, "probe", "probe_serve"));
-        probes::Endpoint at{
-            "", r.contains("address") ? json_input::field<std::string>(r, "address", "probe_serve") : "",
-            r.contains("port") ? json_input::field<std::uint16_t>(r, "port", "probe_serve") : std::uint16_t{0}};
+        probes::Endpoint at{"", json_input::field_or(r, "address", std::string(), "probe_serve"),
+                            json_input::field_or(r, "port", std::uint16_t{0}, "probe_serve")};
         far_ = probes::serve_far(spec, at);
         return far_->port();
     }
@@ -384,7 +370,7 @@ json run_probe(const json& r, const Ask& ask, const probes::Tick& tick) {
     where.client = {"", "", 0};  // the kernel picks the address toward the server
     where.server = {"", json_input::field<std::string>(s, "address", "probe_run: server"),
                     json_input::field<std::uint16_t>(s, "port", "probe_run: server"), true};
-    if (s.contains("far") && json_input::field<bool>(s, "far", "probe_run: server"))
+    if (json_input::field_or(s, "far", false, "probe_run: server"))
         where.server.far = std::make_shared<ControllerFar>(where.server.port, ask);
     return probe_result_json(probes::make_probe(spec)->run(where, tick));
 }

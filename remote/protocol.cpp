@@ -109,6 +109,7 @@ json service_json(const services::ServiceSpec& s) {
 
 services::ServiceSpec service_of(const json& j) {
     using json_input::field;
+    using json_input::field_or;
     services::ServiceSpec s;
     s.name = field<std::string>(j, "name", "a service as the controller sent it");
     // It names the service's log files in its folder: never a path out of it.
@@ -150,7 +151,7 @@ services::ServiceSpec service_of(const json& j) {
                            field<std::string>(f, "source", at),
                            field<std::string>(f, "text", at),
                            {},
-                           (f.contains("mode") ? field<unsigned>(f, "mode", at) : 0644u) & 0777u});
+                           field_or(f, "mode", 0644u, at) & 0777u});
     }
     s.vars = field<std::map<std::string, std::string>>(j, "vars", where);
     if (s.command.empty()) throw InputError(where + ": `command` is empty");
