@@ -6,9 +6,11 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/command.h"
 #include "cli/load.h"
@@ -36,7 +38,38 @@ struct UpOptions {
     bool force = false;
     unsigned auto_restore_s = 0;
     std::string hold_after;
+    bool no_vm = false;
 };
+
+/// `lab up` where a namespace lab cannot be built (no root, or a kernel without what its
+/// link needs): the lab could only live inside the micro-VM, which nothing on this machine
+/// can enter. From a terminal it is `wanlab shell` there, with this terminal: a shell in the
+/// lab's client namespace, and the lab comes down when it exits. Else the reason and the
+/// command that works. Returns the exit status, or nullopt when the lab can be built here.
+std::optional<int> up_elsewhere(const UpOptions& o, const experiment::Experiment& exp) {
+    const auto& trial = exp.trials[o.trial - 1];
+    if (trial.lab.mode != experiment::LabSpec::Mode::netns || o.no_vm) return std::nullopt;
+    std::string why;
+    if (!lab::missing_capabilities(lab::effective_capabilities()).empty())
+        why = "no root here, and the micro-VM needs none";
+    else if (auto missing = lab::missing_qdiscs(exp); !missing.empty())
+        why = fmt::format("this kernel has no {}", fmt::join(missing, ", "));
+    if (why.empty()) return std::nullopt;
+    if (!on_terminal())
+        throw InputError(fmt::format(
+            "{}: the lab can only come up in the micro-VM, where nothing on this machine can enter it; from a "
+            "terminal, `lab up` gives you a shell in it there; or run your command in it: wanlab shell {} -- "
+            "COMMAND [ARG]...",
+            why, text::shell_quote(o.file)));
+    std::vector<std::string> argv{lab::self_exe(), "shell", o.file, "--trial", std::to_string(o.trial), "--no-vm"};
+    for (const auto& s : o.sets) argv.insert(argv.end(), {"--set", s});
+    if (!o.run.empty()) argv.insert(argv.end(), {"--run", o.run});
+    std::fputs(
+        "wanlab lab up: the lab comes up inside the micro-VM with a shell in its client namespace; exit the "
+        "shell to take it down\n",
+        stderr);
+    return run_in_vm(why, argv, true);
+}
 
 void say(const std::string& s) {
     std::fputs((s + "\n").c_str(), stdout);
@@ -55,6 +88,7 @@ int lab_up(UpOptions o) {
     if (o.trial < 1 || o.trial > exp.trials.size())
         throw InputError(fmt::format("--trial {}: the experiment has trials 1 to {}", o.trial, exp.trials.size()));
     const auto& trial = exp.trials[o.trial - 1];
+    if (auto status = up_elsewhere(o, exp)) return *status;
     lab::require_capabilities("wanlab lab up");
     // The lab stays for you to enter with `ip netns exec`: in the micro-VM nobody could.
     refuse_missing_qdiscs(exp, o.file,
@@ -135,6 +169,9 @@ Runner setup_lab(CLI::App& sub) {
     up_cmd->add_flag(
         "--force", up->force,
         "Host mode: impair the interface even if it carries an SSH session the target filter does not spare");
+    up_cmd->add_flag("--no-vm", up->no_vm,
+                     "Refuse where the lab cannot be built here (no root, no netem) instead of coming up in the "
+                     "micro-VM with a shell in it");
     up_cmd
         ->add_option("--auto-restore", up->auto_restore_s,
                      "Arm a watchdog: the lab comes down after SECONDS, or at once if wanlab is killed")

@@ -95,7 +95,7 @@ int shell(ShellOptions o) {
     const auto& trial = pick_trial(exp, o.trial);
     const bool netns = trial.lab.mode == experiment::LabSpec::Mode::netns;
     // A namespace lab that cannot be built here is built in the micro-VM, around the same
-    // command; an interactive shell cannot go there (its console is not a terminal).
+    // command; an interactive shell goes there with this terminal.
     if (netns && !o.no_vm) {
         std::string why;
         if (!lab::missing_capabilities(lab::effective_capabilities()).empty())
@@ -103,12 +103,13 @@ int shell(ShellOptions o) {
         else if (auto missing = lab::missing_qdiscs(exp); !missing.empty())
             why = fmt::format("this kernel has no {}", fmt::join(missing, ", "));
         if (!why.empty()) {
-            if (o.command.empty())
+            if (o.command.empty() && !on_terminal())
                 throw InputError(fmt::format(
-                    "{}: a command can run in this lab inside the micro-VM, an interactive shell cannot (the VM's "
-                    "console is not a terminal); give one: wanlab shell {} -- COMMAND [ARG]...",
+                    "{}: the lab would run in the micro-VM, and an interactive shell there needs this terminal, "
+                    "but stdin or stdout is not one; run it from a terminal, or give a command: wanlab shell {} -- "
+                    "COMMAND [ARG]...",
                     why, text::shell_quote(o.file)));
-            return rerun_in_vm(why);
+            return rerun_in_vm(why, o.command.empty());
         }
     }
     lab::require_capabilities("wanlab shell");

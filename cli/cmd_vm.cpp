@@ -36,6 +36,7 @@ struct VmArgs {
     double boot_timeout_s = 90;
     bool verbose = false;
     bool stats = false;
+    bool tty = false;
     std::vector<std::string> command;
 };
 
@@ -59,6 +60,7 @@ vm::VmOptions to_options(const VmArgs& a) {
     o.timeout = std::chrono::seconds(static_cast<long long>(a.timeout_s + 0.999));
     o.boot_timeout = std::chrono::seconds(static_cast<long long>(a.boot_timeout_s + 0.999));
     o.verbose = a.verbose;
+    o.terminal = a.tty;
     return o;
 }
 
@@ -177,6 +179,9 @@ Runner setup_vm(CLI::App& sub) {
     run->add_option("--out", a->out, "A writable folder, shared into the VM at the same path (created if missing)");
     run->add_flag("-v,--verbose", a->verbose, "Copy the guest console (boot messages) to stderr");
     run->add_flag("--stats", a->stats, "Print boot and command times to stderr");
+    run->add_flag("-t,--tty", a->tty,
+                  "Give COMMAND this terminal, as ssh -t does: its input, Ctrl-C, and its output and errors "
+                  "(an interactive shell: wanlab vm run -t -- bash)");
     // CLI11 reads an argument such as "[root]" as a bracketed list and strips it, so the
     // command after `--` is taken from argv untouched by main() (command_after_dashdash()).
     run->add_option("command", a->command, "The command and its arguments (after --)")->required();

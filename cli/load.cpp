@@ -1,5 +1,7 @@
 #include "cli/load.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -105,18 +107,26 @@ void refuse_missing_qdiscs(const experiment::Experiment& exp, const std::string&
                 2);
 }
 
-int rerun_in_vm(const std::string& why) {
+int run_in_vm(const std::string& why, const std::vector<std::string>& argv, bool terminal) {
     std::fputs(fmt::format("wanlab: {}: running this in the micro-VM (--no-vm refuses instead)\n", why).c_str(),
                stderr);
-    vm::Vm machine(vm::VmOptions{});
+    vm::VmOptions options;
+    options.terminal = terminal;
+    vm::Vm machine(options);
+    return machine.run(argv).exit_status;
+}
+
+int rerun_in_vm(const std::string& why, bool terminal) {
     std::vector<std::string> argv{lab::self_exe()};
     const auto& line = command_line();
     auto dashdash = std::find(line.begin(), line.end(), "--");
     argv.insert(argv.end(), line.begin(), dashdash);
     argv.push_back("--no-vm");
     argv.insert(argv.end(), dashdash, line.end());
-    return machine.run(argv).exit_status;
+    return run_in_vm(why, argv, terminal);
 }
+
+bool on_terminal() { return ::isatty(0) == 1 && ::isatty(1) == 1; }
 
 experiment::Experiment load_link_flags(const std::string& profile, const std::map<std::string, std::string>& values,
                                        const std::string& extra, const std::string& what) {

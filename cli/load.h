@@ -36,9 +36,13 @@ void refuse_missing_qdiscs(const experiment::Experiment& exp, const std::string&
 
 /// This very command line again in the micro-VM, with `--no-vm` before any `--` (so the guest
 /// refuses rather than moving again): the same working folder, its output on this terminal,
-/// its exit status (130 on Ctrl-C). Says `why` first. Its input is empty: the VM's console is
-/// not a terminal.
-int rerun_in_vm(const std::string& why);
+/// its exit status (130 on Ctrl-C). Says `why` first. Its input is empty, unless `terminal`:
+/// then the command has this terminal in the VM (vm::VmOptions::terminal).
+int rerun_in_vm(const std::string& why, bool terminal = false);
+/// `argv` (from this wanlab's own path on) in the micro-VM, as rerun_in_vm() runs its line.
+int run_in_vm(const std::string& why, const std::vector<std::string>& argv, bool terminal);
+/// Whether stdin and stdout are both a terminal: a shell can be interactive there.
+bool on_terminal();
 
 /// `wanlab shell` and `lab up`: starts `trial`'s [[service]]s in `session`, working in a
 /// fresh /tmp/wanlab-COMMAND-XXXXXX (kept afterwards, for their logs); returns the line to

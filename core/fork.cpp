@@ -166,10 +166,6 @@ pid_t fork_daemon(const std::string& log, int keep, void (*body)(int kept, const
     ::_exit(127);
 }
 
-namespace {
-
-// Gives the terminal `tty` to process group `group` (tcsetpgrp from a background group
-// needs SIGTTOU blocked). Async-signal-safe.
 void give_terminal(int tty, pid_t group) {
     if (tty < 0) return;
     sigset_t ttou, old;
@@ -179,6 +175,8 @@ void give_terminal(int tty, pid_t group) {
     (void)::tcsetpgrp(tty, group);
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
 }
+
+namespace {
 
 // In the forked child: only async-signal-safe calls from here to execve().
 [[noreturn]] void exec_foreground(const ForegroundCommand& c, int tty, const std::vector<char*>& argv,

@@ -187,4 +187,8 @@ struct ForegroundCommand {
 class SignalEvents;
 int run_foreground(ForegroundCommand& c, SignalEvents& signals, const std::function<void(const std::string&)>& note);
 
+/// Makes process group `group` the foreground of terminal `tty` (nothing if tty < 0); from a
+/// background group too (SIGTTOU is blocked meanwhile). Async-signal-safe.
+void give_terminal(int tty, pid_t group);
+
 }  // namespace wanlab::sys

@@ -18,13 +18,14 @@ namespace fs = std::filesystem;
 namespace {
 
 // Bump when the archive layout changes in a way the inputs below do not capture.
-constexpr std::string_view kFormatVersion = "wanlab-initramfs-2";  // 2: every tcp_* congestion control
+constexpr std::string_view kFormatVersion =
+    "wanlab-initramfs-3";  // 3: setsid, stty  // 2: every tcp_* congestion control
 
 // Busybox applets /init uses, linked in /bin (modprobe in /sbin, where the kernel's
 // request_module() looks for it).
-constexpr std::string_view kApplets[] = {"sh",       "mount",    "umount", "mkdir", "insmod", "cat",  "echo",
-                                         "chroot",   "poweroff", "dmesg",  "grep",  "sleep",  "sync", "ifconfig",
-                                         "hostname", "ls",       "uname",  "tail",  "chmod"};
+constexpr std::string_view kApplets[] = {"sh",       "mount",    "umount", "mkdir", "insmod", "cat",    "echo",
+                                         "chroot",   "poweroff", "dmesg",  "grep",  "sleep",  "sync",   "ifconfig",
+                                         "hostname", "ls",       "uname",  "tail",  "chmod",  "setsid", "stty"};
 
 constexpr std::string_view kInit = R"INIT(#!/bin/sh
 # wanlab micro-VM /init: load modules, mount the host's files, run one command, report its
@@ -81,18 +82,33 @@ ifconfig lo 127.0.0.1 up
 
 out=/dev/console
 err=/dev/console
+tty=
 for port in /sys/class/virtio-ports/*; do
     [ -e "$port/name" ] || continue
     case "$(cat "$port/name")" in
         wanlab.stdout) out=/dev/${port##*/} ;;
         wanlab.stderr) err=/dev/${port##*/} ;;
+        wanlab.tty) tty=/dev/hvc0 ;;  # the only virtconsole
     esac
 done
 [ "$out" = /dev/console ] && mode=console || mode=ports
+[ -n "$tty" ] && mode=terminal
 
 echo "wanlab-init: start $mode"
-chroot /host /bin/sh /run/wanlab-vm/run.sh </dev/null >"$out" 2>"$err"
-status=$?
+if [ -n "$tty" ]; then
+    # The user's terminal: the command's session and controlling tty (setsid -c), at the
+    # size the user's terminal had. A child of this shell leads no group, so setsid runs in
+    # it and this shell waits for the command's status.
+    # fd 3 holds the tty open throughout: a tty that nobody has open forgets its size.
+    exec 3<>"$tty"
+    [ -n "${WANLAB_TTY_ROWS:-}" ] && stty -F "$tty" rows "$WANLAB_TTY_ROWS" cols "$WANLAB_TTY_COLS"
+    setsid -c chroot /host /bin/sh /run/wanlab-vm/run.sh <"$tty" >"$tty" 2>&1 3>&-
+    status=$?
+    exec 3>&-
+else
+    chroot /host /bin/sh /run/wanlab-vm/run.sh </dev/null >"$out" 2>"$err"
+    status=$?
+fi
 dmesg | grep -e "Out of memory" -e "oom-kill" -e "oom_reaper" >/ctl/oom
 echo "$status" >/ctl/exit
 [ -n "$WANLAB_OUT" ] && umount "/host$WANLAB_OUT"

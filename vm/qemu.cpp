@@ -54,7 +54,12 @@ std::vector<std::string> qemu_argv(const QemuSpec& spec) {
         argv.insert(argv.end(), {"-accel", "tcg,thread=multi"});
     argv.insert(argv.end(), {"-m", std::to_string(spec.memory_mib), "-smp", std::to_string(spec.cpus), "-kernel",
                              spec.kernel.string(), "-initrd", spec.initrd.string(), "-append", spec.append});
-    argv.insert(argv.end(), {"-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console"});
+    if (spec.console_fd >= 0)
+        argv.insert(argv.end(),
+                    {"-chardev", fmt::format("file,id=console,path=/proc/self/fd/{},append=on", spec.console_fd),
+                     "-serial", "chardev:console"});
+    else
+        argv.insert(argv.end(), {"-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console"});
     int n = 0;
     for (const auto& share : spec.shares) {
         std::string id = fmt::format("fs{}", n++);
@@ -63,11 +68,17 @@ std::vector<std::string> qemu_argv(const QemuSpec& spec) {
                                              qemu_escape(share.path.string()), share.read_only ? ",readonly=on" : ""),
                                  "-device", fmt::format("virtio-9p-pci,fsdev={},mount_tag={}", id, share.tag)});
     }
-    if (spec.stdout_fd >= 0 || spec.stderr_fd >= 0) {
+    if (spec.stdout_fd >= 0 || spec.stderr_fd >= 0 || spec.terminal) {
         argv.insert(argv.end(), {"-device", "virtio-serial-pci,id=wanlabser"});
         add_port(argv, spec.stdout_fd, "wanlabout", "wanlab.stdout");
         add_port(argv, spec.stderr_fd, "wanlaberr", "wanlab.stderr");
     }
+    // The user's terminal: QEMU's stdio chardev puts it in raw mode (signal=off: Ctrl-C is a
+    // byte for the guest's terminal, whose line discipline makes it a SIGINT there) and gives
+    // it back when QEMU exits; in the guest it is a tty, /dev/hvc0.
+    if (spec.terminal)
+        argv.insert(argv.end(), {"-chardev", "stdio,id=term,signal=off", "-device",
+                                 "virtconsole,bus=wanlabser.0,chardev=term,name=wanlab.tty"});
     return argv;
 }
 

@@ -35,6 +35,8 @@ struct QemuSpec {
     std::vector<Share> shares;
     int stdout_fd = -1;  // QEMU-side fd for the guest command's stdout port; -1 = none
     int stderr_fd = -1;
+    int console_fd = -1;    // QEMU-side fd the guest console (ttyS0) goes to; -1 = QEMU's stdio
+    bool terminal = false;  // a virtconsole `wanlab.tty` on QEMU's stdio (the user's terminal)
 };
 
 /// The full argv for `spec`.

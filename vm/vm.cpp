@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -159,12 +162,39 @@ std::string usable_out_dir(const std::optional<fs::path>& out) {
 
 /// The control folder the guest's /init reads: run.sh (the command, in this cwd) and
 /// vm.conf (where --out is shared).
-void write_control_files(const fs::path& ctl, const std::vector<std::string>& argv, const std::string& out_dir) {
+void write_control_files(const fs::path& ctl, const std::vector<std::string>& argv, const std::string& out_dir,
+                         const std::optional<winsize>& tty) {
     std::error_code ec;
     std::string cwd = fs::current_path(ec).string();
     write_file_atomic(ctl / "run.sh", guest_script(argv, cwd.empty() ? "/" : cwd));
-    write_file_atomic(ctl / "vm.conf", fmt::format("WANLAB_OUT={}\n", shell_quote(out_dir)));
+    std::string conf = fmt::format("WANLAB_OUT={}\n", shell_quote(out_dir));
+    if (tty && tty->ws_row > 0 && tty->ws_col > 0)
+        conf += fmt::format("WANLAB_TTY_ROWS={}\nWANLAB_TTY_COLS={}\n", tty->ws_row, tty->ws_col);
+    write_file_atomic(ctl / "vm.conf", conf);
 }
+
+/// This process's terminal settings, put back when it goes out of scope: QEMU restores what
+/// its raw mode changed when it exits, but not when it is killed.
+class TerminalSettings {
+public:
+    TerminalSettings() {
+        if (::tcgetattr(0, &saved_) != 0)
+            throw InputError("vm run: a terminal for the command needs one on stdin (it is not a terminal)");
+        if (!::isatty(1)) throw InputError("vm run: a terminal for the command needs one on stdout (it is redirected)");
+        if (::ioctl(0, TIOCGWINSZ, &size_) != 0) size_ = {};
+    }
+    ~TerminalSettings() {
+        sys::give_terminal(0, ::getpgrp());  // QemuRun gave it back; this holds if it could not
+        ::tcsetattr(0, TCSADRAIN, &saved_);
+    }
+    TerminalSettings(const TerminalSettings&) = delete;
+    TerminalSettings& operator=(const TerminalSettings&) = delete;
+    const winsize& size() const noexcept { return size_; }
+
+private:
+    termios saved_{};
+    winsize size_{};
+};
 
 /// How waiting for QEMU ended.
 struct Ending {
@@ -183,12 +213,25 @@ struct Ending {
 class QemuRun {
 public:
     QemuRun(const QemuSpec& spec, bool verbose, int out_fd, int err_fd)
-        : qemu_(qemu_argv(spec), child_fds(), "QEMU"), con_(verbose, out_fd), out_fd_(out_fd), err_fd_(err_fd) {
+        : qemu_(qemu_argv(spec), child_fds(spec.terminal), "QEMU"), con_(verbose, out_fd), out_fd_(out_fd),
+          err_fd_(err_fd), terminal_(spec.terminal) {
         for (Pipe* p : {&console_, &qerr_, &out_, &err_}) {
             p->write.reset();
             set_nonblocking(p->read.get());
         }
+        // QEMU reads the terminal and sets its modes: from its own process group, that needs
+        // the terminal's foreground, or the kernel stops it (SIGTTIN, SIGTTOU). A stop that
+        // came first is undone by the SIGCONT.
+        if (terminal_) {
+            sys::give_terminal(0, qemu_.pid());
+            ::kill(-qemu_.pid(), SIGCONT);
+        }
     }
+    ~QemuRun() {
+        if (terminal_) sys::give_terminal(0, ::getpgrp());
+    }
+    QemuRun(const QemuRun&) = delete;
+    QemuRun& operator=(const QemuRun&) = delete;
 
     /// Waits until QEMU is gone: killed at the deadline of the phase it is in (boot, command,
     /// power-off) or on a signal; then reads what the pipes still hold.
@@ -216,7 +259,16 @@ public:
     const std::string& qemu_stderr() const noexcept { return qemu_stderr_; }
 
 private:
-    std::vector<std::pair<int, int>> child_fds() const {
+    /// QEMU's descriptors: the console on its stdout, or, when it has the terminal on its
+    /// stdio (QemuSpec::terminal), on fd 5 (QemuSpec::console_fd).
+    std::vector<std::pair<int, int>> child_fds(bool terminal) const {
+        if (terminal)
+            return {{0, 0},
+                    {1, 1},
+                    {qerr_.write.get(), 2},
+                    {out_.write.get(), 3},
+                    {err_.write.get(), 4},
+                    {console_.write.get(), 5}};
         return {{devnull_.get(), 0},
                 {console_.write.get(), 1},
                 {qerr_.write.get(), 2},
@@ -300,6 +352,7 @@ private:
     int out_fd_, err_fd_;
     std::string qemu_stderr_, chunk_;
     bool open_[4] = {true, true, true, true};
+    bool terminal_;
 };
 
 /// A RunResult with how the wait ended and the time each phase took, up to `end_time`.
@@ -439,6 +492,7 @@ bool Vm::probe_kvm() {
     options_.boot_timeout = kProbeBootTimeout;
     options_.timeout = std::chrono::seconds(10);
     options_.out_dir.reset();
+    options_.terminal = false;
     accel_ = {Accel::kvm, "probe"};
     bool works = false;
     try {
@@ -466,6 +520,10 @@ QemuSpec Vm::qemu_spec(const fs::path& ctl, const std::string& out_dir) const {
     if (!out_dir.empty()) spec.shares.push_back({"wanlabout", out_dir, false});
     spec.stdout_fd = 3;
     spec.stderr_fd = 4;
+    if (options_.terminal) {
+        spec.terminal = true;
+        spec.console_fd = 5;
+    }
     return spec;
 }
 
@@ -473,9 +531,12 @@ RunResult Vm::run(const std::vector<std::string>& argv, int out_fd, int err_fd) 
     if (argv.empty()) throw InputError("vm run: no command given");
     // A controller killed mid-run left its folder: the next one removes it.
     TempDir::remove_left_behind(fs::temp_directory_path(), "wanlab-vm-");
+    std::optional<TerminalSettings> terminal;
+    if (options_.terminal) terminal.emplace();
     auto ctl = TempDir::owned_by_this_process(fs::temp_directory_path(), "wanlab-vm-");
     std::string out_dir = usable_out_dir(options_.out_dir);
-    write_control_files(ctl.path(), argv, out_dir);
+    write_control_files(ctl.path(), argv, out_dir,
+                        terminal ? std::optional<winsize>(terminal->size()) : std::optional<winsize>());
     QemuRun qemu(qemu_spec(ctl.path(), out_dir), options_.verbose, out_fd, err_fd);
     Ending end = qemu.wait(options_.boot_timeout, options_.timeout);
     RunResult result = timed_result(end, qemu.console(), qemu.started(), Clock::now());

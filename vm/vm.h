@@ -5,7 +5,8 @@
 // accelerator (possibly one short KVM probe boot, whose verdict is cached); it throws
 // wanlab::Error with what to do when any of them is missing. run() boots one VM, runs the
 // command in it (cwd kept when visible, stdin /dev/null), copies its stdout/stderr live to the
-// given descriptors, and returns when the VM is gone. Every wait is bounded: boot by
+// given descriptors (or, with VmOptions::terminal, gives it this terminal, whose settings are
+// put back afterwards however the run ends), and returns when the VM is gone. Every wait is bounded: boot by
 // boot_timeout, the command by timeout (exit status 124), power-off by a grace period. A
 // SIGINT/SIGTERM/SIGHUP during run() kills the VM and yields 128 + the signal's number (130
 // for SIGINT). Nothing survives run(): QEMU is killed and reaped, the control folder
@@ -35,6 +36,10 @@ struct VmOptions {
     std::optional<std::filesystem::path> out_dir;  // writable share at the same path
     std::optional<Accel> accel;                    // forced; default from WANLAB_VM_ACCEL
     bool verbose = false;                          // copy the guest console to stderr
+    /// Give the command this process's terminal (stdin and stdout must be one) as its
+    /// controlling tty: its input, output and Ctrl-C, the size it had at the start. The
+    /// command's stdout and stderr are then that terminal, not out_fd and err_fd.
+    bool terminal = false;
 };
 
 struct RunResult {

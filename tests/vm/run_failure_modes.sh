@@ -68,7 +68,8 @@ if ! modinfo sch_netem >/dev/null 2>&1; then  # no netem here, as on this projec
   pgrep -f 'qemu-system-x86_64.*wanlab' >/dev/null && fail "a QEMU survived Ctrl-C"
   rm -f "$log.err"
   # shell, likewise, around the user's own command, in the user's folder, with its exit status;
-  # an interactive shell is refused with the command line that works.
+  # an interactive shell without a terminal is refused with the command line that works (from a
+  # terminal it goes there with it: vm:terminal).
   here=$(mktemp -d /tmp/wanlab-shell-cwd-XXXXXX)
   (cd "$here" && "$wanlab" shell buffer-sweep -- sh -c 'pwd; ping -c 2 -q "$WANLAB_SERVER" >/dev/null && exit 7') \
     >"$log" 2>"$log.err"
@@ -80,7 +81,8 @@ if ! modinfo sch_netem >/dev/null 2>&1; then  # no netem here, as on this projec
   rc=$?
   rmdir "$here"
   [[ $rc -eq 2 ]] || fail "an interactive shell where the kernel lacks netem exited $rc, expected 2"
-  grep -q 'give one: wanlab shell .*buffer-sweep.toml -- COMMAND' "$log" || fail "no command line to give: $(cat "$log")"
+  grep -q 'not one; run it from a terminal, or give a command: wanlab shell .*buffer-sweep.toml -- COMMAND' "$log" ||
+    fail "no command line to give: $(cat "$log")"
   # Without root: the micro-VM is the isolation. An ordinary user measures the same path.
   kernels=${WANLAB_KERNEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/wanlab/kernel}
   user_dir=$(mktemp -d /tmp/wanlab-noroot-vm-XXXXXX)
