@@ -63,7 +63,9 @@ void QdiscTally::add(std::size_t i, double t, const std::vector<netem::TcObject>
             r.first = q.stats;
         } else {
             r.drops.add(t, static_cast<double>(q.stats.drops - r.last.drops));
+            if (t > r.last_t) r.sent.add(t, static_cast<double>(q.stats.bytes - r.last.bytes) * 8 / (t - r.last_t));
         }
+        r.last_t = t;
         r.last = q.stats;
         r.qlen_peak = std::max(r.qlen_peak, q.stats.qlen);
         r.backlog_peak = std::max(r.backlog_peak, q.stats.backlog);
@@ -106,6 +108,7 @@ void QdiscTally::add_series(probes::SeriesMap& series) const {
             auto key = [&](const char* what) { return fmt::format("qdisc.{}.{}.{}", sites_[i].direction, name, what); };
             if (r.backlog.size() > 0) series[key("backlog")] = r.backlog;
             if (r.drops.size() > 0) series[key("drops")] = r.drops;
+            if (r.sent.size() > 0 && name == "netem") series[key("throughput")] = r.sent;
         }
 }
 
@@ -129,11 +132,15 @@ QdiscWatch::QdiscWatch(std::vector<QdiscSite> sites, std::chrono::milliseconds i
 QdiscWatch::~QdiscWatch() { stop(); }
 
 void QdiscWatch::sample() {
-    double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    auto since = [this] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); };
     for (std::size_t i = 0; i < sites_.size(); ++i) {
         if (!kernels_[i]) continue;
         try {
-            tally_.add(i, t, kernels_[i]->dump(ifindex_[i], false));
+            // Each dump at its own instant, the middle of its round trip: under an emulated
+            // CPU a dump takes milliseconds, which would skew a 100 ms rate by as many percent.
+            double asked = since();
+            auto qdiscs = kernels_[i]->dump(ifindex_[i], false);
+            tally_.add(i, (asked + since()) / 2, qdiscs);
         } catch (const std::exception&) {
             kernels_[i].reset();  // the device or namespace is gone: stop asking
         }

@@ -10,8 +10,9 @@
 // pfifo: packets; bfifo: limit_bytes) as configured in the kernel. A parent counts its
 // child's drops too (netem counts what its shaper drops, the shaper what its queue drops):
 // the rules subtract. Series per direction and role: "qdisc.up.netem.backlog" (bytes) and
-// "qdisc.up.netem.drops" (per sample). QdiscWatch samples from its own thread every
-// `interval` and fails soft: a site whose dump fails stops contributing, the measurement goes on.
+// "qdisc.up.netem.drops" (per sample), and "qdisc.up.netem.throughput": bit/s that left
+// netem, the top of wanlab's tree, between samples: what the emulated link delivered. QdiscWatch samples from its own
+// thread every `interval` and fails soft: a site whose dump fails stops contributing, the measurement goes on.
 #pragma once
 
 #include <atomic>
@@ -53,7 +54,9 @@ private:
         std::uint32_t qlen_peak = 0, backlog_peak = 0;
         double limit = -1;
         bool limit_in_bytes = false;
+        double last_t = 0;
         probes::Series backlog, drops;
+        probes::Series sent;  ///< bit/s between samples (netem's: what leaves the link)
     };
     std::vector<QdiscSite> sites_;
     std::vector<std::map<std::string, Role>> roles_;  // per site, by role
