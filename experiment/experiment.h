@@ -20,6 +20,7 @@
 #include "core/diagnostic.h"
 #include "experiment/profiles.h"
 #include "netem/link_spec.h"
+#include "netem/schedule.h"
 #include "probes/probe_spec.h"
 #include "services/service_spec.h"
 #include "sysctl/sysctl_spec.h"
@@ -115,6 +116,7 @@ struct Trial {
     std::vector<std::pair<std::string, std::string>> sweep;  ///< path, value as written
     LabSpec lab;
     netem::LinkSpec link;
+    netem::Schedule schedule;  ///< [[link.schedule]]: how the link changes during each measurement
     sysctl::SysctlSpec sysctl;
     std::vector<probes::ProbeSpec> probes;
     std::vector<services::ServiceSpec> services;  ///< started on their hosts, in this order, after the sysctls

@@ -429,6 +429,10 @@ std::string render_plan_text(const Experiment& exp) {
         if (commands.empty() && t.services.empty()) out += "    (nothing to change)\n";
         for (const auto& c : commands) out += "    " + c + "\n";
         for (const auto& c : buffer_clamps(t)) out += "    note: " + c.text() + "\n";
+        if (!t.schedule.empty()) {
+            out += "    during each measurement, the link changes in place (netlink, no qdisc re-created):\n";
+            for (const auto& line : netem::describe(t.schedule)) out += "      " + line + "\n";
+        }
         for (const auto& s : t.services)
             out += fmt::format("    start on {}: {}{}\n", s.host, text::shell_join(service_argv(s)), vars_text(s));
     }
@@ -452,12 +456,27 @@ json plan_json(const Experiment& exp) {
                  {"line_rate", t.lab.line_rate_bps}};
         if (t.lab.mode == LabSpec::Mode::host)
             lab.update({{"dev", t.lab.dev}, {"target", t.lab.target}, {"port", t.lab.port}});
+        json link{{"up", direction_json(t.link.up)}, {"down", direction_json(t.link.down)}};
+        if (!t.schedule.empty()) {
+            json steps = json::array();
+            for (std::size_t i = 1; i < t.schedule.steps.size(); ++i) {
+                const auto& step = t.schedule.steps[i];
+                steps.push_back({{"at", seconds(step.at)},
+                                 {"entry", step.entry},
+                                 {"outage", step.outage},
+                                 {"up", direction_json(step.up)},
+                                 {"down", direction_json(step.down)}});
+            }
+            link["schedule"] = {
+                {"steps", steps},
+                {"repeat_every", t.schedule.period.count() ? json(seconds(t.schedule.period)) : json(nullptr)}};
+        }
         trials.push_back({{"index", t.index},
                           {"id", t.id},
                           {"variant", t.variant},
                           {"sweep", sweep},
                           {"lab", lab},
-                          {"link", {{"up", direction_json(t.link.up)}, {"down", direction_json(t.link.down)}}},
+                          {"link", link},
                           {"sysctl", sysctl_json(t.sysctl)},
                           {"probes", probes},
                           {"services", services_json(t)},

@@ -104,6 +104,8 @@ Msg new_message(int type, int flags, int ifindex, std::uint32_t parent, std::uin
 
 constexpr int kCreateOrReplace = NLM_F_CREATE | NLM_F_REPLACE;
 
+}  // namespace
+
 Request netem_request(const Netem& n, int ifindex, const std::string& dev, std::uint32_t parent, std::uint32_t handle,
                       const Psched& psched) {
     std::vector<std::int16_t> table;
@@ -126,6 +128,8 @@ Request netem_request(const Netem& n, int ifindex, const std::string& dev, std::
         throw Error("encoding netem: message too large");
     return to_request(fmt::format("replace netem {:x}: on {}", handle >> 16, dev), m.get());
 }
+
+namespace {
 
 // tbf through libnl-route's tbf module (rate table, burst and limit computed as tc does).
 Request tbf_request(const Direction& d, int ifindex, const std::string& dev, std::uint32_t parent, std::uint32_t mtu,

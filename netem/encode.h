@@ -72,6 +72,11 @@ struct QdiscSite {
     TreeLayout layout;  ///< the handles of wanlab's tree on `dev`
 };
 
+/// The netem qdisc of `n` at `parent` with `handle`, create-or-replace: on a netem qdisc
+/// already there with that handle, the kernel changes it in place (its queue stays).
+Request netem_request(const Netem& n, int ifindex, const std::string& dev, std::uint32_t parent, std::uint32_t handle,
+                      const Psched& psched);
+
 /// Every request that builds `d` on device `ifindex`, parents first, each a create-or-
 /// replace. Distribution tables are loaded with load_distribution().
 std::vector<Request> tree_requests(const Direction& d, int ifindex, const std::string& dev, std::uint32_t mtu,

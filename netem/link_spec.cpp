@@ -31,7 +31,9 @@ void parse_fields(Reader& r, Direction& d) {
 
 // Reads one written table ([link], [link.up] or [link.down]) on its own, reporting every
 // error in it under its own name (unknown keys, bad values), without keeping values.
-void check_keys(const Node& table, const std::string& section, Diagnostics& diag, bool link_level) {
+}  // namespace
+
+void check_link_keys(const Node& table, const std::string& section, Diagnostics& diag, bool link_level) {
     Diagnostics scratch;
     Reader r(table, section, scratch);
     Direction ignored;
@@ -41,6 +43,7 @@ void check_keys(const Node& table, const std::string& section, Diagnostics& diag
         r.raw("profile");
         r.raw("up");
         r.raw("down");
+        r.raw("schedule");
     }
     r.finish();
     for (const auto& d : scratch.items()) {
@@ -51,19 +54,22 @@ void check_keys(const Node& table, const std::string& section, Diagnostics& diag
     }
 }
 
+namespace {
+
 Direction resolve_direction(const Node& link, const char* name, std::optional<nanoseconds> half_rtt,
                             Diagnostics& diag) {
     Node merged;
     merged.kind = Node::Kind::table;
     merged.value_at = link.value_at;
     for (const auto& [key, value] : link.members)
-        if (key != "up" && key != "down" && key != "rtt" && key != "profile") merged.members.emplace_back(key, value);
+        if (key != "up" && key != "down" && key != "rtt" && key != "profile" && key != "schedule")
+            merged.members.emplace_back(key, value);
     Direction d;
     if (half_rtt) d.netem.delay = *half_rtt;
     // Written, valid or not: a check that depends on the delay looks there first.
     if (const Node* rtt = link.find("rtt")) d.at["delay"] = rtt->key_at;
     if (const Node* over = link.find(name); over && over->is_table()) config::merge(merged, *over);
-    // Every problem in these keys was reported by check_keys() against the table it was
+    // Every problem in these keys was reported by check_link_keys() against the table it was
     // written in; the merged view only resolves values.
     Diagnostics already_reported;
     Reader r(merged, fmt::format("[link.{}]", name), already_reported);
@@ -77,7 +83,7 @@ Direction resolve_direction(const Node& link, const char* name, std::optional<na
 bool Direction::impaired() const {
     const Netem& n = netem;
     return n.delay.count() || n.jitter.count() || n.loss.model != Loss::Model::none || n.duplicate > 0 ||
-           n.reorder > 0 || n.corrupt > 0 || rate_bps || n.slot || queue != Queue::none;
+           n.reorder > 0 || n.corrupt > 0 || rate_bps || n.slot || queue != Queue::none || scheduled;
 }
 
 std::uint64_t seed_for(std::uint64_t run_seed, const std::string& trial_id, const char* direction) {
@@ -119,12 +125,12 @@ const char* to_string(Loss::Model m) {
 }
 
 LinkSpec parse_link(const Node& link, Diagnostics& diag) {
-    check_keys(link, "[link]", diag, true);
+    check_link_keys(link, "[link]", diag, true);
     Reader r(link, "[link]", diag);
     const Node* up = r.table("up");
     const Node* down = r.table("down");
-    if (up) check_keys(*up, "[link.up]", diag, false);
-    if (down) check_keys(*down, "[link.down]", diag, false);
+    if (up) check_link_keys(*up, "[link.up]", diag, false);
+    if (down) check_link_keys(*down, "[link.down]", diag, false);
     std::optional<nanoseconds> half_rtt;
     if (auto rtt = r.duration("rtt")) {
         half_rtt = *rtt / 2;

@@ -93,6 +93,9 @@ struct Direction {
     QueueParams queue_params;       ///< what `qdisc` as a table set besides `limit`
     /// Where each key that set this direction was written, for cross-field messages.
     std::map<std::string, Location> at;
+    /// A [[link.schedule]] changes this direction during a measurement (netem/schedule.h): it
+    /// gets a tree to change even when [link] leaves it clean.
+    bool scheduled = false;
 
     bool impaired() const;  ///< anything other than a pass-through
     bool operator==(const Direction&) const = default;
@@ -132,6 +135,11 @@ const char* to_string(Loss::Model m);
 /// The table's `profile` key must already have been merged in by the caller (lab/) and is
 /// only accepted here.
 LinkSpec parse_link(const config::Node& link, Diagnostics& diag);
+
+/// Reports every problem of one written table of per-direction keys (unknown keys, bad
+/// values) under `section`, keeping no value. `link_level`: the table is a whole [link] (it
+/// may hold rtt, profile, up, down, schedule).
+void check_link_keys(const config::Node& table, const std::string& section, Diagnostics& diag, bool link_level);
 
 /// Cross-field rules, one message each, naming both keys: jitter without delay, gap without
 /// reorder, reorder without delay, a correlation without its base, distribution without

@@ -1,0 +1,466 @@
+#include "netem/schedule.h"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+#include "netem/tc_command.h"
+
+namespace wanlab::netem {
+namespace {
+
+using config::Node;
+using config::Reader;
+using std::chrono::nanoseconds;
+
+// What an entry says besides the link keys it changes.
+const std::set<std::string> kEventKeys{"at", "outage", "handover", "every", "for", "repeat"};
+
+// Keys a schedule cannot change in place: they make or replace qdiscs (a new tree would leave
+// an instant with no shaping), or belong to the whole run.
+const std::set<std::string> kShapeKeys{"shaper", "qdisc", "qdisc_limit", "seed"};
+
+void erase(Node& table, const std::string& key) {
+    auto& m = table.members;
+    m.erase(std::remove_if(m.begin(), m.end(), [&](const config::Member& x) { return x.first == key; }), m.end());
+}
+
+// The entry's keys over the link as the entries before left it: a key for both directions
+// also replaces what [link.up]/[link.down] set of it, `delay` replaces `rtt` and the other
+// way round (as a profile's keys are replaced, experiment/sections.cpp).
+void apply_changes(Node& current, const Node& changes) {
+    for (const auto& [key, value] : changes.members) {
+        if (key == "up" || key == "down") {
+            Node* dir = current.find(key);
+            if (!dir || !dir->is_table()) {
+                Node t;
+                t.kind = Node::Kind::table;
+                t.value_at = value.value_at;
+                dir = &current.set(key, t);
+            }
+            for (const auto& [k, v] : value.members) dir->set(k, v);
+            continue;
+        }
+        current.set(key, value);
+        if (key == "delay") erase(current, "rtt");
+        if (key == "rtt") erase(current, "delay");
+        for (const char* name : {"up", "down"})
+            if (Node* dir = current.find(name); dir && dir->is_table()) {
+                erase(*dir, key);
+                if (key == "rtt") erase(*dir, "delay");
+            }
+    }
+}
+
+// An outage of length `length`: netem drops every arriving packet (not ECN-marked, not
+// duplicated: either would let a copy through), and holds what it has queued with a slot
+// that opens only after the outage (kOutageHoldMargin later, so that the end of the outage,
+// a change of its own, always comes first; netem/schedule.h).
+Direction outage_of(Direction d, nanoseconds length) {
+    d.netem.loss = Loss{};
+    d.netem.loss.model = Loss::Model::random;
+    d.netem.loss.probability = 1.0;
+    d.netem.ecn = false;
+    d.netem.duplicate = 0;
+    d.netem.duplicate_correlation = 0;
+    Slot hold;
+    hold.min_delay = hold.max_delay = length + kOutageHoldMargin;
+    hold.packets = 1;
+    d.netem.slot = hold;
+    return d;
+}
+
+// After an outage, on a direction whose rate is netem's own: a slot that lets one full
+// packet's bytes leave per packet time at the rate, so what netem held drains at the rate
+// (netem/schedule.h). A slot the file set stays the file's.
+Direction draining_of(Direction d, std::uint32_t mtu) {
+    if (d.rate_bps == 0 || d.shaper != Shaper::netem || d.netem.slot) return d;
+    const std::uint64_t frame = mtu + 14;  // netem's rate counts the Ethernet header
+    Slot pace;
+    pace.min_delay = pace.max_delay = nanoseconds(frame * 8 * 1'000'000'000ull / d.rate_bps);
+    pace.bytes = static_cast<std::uint32_t>(frame);
+    d.netem.slot = pace;
+    return d;
+}
+
+// How long netem's queue, full, takes to leave at the direction's rate (0 without one).
+nanoseconds drain_time(const Direction& d, std::uint32_t mtu) {
+    if (d.rate_bps == 0 || d.shaper != Shaper::netem || d.netem.slot) return nanoseconds{0};
+    long double s = static_cast<long double>(d.netem.limit_packets) * (mtu + 14) * 8 / d.rate_bps;
+    return nanoseconds(static_cast<std::int64_t>(std::min<long double>(s, 86400) * 1e9L));
+}
+
+// Refuses keys that change the tree's shape, here or in an `up`/`down` table of the entry.
+bool refuse_shape_keys(const Node& changes, const std::string& section, Diagnostics& diag) {
+    bool ok = true;
+    for (const auto& [key, value] : changes.members) {
+        if (key == "up" || key == "down") {
+            if (!value.is_table()) {
+                diag.error(value.value_at, fmt::format("`{}` in {} must be a table of [link] keys", key, section));
+                ok = false;
+            } else if (!refuse_shape_keys(value, section, diag)) {
+                ok = false;
+            }
+            continue;
+        }
+        if (kShapeKeys.count(key)) {
+            diag.error(value.key_at,
+                       fmt::format("`{}` cannot change during a measurement: it makes or replaces a qdisc, and a "
+                                   "new tree leaves an instant with no shaping",
+                                   key),
+                       "set it in [link] (or compare values with a [[variant]] or [sweep]); a schedule changes "
+                       "delay, jitter, loss, rate and the other netem figures in place");
+            ok = false;
+        } else if (key == "profile" || key == "schedule") {
+            diag.error(value.key_at, fmt::format("`{}` cannot be set in a schedule entry", key),
+                       "a schedule entry changes per-direction [link] keys (delay, rate, loss, ...)");
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+// A tbf or htb shaper exists only with a rate: a step may change the rate, not remove it.
+void check_shape(const Direction& base, const Direction& next, const char* dir, const Node& entry,
+                 const std::string& section, Diagnostics& diag) {
+    if (base.shaper == Shaper::netem || (base.rate_bps > 0) == (next.rate_bps > 0)) return;
+    const Node* rate = entry.find("rate");
+    if (!rate)
+        if (const Node* d = entry.find(dir); d && d->is_table()) rate = d->find("rate");
+    diag.error(rate ? rate->value_at : entry.value_at,
+               fmt::format("{} leaves the {} direction without a rate, but its shaper = \"{}\" stays for the whole "
+                           "measurement",
+                           section, dir, to_string(base.shaper)),
+               "give a rate above zero (an outage is `outage = \"2s\"`)");
+}
+
+std::string describe_direction(const Direction& before, const Direction& d) {
+    std::vector<std::string> parts;
+    if (d.netem.delay != before.netem.delay || d.netem.jitter != before.netem.jitter)
+        parts.push_back(d.netem.jitter.count() ? fmt::format("delay {} {}", units::format_duration(d.netem.delay),
+                                                             units::format_duration(d.netem.jitter))
+                                               : fmt::format("delay {}", units::format_duration(d.netem.delay)));
+    if (d.rate_bps != before.rate_bps) parts.push_back(fmt::format("rate {}", units::format_rate(d.rate_bps)));
+    if (!(d.netem.loss == before.netem.loss))
+        parts.push_back(d.netem.loss.model == Loss::Model::none
+                            ? std::string("no loss")
+                            : netem_arguments(d.netem, {"limit", "rate", "delay", "jitter", "ecn", "seed"}));
+    // Anything else netem carries (duplication, reordering, corruption, ...), as tc words.
+    Direction a = before, b = d;
+    a.netem.delay = b.netem.delay;
+    a.netem.jitter = b.netem.jitter;
+    a.rate_bps = b.rate_bps;
+    a.netem.rate_bps = b.netem.rate_bps;
+    a.netem.limit_packets = b.netem.limit_packets;
+    a.netem.loss = b.netem.loss;
+    if (!same_conditions(a, b))
+        parts.push_back(netem_arguments(d.netem, {"limit", "rate", "delay", "jitter", "loss", "loss_correlation"}));
+    std::string out;
+    for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
+    return out;
+}
+
+}  // namespace
+
+bool same_conditions(Direction a, Direction b) {
+    a.at.clear();
+    b.at.clear();
+    a.scheduled = b.scheduled = false;
+    return a == b;
+}
+
+const ScheduleStep& Schedule::at(nanoseconds t) const {
+    if (period.count() > 0 && t >= period) t = t % period;
+    auto it =
+        std::upper_bound(steps.begin(), steps.end(), t, [](nanoseconds v, const ScheduleStep& s) { return v < s.at; });
+    return it == steps.begin() ? steps.front() : *std::prev(it);
+}
+
+ScheduledFigures figures_of(const Direction& d) {
+    ScheduledFigures f;
+    f.rate = static_cast<double>(d.rate_bps);
+    f.delay = static_cast<double>(d.netem.delay.count()) / 1e9;
+    const Loss& l = d.netem.loss;
+    switch (l.model) {
+        case Loss::Model::random: f.loss = l.probability; break;
+        case Loss::Model::gemodel: {
+            // Stationary: the share of time in the bad state is p / (p + r).
+            double bad = l.probability + l.r > 0 ? l.probability / (l.probability + l.r) : 0;
+            f.loss = bad * l.one_minus_h + (1 - bad) * l.one_minus_k;
+            break;
+        }
+        case Loss::Model::state: f.loss = -1; break;  // no closed form kept: not recorded
+        default: f.loss = 0;
+    }
+    return f;
+}
+
+Schedule parse_schedule(const Node& link, LinkSpec& base, std::uint64_t line_rate_bps, std::uint32_t mtu,
+                        Diagnostics& diag) {
+    Schedule s;
+    s.steps.push_back({nanoseconds{0}, base.up, base.down, 0, false});
+    const Node* entries = link.find("schedule");
+    if (!entries) return s;
+    if (entries->kind != Node::Kind::table_array) {
+        diag.error(entries->value_at, "`schedule` must be an array of tables",
+                   "write each change as a [[link.schedule]] entry with `at` and the keys it changes");
+        return s;
+    }
+    Node current = link;
+    erase(current, "schedule");
+    Direction up = base.up, down = base.down;  // the link as the entries so far leave it
+    nanoseconds last_at{-1}, free_from{0};
+    std::size_t last_entry = 0;
+    bool repeated = false;
+    for (std::size_t i = 0; i < entries->items.size(); ++i) {
+        const Node& entry = entries->items[i];
+        const std::string section = fmt::format("[[link.schedule]] #{}", i + 1);
+        const std::size_t errors = diag.error_count();
+        if (repeated) {
+            diag.error(entry.value_at, fmt::format("{} comes after the entry with `repeat = true`", section),
+                       "`repeat` marks the end of the schedule's period: put it last");
+            break;
+        }
+        Reader r(entry, section, diag);
+        auto at = r.duration("at");
+        auto outage = r.duration("outage", std::chrono::milliseconds(1));
+        auto handover = r.duration("handover", std::chrono::milliseconds(1));
+        auto every = r.duration("every", std::chrono::milliseconds(1));
+        auto span = r.duration("for", std::chrono::milliseconds(1));
+        auto repeat = r.boolean("repeat");
+        Node changes;
+        changes.kind = Node::Kind::table;
+        changes.value_at = entry.value_at;
+        for (const auto& [key, value] : entry.members)
+            if (!kEventKeys.count(key)) {
+                r.raw(key);
+                changes.members.emplace_back(key, value);
+            }
+        r.finish();
+        if (!r.has("at")) {
+            diag.error(entry.value_at, fmt::format("{} needs `at`", section),
+                       "`at` is when, from the start of each measurement, the entry takes effect: at = \"10s\"");
+            continue;
+        }
+        if (!at) continue;
+        if (*at <= last_at) {
+            diag.error(r.value_at("at"),
+                       fmt::format("`at` = {} is not after the entry before ({}): entries are in time order",
+                                   units::format_duration(*at), units::format_duration(last_at)));
+        } else if (*at < free_from) {
+            diag.error(r.value_at("at"),
+                       fmt::format("`at` = {} comes before entry #{} has ended (at {})", units::format_duration(*at),
+                                   last_entry, units::format_duration(free_from)),
+                       "an entry starts once the outages of the one before are over");
+        }
+        if (repeat && *repeat) {
+            if (!changes.members.empty() || outage || handover || every || span)
+                diag.error(r.key_at("repeat"),
+                           fmt::format("{} has `repeat = true` and more: it only marks where the schedule starts "
+                                       "over from [link]",
+                                       section),
+                           "write `repeat = true` in an entry of its own, with `at` = the period");
+            else if (*at == nanoseconds{0})
+                diag.error(r.value_at("at"), "the period of a repeating schedule must be longer than 0");
+            repeated = true;
+            if (diag.error_count() == errors) s.period = *at;
+            continue;
+        }
+        if (outage && handover)
+            diag.error(r.key_at("handover"), fmt::format("{} has both `outage` and `handover`", section),
+                       "a handover is an outage after which the entry's keys hold: keep one of them");
+        if (handover && changes.members.empty())
+            diag.error(r.key_at("handover"),
+                       fmt::format("{}: a handover changes the path, but no key changes", section),
+                       "give what holds after it (delay = \"40ms\", rate = ...), or write `outage` for a break alone");
+        if (outage && !changes.members.empty())
+            diag.error(
+                r.key_at("outage"),
+                fmt::format("{} has an outage and changes keys: an outage gives the link back as it was", section),
+                "to change the path across the break write `handover` instead of `outage`");
+        if (every && !outage && !handover)
+            diag.error(r.key_at("every"), fmt::format("`every` repeats {}'s outage, but it has none", section),
+                       "add `outage = \"300ms\"` (a flapping link), or `handover`");
+        if (every && !span) diag.error(r.key_at("every"), "`every` needs `for`: how long the link keeps flapping");
+        if (span && !every) diag.error(r.key_at("for"), "`for` needs `every`: how often the outage recurs");
+        nanoseconds brk = outage ? *outage : handover ? *handover : nanoseconds{0};
+        if (every && brk.count() && *every <= brk)
+            diag.error(r.value_at("every"),
+                       fmt::format("`every` = {} is not longer than the outage ({}): the link would never come back",
+                                   units::format_duration(*every), units::format_duration(brk)));
+        last_at = std::max(last_at, *at);  // later entries are ordered against this one, even if it is refused
+        if (!refuse_shape_keys(changes, section, diag)) continue;
+        check_link_keys(changes, section, diag, true);
+        for (const char* dir : {"up", "down"})
+            if (const Node* d = changes.find(dir); d && d->is_table())
+                check_link_keys(*d, fmt::format("{} {}", section, dir), diag, false);
+        if (diag.error_count() != errors) continue;
+
+        apply_changes(current, changes);
+        Diagnostics scratch;
+        LinkSpec next = parse_link(current, scratch);
+        validate_link(next, scratch);
+        resolve_limit(next.up, line_rate_bps, mtu, scratch);
+        resolve_limit(next.down, line_rate_bps, mtu, scratch);
+        // A rate that falls to zero under a tbf or htb shaper is told once, in its own words.
+        check_shape(base.up, next.up, "up", changes, section, diag);
+        if (diag.error_count() == errors) check_shape(base.down, next.down, "down", changes, section, diag);
+        const std::string as = fmt::format("as {} leaves the link", section);
+        for (const auto& d : diag.error_count() != errors ? std::vector<Diagnostic>{} : scratch.items()) {
+            if (d.severity == Severity::error && !diag.reported_at(d.where))
+                diag.error(d.where, d.message, d.note.empty() ? as : d.note);
+            else if (d.severity != Severity::error)
+                diag.warning(d.where, d.message, d.note);
+        }
+        if (diag.error_count() != errors) continue;
+
+        // netem fixes each packet's departure when it arrives: a rate that falls under netem's
+        // own rate reaches what it has queued only once that has left at the old rate.
+        for (const auto& [was_p, now_p] : {std::pair{&up, &next.up}, std::pair{&down, &next.down}}) {
+            const Direction& was = *was_p;
+            const Direction& now = *now_p;
+            if (now.shaper != Shaper::netem || now.rate_bps >= was.rate_bps || now.rate_bps == 0) continue;
+            const Node* rate = changes.find("rate");
+            if (!rate)
+                for (const char* dir : {"up", "down"})
+                    if (const Node* d = changes.find(dir); !rate && d && d->is_table()) rate = d->find("rate");
+            double queued_ms =
+                static_cast<double>(was.netem.limit_packets) * (mtu + 14) * 8 / static_cast<double>(was.rate_bps) * 1e3;
+            diag.warning(rate ? rate->key_at : entry.value_at,
+                         fmt::format("the rate falls from {} to {} under netem's own rate: what netem has queued "
+                                     "then still leaves at {} (up to {} packets, {:.0f} ms), so the step shows "
+                                     "only after that",
+                                     units::format_rate(was.rate_bps), units::format_rate(now.rate_bps),
+                                     units::format_rate(was.rate_bps), was.netem.limit_packets, queued_ms),
+                         "set shaper = \"tbf\" (or \"htb\") in [link]: the shaper's queue drains at the new rate "
+                         "at once");
+            break;
+        }
+        // A delay that falls lets later packets overtake earlier ones, except under netem's own
+        // rate (which never sends a packet before the one queued ahead of it).
+        for (const auto& [was_p, now_p] : {std::pair{&up, &next.up}, std::pair{&down, &next.down}}) {
+            const Direction& was = *was_p;
+            const Direction& now = *now_p;
+            if (now.netem.delay >= was.netem.delay || now.netem.rate_bps > 0) continue;
+            const Node* delay = changes.find("delay") ? changes.find("delay") : changes.find("rtt");
+            for (const char* dir : {"up", "down"})
+                if (const Node* d = changes.find(dir); !delay && d && d->is_table()) delay = d->find("delay");
+            diag.warning(delay ? delay->key_at : entry.value_at,
+                         fmt::format("the delay falls from {} to {}: packets that arrive in the {} after the change "
+                                     "leave before some that arrived in the {} before it (netem orders its queue by "
+                                     "departure): TCP sees that reordering as loss",
+                                     units::format_duration(was.netem.delay), units::format_duration(now.netem.delay),
+                                     units::format_duration(was.netem.delay - now.netem.delay),
+                                     units::format_duration(was.netem.delay - now.netem.delay)),
+                         "to keep the order, give the link netem's own rate (`rate` with shaper = \"netem\"), or "
+                         "lower the delay in smaller steps");
+            break;
+        }
+        auto push = [&](nanoseconds when, const Direction& u, const Direction& d, bool is_outage) {
+            if (s.steps.size() >= kMaxScheduleSteps) return false;
+            s.steps.push_back({when, u, d, i + 1, is_outage});
+            return true;
+        };
+        bool fits = true;
+        if (brk.count()) {
+            for (std::size_t k = 0; fits; ++k) {
+                nanoseconds start = *at + (every ? *every * static_cast<std::int64_t>(k) : nanoseconds{0});
+                if (k > 0 && (!every || start >= *at + *span)) break;
+                const Direction& from_up = k == 0 ? up : next.up;
+                const Direction& from_down = k == 0 ? down : next.down;
+                nanoseconds drain = std::max(drain_time(next.up, mtu), drain_time(next.down, mtu));
+                fits = push(start, outage_of(from_up, brk), outage_of(from_down, brk), true) &&
+                       (drain.count() == 0
+                            ? push(start + brk, next.up, next.down, false)
+                            : push(start + brk, draining_of(next.up, mtu), draining_of(next.down, mtu), false) &&
+                                  push(start + brk + drain, next.up, next.down, false));
+                if (drain.count() && fits) {
+                    s.steps[s.steps.size() - 2].draining = true;
+                    s.steps.back().drained = true;
+                }
+            }
+        } else {
+            fits = push(*at, next.up, next.down, false);
+        }
+        if (!fits) {
+            diag.error(entry.value_at,
+                       fmt::format("the schedule expands to more than {} changes at {}", kMaxScheduleSteps, section),
+                       "a flapping link makes two changes per outage: lengthen `every` or shorten `for`");
+            s.steps.resize(1);
+            break;
+        }
+        up = next.up;
+        down = next.down;
+        last_entry = i + 1;
+        free_from = s.steps.back().drained ? s.steps[s.steps.size() - 2].at : s.steps.back().at;
+    }
+    if (s.period.count() && s.period <= s.steps.back().at && s.steps.size() > 1)
+        diag.error(entries->items.back().value_at,
+                   fmt::format("the schedule repeats every {}, but its last change is at {}",
+                               units::format_duration(s.period), units::format_duration(s.steps.back().at)),
+                   "the entry with `repeat = true` comes after every change");
+    // A drain that a later change (or the next outage of a flapping link) overtakes ends there:
+    // that change's state has no pacing slot.
+    std::vector<ScheduleStep> kept;
+    kept.reserve(s.steps.size());
+    for (std::size_t i = 0; i < s.steps.size(); ++i)
+        if (!(s.steps[i].drained && i + 1 < s.steps.size() && s.steps[i].at >= s.steps[i + 1].at))
+            kept.push_back(std::move(s.steps[i]));
+    s.steps = std::move(kept);
+    if (s.period.count())
+        while (s.steps.size() > 1 && s.steps.back().drained && s.steps.back().at >= s.period) s.steps.pop_back();
+    for (const auto& step : s.steps) {
+        if (!same_conditions(step.up, base.up)) base.up.scheduled = true;
+        if (!same_conditions(step.down, base.down)) base.down.scheduled = true;
+    }
+    for (auto& step : s.steps) {
+        step.up.scheduled = base.up.scheduled;
+        step.down.scheduled = base.down.scheduled;
+        step.up.at.clear();  // where keys were written matters only while parsing
+        step.down.at.clear();
+    }
+    s.steps.front().up = base.up;
+    s.steps.front().down = base.down;
+    return s;
+}
+
+std::vector<std::string> describe(const Schedule& s) {
+    std::vector<std::string> out;
+    for (std::size_t i = 1; i < s.steps.size(); ++i) {
+        // After an outage, what changed is told against the link before it.
+        std::size_t before = i - 1;
+        while (before > 0 && s.steps[before].outage) --before;
+        const auto& prev = s.steps[before];
+        const auto& step = s.steps[i];
+        std::string what;
+        if (step.outage) {
+            what = "outage: nothing passes";
+        } else {
+            auto u = describe_direction(prev.up, step.up);
+            auto d = describe_direction(prev.down, step.down);
+            if (s.steps[i - 1].outage)
+                what = step.draining ? "link back, what was held leaves at the rate" : "link back";
+            if (step.drained) {
+                out.push_back(fmt::format("at {} (#{}): the held queue has left: netem's rate alone paces again",
+                                          units::format_duration(step.at), step.entry));
+                continue;
+            }
+            if (u == d && !u.empty())
+                what += (what.empty() ? "" : ", ") + u;
+            else {
+                if (!u.empty()) what += (what.empty() ? "up " : "; up ") + u;
+                if (!d.empty()) what += (what.empty() ? "down " : "; down ") + d;
+            }
+            if (what.empty()) what = "no change";
+        }
+        out.push_back(fmt::format("at {} (#{}): {}", units::format_duration(step.at), step.entry, what));
+    }
+    if (s.period.count())
+        out.push_back(fmt::format("at {}: starts over from [link], every {}", units::format_duration(s.period),
+                                  units::format_duration(s.period)));
+    return out;
+}
+
+}  // namespace wanlab::netem
