@@ -9,7 +9,7 @@ Unit series_unit(std::string_view name) {
     auto dot = name.rfind('.');
     std::string_view last = dot == std::string_view::npos ? name : name.substr(dot + 1);
     auto ends = [last](std::string_view s) { return last.ends_with(s); };
-    if (last.starts_with("throughput") || ends("_rate")) return Unit::bits_per_second;
+    if (last.starts_with("throughput") || ends("_rate") || last == "rate") return Unit::bits_per_second;
     if (ends("_per_second")) return Unit::per_second;
     if (last == "rtt" || last == "srtt" || ends("_rtt") || last.starts_with("latency") || ends("_time") ||
         last == "jitter" || last == "delay")

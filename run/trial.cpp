@@ -10,6 +10,7 @@
 #include "core/text.h"
 #include "diagnosis/counters.h"
 #include "diagnosis/qdisc_watch.h"
+#include "netem/player.h"
 #include "probes/http.h"
 #include "probes/probe_spec.h"
 #include "probes/sockets.h"
@@ -21,6 +22,49 @@ namespace wanlab::run {
 namespace {
 
 using namespace std::chrono_literals;
+
+// The link's configured figures as series beside the measured ones (link.up.rate, bit/s;
+// link.up.delay, s; link.up.loss, fraction): [link]'s at 0, then each change at the instant
+// the kernel acknowledged it, and the state in force when the schedule stopped. A step
+// series: each value holds until the next. Times count from the schedule's start, which is
+// the measurement's within the time it takes to start the probe.
+void add_schedule_series(probes::SeriesMap& out, const netem::Schedule& schedule, const netem::PlayLog& log) {
+    for (const char* dir : {"up", "down"}) {
+        auto state = [&](std::size_t step) -> const netem::Direction& {
+            return std::string(dir) == "up" ? schedule.steps[step].up : schedule.steps[step].down;
+        };
+        if (!state(0).scheduled) continue;
+        probes::Series rate, delay, loss;
+        auto add = [&](double t, std::size_t step) {
+            auto f = netem::figures_of(state(step));
+            rate.add(t, f.rate);
+            delay.add(t, f.delay);
+            if (f.loss >= 0) loss.add(t, f.loss);
+        };
+        add(0, 0);
+        std::size_t last = 0;
+        for (const auto& c : log.changes)
+            if (c.direction == dir || c.direction == "both") {
+                add(c.applied, c.step);
+                last = c.step;
+            }
+        add(std::max(log.ended, rate.t.back()), last);
+        const std::string prefix = fmt::format("link.{}.", dir);
+        out[prefix + "rate"] = std::move(rate);
+        out[prefix + "delay"] = std::move(delay);
+        if (loss.size()) out[prefix + "loss"] = std::move(loss);
+    }
+}
+
+// How late the schedule's changes came, beside the counters: {"changes": n, "late_median":
+// s, "late_p99": s, "late_max": s}, and why it stopped early, if it did.
+nlohmann::json schedule_counters(const netem::PlayLog& log) {
+    auto late = netem::lateness_of(log);
+    nlohmann::json j{
+        {"changes", late.changes}, {"late_median", late.median}, {"late_p99", late.p99}, {"late_max", late.max}};
+    if (!log.error.empty()) j["error"] = log.error;
+    return j;
+}
 
 std::string point_text(const experiment::Trial& t) {
     std::string s;
@@ -197,6 +241,12 @@ void TrialRunner::measure(const experiment::Trial& t, const std::string& label, 
     }
     std::optional<diagnosis::QdiscWatch> qdiscs;
     if (!sites.empty()) qdiscs.emplace(sites, diagnosis::kQdiscSampleEvery);
+    // The schedule's clock starts with each repeat, so every repeat sees the same link.
+    std::optional<netem::SchedulePlayer> player;
+    if (!t.schedule.empty()) {
+        player.emplace(t.schedule, netem::open_sites(sites), t.lab.mtu, netem::Psched::from_proc());
+        player->start();
+    }
     std::vector<probes::JobOutcome> outcomes(1);
     if (jobs.size() == 1) {
         try {
@@ -207,9 +257,17 @@ void TrialRunner::measure(const experiment::Trial& t, const std::string& label, 
     } else {
         outcomes = probes::run_together(jobs, tick_);
     }
+    // The link's last sample before the schedule puts [link] back.
+    const diagnosis::QdiscTally* tally = qdiscs ? &qdiscs->finish() : nullptr;
+    std::optional<netem::PlayLog> played;
+    if (player) {
+        played = player->finish();
+        if (!played->error.empty())
+            progress_.line(fmt::format("{}: repeat {}: the link's schedule stopped {}", label, r, played->error));
+    }
     nlohmann::json delta = counters.delta();
     diagnosis::add_machine_deltas(delta, machines, testbed.machine_counters());
-    const diagnosis::QdiscTally* tally = qdiscs ? &qdiscs->finish() : nullptr;
+    if (played) delta["schedule"] = schedule_counters(*played);
     if (tally) delta["qdisc"] = tally->counters();
     std::vector<probes::MemberRun> runs;
     for (std::size_t i = 0; i < members.size(); ++i) {
@@ -226,6 +284,9 @@ void TrialRunner::measure(const experiment::Trial& t, const std::string& label, 
             m = record_of(spec, *o.result, t.index, r, started);
             m.counters = delta;
             if (tally) tally->add_series(m.series);
+            if (played) add_schedule_series(m.series, t.schedule, *played);
+            if (played && !played->error.empty())
+                m.notes.push_back("the link's schedule stopped " + played->error + "; the rest ran on what it had set");
         } else {
             // The tool refused this measurement, not the lab: recorded, and the run goes on.
             m = record_of(spec, probes::ProbeResult{}, t.index, r, started);
@@ -242,6 +303,7 @@ void TrialRunner::measure(const experiment::Trial& t, const std::string& label, 
     auto g = record_of(record, probes::group_result(runs), t.index, r, started);
     g.counters = delta;
     if (tally) tally->add_series(g.series);
+    if (played) add_schedule_series(g.series, t.schedule, *played);
     commit(std::move(g));
 }
 

@@ -5,7 +5,7 @@
 # *.stderr, diff.*. Passes when the VM ran, no check failed and at least MIN checks passed;
 # fails (never skips) when the VM cannot run. What the script leaves in OUT/keep is moved to
 # WORK_DIR.keep when it passes (vm:run-e2e keeps its main run for browser:report-page).
-# Used by vm:run-e2e, vm:examples, vm:host-mode.
+# Used by vm:run-e2e, vm:examples, vm:host-mode, vm:schedule.
 # Usage: vm_checks.sh NAME WANLAB SRC_DIR WORK_DIR CHECKS MIN
 set -u
 name=$1 wanlab=$2 src=$3 work=$4 checks=$5 min=$6
