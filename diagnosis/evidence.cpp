@@ -187,6 +187,11 @@ Evidence evidence_of(const results::Trial& t, const Repeats& ms) {
             e.cpu_machine = it->get<std::string>();
     }
     e.cpu_busiest = median_or_nan(std::move(cpu));
+    std::vector<double> changes;
+    for (const auto* m : ms)
+        if (auto it = m->counters.find("schedule"); it != m->counters.end() && it->is_object())
+            changes.push_back(number_at(*it, "changes"));
+    e.schedule_changes = median_or_nan(std::move(changes));
     return e;
 }
 

@@ -297,18 +297,32 @@ std::optional<Verdict> emulation_not_held(bool held, const std::string& note) {
         fmt::format("emulation did not hold: {}; this trial's numbers do not describe the configured path", note)};
 }
 
+std::optional<Verdict> link_changed(const Evidence& e) {
+    if (!(e.schedule_changes >= 0)) return std::nullopt;
+    return Verdict{"link-schedule",
+                   fmt::format("the link changed during each repeat ([[link.schedule]], {:.0f} change{} in place): "
+                               "the rules that compare a measurement with [link]'s fixed rate, loss and RTT "
+                               "(rate-bound, queue-overflow, loss-bound, bufferbloat) do not apply; the series "
+                               "link.up.rate, link.up.delay and link.up.loss (and down) beside the measured ones "
+                               "show what held when",
+                               e.schedule_changes, e.schedule_changes == 1 ? "" : "s")};
+}
+
 std::vector<Verdict> diagnose(const Evidence& e) {
     // The rules in their order of precedence, each with whether it can set this measurement's
-    // number (docs/diagnosis.md "One verdict per measurement").
+    // number (docs/diagnosis.md "One verdict per measurement"). Under a schedule, those that
+    // compare with [link]'s fixed figures have nothing fixed to compare with.
+    const bool fixed = !(e.schedule_changes >= 0);
     const std::pair<std::optional<Verdict>, bool> found[] = {
-        {rate_bound(e), true},
+        {fixed ? rate_bound(e) : std::nullopt, true},
         {receive_window_limited(e), buffer_binds(e, e.rcvbuf)},
         {send_buffer_limited(e), buffer_binds(e, e.sndbuf)},
         {delayed_ack_stall(e), true},
-        {queue_overflow(e), queue_drops_cost(e) && !kind_of(e).measures_rtt},
-        {loss_bound(e), true},
-        {bufferbloat(e), kind_of(e).measures_rtt},
+        {fixed ? queue_overflow(e) : std::nullopt, queue_drops_cost(e) && !kind_of(e).measures_rtt},
+        {fixed ? loss_bound(e) : std::nullopt, true},
+        {fixed ? bufferbloat(e) : std::nullopt, kind_of(e).measures_rtt},
         {cpu_bound(e), true},
+        {link_changed(e), false},
     };
     std::vector<Verdict> out;
     for (const auto& [v, can_bind] : found)

@@ -61,6 +61,8 @@ struct Evidence {
     std::string cpu_machine;                ///< hosts mode: the other machine it was on ("" = this one)
     bool client_quickack = false;           ///< the built-in client already quick-acks
     std::vector<QueueEvidence> queues;      ///< the emulated link's, per direction
+    /// The link changed during each repeat ([[link.schedule]]): changes per repeat (NaN: none).
+    double schedule_changes = kUnknown;
 };
 
 /// What a verdict is to its measurement: the cause that set the measured number, or something
@@ -90,6 +92,10 @@ std::optional<Verdict> loss_bound(const Evidence& e);
 std::optional<Verdict> queue_overflow(const Evidence& e);
 std::optional<Verdict> bufferbloat(const Evidence& e);
 std::optional<Verdict> cpu_bound(const Evidence& e);
+/// The link changed during the measurement: the rules that compare it with [link]'s fixed
+/// rate, loss and RTT (rate-bound, queue-overflow, loss-bound, bufferbloat) do not apply, and
+/// this says so (an observation: a schedule is the experiment, not a cause to fix).
+std::optional<Verdict> link_changed(const Evidence& e);
 
 /// The trial's own rule, before any probe's: its emulation check measured the path and found
 /// it unlike its configuration (not `held`), so no number of the trial describes the

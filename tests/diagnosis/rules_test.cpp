@@ -527,3 +527,25 @@ TEST_CASE("one verdict: a buffer limit binds only where its cap explains the num
     CHECK(roles_of(all) == std::vector<Role>{Role::binding, Role::observed});
     CHECK_THAT(all[1].text, Contains("Raise [link] limit above 67"));
 }
+
+TEST_CASE("a link that changed during the measurement: no rule compares it with fixed figures", "[diagnosis]") {
+    // tests/vm/schedule/outage.toml: 20 Mbit/s with a 3 s outage in a 7 s transfer; netem
+    // dropped what arrived during the outage (its loss of 100% then), not by its queue limit.
+    Evidence e = iperf3_rate_bound();
+    e.throughput = 8.2e6;
+    e.schedule_changes = 3;
+    QueueEvidence q;
+    q.direction = "up";
+    q.loss = 0;
+    q.netem_sent = 7000, q.netem_drops = 210, q.netem_limit = 1000, q.netem_peak = 400;
+    e.queues.push_back(q);
+    auto verdicts = diagnose(e);
+    REQUIRE(verdicts.size() == 1);
+    CHECK(verdicts[0].rule == "link-schedule");
+    CHECK(verdicts[0].role == Role::observed);
+    CHECK_THAT(verdicts[0].text, Contains("3 changes in place") && Contains("link.up.rate"));
+    e.schedule_changes = kUnknown;  // the same numbers on a fixed link are queue overflow
+    auto fixed = diagnose(e);
+    REQUIRE_FALSE(fixed.empty());
+    CHECK(fixed[0].rule == "queue-overflow");
+}
