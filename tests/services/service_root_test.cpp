@@ -112,7 +112,7 @@ name = "dies"
 [[variant]]
 name = "lives"
 [variant.service.fragile.vars]
-life = "60"
+life = "60.25"  # a length no other test sleeps: pgrep below looks for it
 )");
     Cleanup cleanup("svc-die");
     auto before = capture();
@@ -126,7 +126,7 @@ life = "60"
     auto statuses = sh(fmt::format("sqlite3 {} 'SELECT variant, status FROM trials ORDER BY idx'",
                                    (exp.dir / "out" / "results.db").string()));
     CHECK(statuses == "dies|failed\nlives|done\n");
-    CHECK(sh("pgrep -f '^sleep 60$'").empty());  // the living one was stopped with its trial
+    CHECK(sh("pgrep -f '^sleep 60.25$'").empty());  // the living one was stopped with its trial
     CHECK(capture() == before);
 }
 
