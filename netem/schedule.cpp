@@ -1,6 +1,7 @@
 #include "netem/schedule.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -89,7 +90,8 @@ Direction draining_of(Direction d, std::uint32_t mtu) {
 nanoseconds drain_time(const Direction& d, std::uint32_t mtu) {
     if (d.rate_bps == 0 || d.shaper != Shaper::netem || d.netem.slot) return nanoseconds{0};
     long double s = static_cast<long double>(d.netem.limit_packets) * (mtu + 14) * 8 / d.rate_bps;
-    return nanoseconds(static_cast<std::int64_t>(std::min<long double>(s, 86400) * 1e9L));
+    // In whole milliseconds, rounded up: the plan prints 12858ms, not 12857.466666ms.
+    return nanoseconds(static_cast<std::int64_t>(std::ceil(std::min<long double>(s, 86400) * 1e3L)) * 1'000'000);
 }
 
 // Refuses keys that change the tree's shape, here or in an `up`/`down` table of the entry.
@@ -136,7 +138,7 @@ void check_shape(const Direction& base, const Direction& next, const char* dir, 
                "give a rate above zero (an outage is `outage = \"2s\"`)");
 }
 
-std::string describe_direction(const Direction& before, const Direction& d) {
+std::string describe_direction(const Direction& before, const Direction& d, bool draining) {
     std::vector<std::string> parts;
     if (d.netem.delay != before.netem.delay || d.netem.jitter != before.netem.jitter)
         parts.push_back(d.netem.jitter.count() ? fmt::format("delay {} {}", units::format_duration(d.netem.delay),
@@ -155,6 +157,7 @@ std::string describe_direction(const Direction& before, const Direction& d) {
     a.netem.rate_bps = b.netem.rate_bps;
     a.netem.limit_packets = b.netem.limit_packets;
     a.netem.loss = b.netem.loss;
+    if (draining) a.netem.slot = b.netem.slot;  // the pacing slot is said in words
     if (!same_conditions(a, b))
         parts.push_back(netem_arguments(d.netem, {"limit", "rate", "delay", "jitter", "loss", "loss_correlation"}));
     std::string out;
@@ -438,8 +441,8 @@ std::vector<std::string> describe(const Schedule& s) {
         if (step.outage) {
             what = "outage: nothing passes";
         } else {
-            auto u = describe_direction(prev.up, step.up);
-            auto d = describe_direction(prev.down, step.down);
+            auto u = describe_direction(prev.up, step.up, step.draining);
+            auto d = describe_direction(prev.down, step.down, step.draining);
             if (s.steps[i - 1].outage)
                 what = step.draining ? "link back, what was held leaves at the rate" : "link back";
             if (step.drained) {

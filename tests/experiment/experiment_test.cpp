@@ -519,7 +519,7 @@ TEST_CASE("every shipped profile loads cleanly and names its description and sou
     const std::map<std::string, std::set<std::string>> promised = {
         {"link",
          {"lan", "datacenter", "metro", "transcontinental", "transatlantic", "transpacific", "satellite-geo",
-          "satellite-leo", "lte", "5g", "3g", "dsl", "cable", "lossy-wifi"}},
+          "satellite-leo", "lte", "5g", "3g", "dsl", "cable", "lossy-wifi", "satellite-leo-handovers", "lte-handover"}},
         {"tuning", {"linux-default", "high-bdp", "low-latency"}}};
     for (const auto& [kind, names] : promised) {
         std::set<std::string> found;
