@@ -39,7 +39,15 @@ check "delay schedule: the run exits 0" [ $? = 0 ]
 check "RTT follows the delay schedule 20 -> 100 -> 20 ms [$(series delay "$out/delay.json")]" \
     series delay "$out/delay.json"
 
-# 4. A kill in the middle of an outage: `wanlab restore` gives the machine back exactly.
+# 4. examples/outage-recovery.toml: its asserts are its check (a patient client loses no
+# request to a 2 s outage, its slowest waited it out; an impatient one fails some).
+"$wanlab" run "$src/examples/outage-recovery.toml" --no-vm --out "$out/recovery" --run recovery --quiet \
+    --set run.repeats=1 --set run.cooldown=0s >"$out/recovery.stdout" 2>"$out/recovery.stderr"
+rc=$?
+check "outage-recovery runs and its asserts pass [rc=$rc; $(grep -E '^  (PASS|FAIL)' "$out/recovery.stdout" | tr -s ' ' | tr '\n' ';')]" [ "$rc" = 0 ]
+check "outage-recovery: the machine is as before" same_state recovery
+
+# 5. A kill in the middle of an outage: `wanlab restore` gives the machine back exactly.
 "$wanlab" run "$src/tests/vm/schedule/outage.toml" --no-vm --out "$out/kill" --run kill \
     >"$out/kill.stdout" 2>"$out/kill.stderr" &
 pid=$!
