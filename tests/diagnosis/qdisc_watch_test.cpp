@@ -115,6 +115,13 @@ TEST_CASE("the qdisc tally gives deltas, peaks and limits by role, and backlog a
     CHECK(series.at("qdisc.up.netem.drops").t == std::vector<double>{0.1, 0.2});
     CHECK(series.at("qdisc.up.netem.drops").value == std::vector<double>{26, 4});
     CHECK(series.at("qdisc.up.queue.drops").value == std::vector<double>{19, 5});
+    // What left netem (the top of the tree) per sample, in bit/s: 499000 bytes in 0.1 s, then
+    // 400000; only netem's, the link's own delivery.
+    REQUIRE(series.count("qdisc.up.netem.throughput"));
+    CHECK(series.at("qdisc.up.netem.throughput").t == std::vector<double>{0.1, 0.2});
+    CHECK(series.at("qdisc.up.netem.throughput").value[0] == Approx(499000 * 8 / 0.1));
+    CHECK(series.at("qdisc.up.netem.throughput").value[1] == Approx(400000 * 8 / 0.1));
+    CHECK_FALSE(series.count("qdisc.up.queue.throughput"));
 }
 
 TEST_CASE("a queue grafted at its second handle keeps its role, so its drops are not the shaper's", "[diagnosis]") {

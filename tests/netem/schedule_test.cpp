@@ -309,3 +309,22 @@ rate = "5mbit"
     CHECK(late.changes == 2);
     CHECK(late.max >= late.median);
 }
+
+TEST_CASE("a schedule across machines is refused for now, naming where it runs", "[netem][schedule][messages]") {
+    auto m = errors_of(R"([lab]
+mode = "hosts"
+[hosts.client]
+ssh = "local"
+[hosts.server]
+ssh = "server.example"
+address = "198.18.0.2"
+[link]
+delay = "10ms"
+[[link.schedule]]
+at = "1s"
+delay = "20ms"
+[[probe]]
+kind = "rtt"
+)");
+    CHECK_THAT(m, Catch::Contains("runs in the namespace lab and in host mode, not yet across machines"));
+}

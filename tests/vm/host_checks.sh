@@ -49,6 +49,26 @@ check "the emulation check says host mode" \
     [ "$(q "$db" "select count(*) from trials where run_id='host1' and emulation_check like '%host mode%'")" = 2 ]
 check "host-mode run restored the interface (qdiscs, filters, no ifb left)" same_state run
 
+# 1b. A schedule in host mode: the player changes the filtered tree in place, both ways.
+"$wanlab" run "$src/tests/vm/run/host-schedule.toml" --out "$out/hsched" --run hsched \
+    >"$out/hsched.stdout" 2>"$out/hsched.stderr"
+rc=$?
+check "host mode with a schedule exits 0 [rc=$rc]" [ "$rc" = 0 ]
+"$wanlab" results show hsched --out "$out/hsched" --export json >"$out/hsched.json"
+steps=$(python3 -c '
+import json, statistics, sys
+m = json.load(open(sys.argv[1]))["measurements"][0]["series"]
+d = list(zip(m["link.up.delay"]["t"], m["link.up.delay"]["value"]))
+t = [a for a, v in d if v > 0.03][0]
+r = list(zip(m["rtt"]["t"], m["rtt"]["value"]))
+lo = statistics.median(v for a, v in r if 0.2 <= a < t)
+hi = statistics.median(v for a, v in r if a >= t + 0.15)
+print(f"{lo*1e3:.1f} {hi*1e3:.1f} {t:.4f}")' "$out/hsched.json")
+set -- $steps
+check "host mode: the RTT to the target steps from 20 to 80 ms at the scheduled change [median $1 ms, then $2 ms, change at $3 s]" \
+    sh -c "awk -v a='$1' -v b='$2' -v bare='$bare' 'BEGIN { exit !(a >= 20 && a <= 25 + bare && b >= 80 && b <= 85 + bare) }'"
+check "host mode with a schedule restored the interface" same_state hsched
+
 # 2. lab up: only the target's traffic is impaired; kill -9, then `wanlab restore`.
 "$wanlab" lab up "$src/tests/vm/run/host.toml" --run hup >"$out/labup.stdout" 2>"$out/labup.stderr" &
 pid=$!
