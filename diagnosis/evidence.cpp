@@ -187,11 +187,18 @@ Evidence evidence_of(const results::Trial& t, const Repeats& ms) {
             e.cpu_machine = it->get<std::string>();
     }
     e.cpu_busiest = median_or_nan(std::move(cpu));
-    std::vector<double> changes;
+    std::vector<double> changes, late_median, late_p99;
     for (const auto* m : ms)
-        if (auto it = m->counters.find("schedule"); it != m->counters.end() && it->is_object())
+        if (auto it = m->counters.find("schedule"); it != m->counters.end() && it->is_object()) {
             changes.push_back(number_at(*it, "changes"));
+            late_median.push_back(number_at(*it, "late_median"));
+            late_p99.push_back(number_at(*it, "late_p99"));
+            double most = number_at(*it, "late_max");
+            if (!(e.schedule_late_max >= most)) e.schedule_late_max = most;
+        }
     e.schedule_changes = median_or_nan(std::move(changes));
+    e.schedule_late_median = median_or_nan(std::move(late_median));
+    e.schedule_late_p99 = median_or_nan(std::move(late_p99));
     return e;
 }
 

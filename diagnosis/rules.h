@@ -61,8 +61,10 @@ struct Evidence {
     std::string cpu_machine;                ///< hosts mode: the other machine it was on ("" = this one)
     bool client_quickack = false;           ///< the built-in client already quick-acks
     std::vector<QueueEvidence> queues;      ///< the emulated link's, per direction
-    /// The link changed during each repeat ([[link.schedule]]): changes per repeat (NaN: none).
+    /// The link changed during each repeat ([[link.schedule]]): changes per repeat (NaN: none),
+    /// and how late they landed, s (medians over the repeats; the max the largest).
     double schedule_changes = kUnknown;
+    double schedule_late_median = kUnknown, schedule_late_p99 = kUnknown, schedule_late_max = kUnknown;
 };
 
 /// What a verdict is to its measurement: the cause that set the measured number, or something

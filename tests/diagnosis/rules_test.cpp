@@ -534,6 +534,7 @@ TEST_CASE("a link that changed during the measurement: no rule compares it with 
     Evidence e = iperf3_rate_bound();
     e.throughput = 8.2e6;
     e.schedule_changes = 3;
+    e.schedule_late_median = 0.002, e.schedule_late_p99 = 0.0039, e.schedule_late_max = 0.0043;
     QueueEvidence q;
     q.direction = "up";
     q.loss = 0;
@@ -544,6 +545,9 @@ TEST_CASE("a link that changed during the measurement: no rule compares it with 
     CHECK(verdicts[0].rule == "link-schedule");
     CHECK(verdicts[0].role == Role::observed);
     CHECK_THAT(verdicts[0].text, Contains("3 changes in place") && Contains("link.up.rate"));
+    CHECK_THAT(verdicts[0].text,
+               Contains("each landing 2.00 ms after its planned instant (median; p99 3.90 ms, at most "
+                        "4.30 ms)"));
     e.schedule_changes = kUnknown;  // the same numbers on a fixed link are queue overflow
     auto fixed = diagnose(e);
     REQUIRE_FALSE(fixed.empty());
