@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -552,6 +553,37 @@ const Machine* LabSpec::machine(const std::string& role) const {
     return nullptr;
 }
 
+namespace {
+// A schedule entry that starts after every measurement of the trial has ended never takes
+// effect (its clock starts with each measurement): said once per entry, at its `at`.
+void check_schedule_reach(const Trial& t, const Node& link, Diagnostics& diag) {
+    const Node* entries = link.find("schedule");
+    if (t.schedule.empty() || t.probes.empty() || !entries || entries->kind != Node::Kind::table_array) return;
+    // A measurement lasts at most its `duration` (a count of probes may end it sooner, a slow
+    // path make it last longer than the count times the interval: only the duration bounds it).
+    double longest = 0;
+    for (const auto& p : t.probes) {
+        auto d = p.options.find("duration");
+        if (d == p.options.end()) return;  // a command runs as long as it runs
+        longest = std::max(longest, static_cast<double>(std::get<std::int64_t>(d->second)) / 1e9);
+    }
+    std::set<std::size_t> told;
+    for (const auto& step : t.schedule.steps) {
+        double at = static_cast<double>(step.at.count()) / 1e9;
+        if (step.entry == 0 || at < longest || told.count(step.entry) || step.entry > entries->items.size()) continue;
+        told.insert(step.entry);
+        const Node& entry = entries->items[step.entry - 1];
+        const Node* at_node = entry.find("at");
+        diag.warning(at_node ? at_node->value_at : entry.value_at,
+                     fmt::format("[[link.schedule]] #{} starts at {}, after the longest measurement of the trial "
+                                 "({:.3g} s) has ended: it never takes effect",
+                                 step.entry, units::format_duration(step.at), longest),
+                     "the schedule's clock starts with each measurement (each repeat): lengthen the probe's "
+                     "`duration`, or move the entry earlier");
+    }
+}
+}  // namespace
+
 Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, const ProfileLibrary& profiles,
                   config::Documents& docs, Diagnostics& diag, const sysctl::SysctlSpec* known_sysctl) {
     Trial t;
@@ -601,6 +633,7 @@ Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, 
             t.services.push_back(std::move(s));
         }
     }
+    check_schedule_reach(t, link_table, diag);
     if (t.lab.mode == LabSpec::Mode::host)
         check_host_probes(t, diag);
     else

@@ -328,3 +328,23 @@ kind = "rtt"
 )");
     CHECK_THAT(m, Catch::Contains("runs in the namespace lab and in host mode, not yet across machines"));
 }
+
+TEST_CASE("an entry after every measurement has ended is said never to take effect", "[netem][schedule][messages]") {
+    auto l = testing::load(R"([link]
+delay = "10ms"
+[[link.schedule]]
+at = "2s"
+delay = "20ms"
+[[link.schedule]]
+at = "12s"
+delay = "30ms"
+[[probe]]
+kind = "rtt"
+duration = "10s"
+)");
+    INFO(l.messages);
+    REQUIRE(l.exp);  // a warning
+    CHECK_THAT(l.messages, Catch::Contains("[[link.schedule]] #2 starts at 12s, after the longest measurement of the "
+                                           "trial (10 s) has ended: it never takes effect"));
+    CHECK_THAT(l.messages, !Catch::Contains("#1 starts"));
+}
