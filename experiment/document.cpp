@@ -51,6 +51,29 @@ void merge_named_items(Node& array, const Node& overlay, const char* what, const
     }
 }
 
+// `link.schedule.2.outage` addresses the second [[link.schedule]] entry, numbered as its
+// messages number it (#2): a sweep or --set changes one key of one entry.
+void merge_numbered_items(Node& array, const Node& overlay, const std::string& what, Diagnostics& diag) {
+    for (const auto& [name, value] : overlay.members) {
+        std::size_t n = 0;
+        bool number = !name.empty() && name.size() < 6 &&
+                      std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (number) n = std::stoul(name);
+        if (!number || n == 0 || n > array.items.size()) {
+            diag.error(value.key_at,
+                       fmt::format("`{}.{}` names no [[{}]] entry: they are numbered 1 to {}", what, name, what,
+                                   array.items.size()),
+                       fmt::format("`{}.2.outage` is the second entry's outage", what));
+            continue;
+        }
+        if (!value.is_table()) {
+            diag.error(value.value_at, fmt::format("`{}.{}` must be a table of the entry's keys", what, name));
+            continue;
+        }
+        merge_document(array.items[n - 1], value, diag);
+    }
+}
+
 // ---- normalizing: dotted sysctl names and sweep paths -------------------------------------
 
 // Table headers and dotted keys nest a path ([sweep.link] rtt = [...]); an inline table is a
@@ -73,6 +96,8 @@ void merge_document(Node& base, const Node& overlay, Diagnostics& diag) {
         if (existing && existing->kind == Node::Kind::table_array && value.is_table() &&
             (key == "probe" || key == "variant" || key == "service")) {
             merge_named_items(*existing, value, key.c_str(), key == "probe" ? "kind" : nullptr, diag);
+        } else if (existing && existing->kind == Node::Kind::table_array && value.is_table() && key == "schedule") {
+            merge_numbered_items(*existing, value, "link.schedule", diag);
         } else if (existing && existing->is_table() && value.is_table()) {
             merge_document(*existing, value, diag);
         } else if (!existing && value.is_table() && (key == "probe" || key == "variant" || key == "service")) {

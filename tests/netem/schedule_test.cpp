@@ -348,3 +348,30 @@ duration = "10s"
                                            "trial (10 s) has ended: it never takes effect"));
     CHECK_THAT(l.messages, !Catch::Contains("#1 starts"));
 }
+
+TEST_CASE("a sweep or --set changes one key of one schedule entry by its number", "[netem][schedule][sweep]") {
+    auto l = testing::load(std::string(kLink) + R"(
+[[link.schedule]]
+at = "1s"
+rate = "5mbit"
+[[link.schedule]]
+at = "3s"
+outage = "1s"
+[sweep]
+"link.schedule.2.outage" = ["500ms", "2s"]
+)",
+                           {"link.schedule.1.rate=8mbit"});
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    REQUIRE(l.exp->trials.size() == 2);
+    for (const auto& t : l.exp->trials) CHECK(t.schedule.steps[1].up.rate_bps == 8'000'000);
+    // The outage's end, then the drain of what it held.
+    CHECK(l.exp->trials[0].schedule.steps[3].at == 3500ms);
+    CHECK(l.exp->trials[1].schedule.steps[3].at == 5s);
+    auto bad = testing::load(std::string(kLink) +
+                             "[[link.schedule]]\nat = \"1s\"\noutage = \"1s\"\n[sweep]\n"
+                             "\"link.schedule.3.outage\" = [\"1s\", \"2s\"]\n");
+    CHECK_FALSE(bad.exp);
+    CHECK_THAT(bad.messages, Catch::Contains("`link.schedule.3` names no [[link.schedule]] entry: they are numbered 1 "
+                                             "to 1"));
+}
