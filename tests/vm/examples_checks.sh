@@ -38,7 +38,10 @@ run() {
     # The delay must be in place (the effects below depend on it). The bounds are looser than
     # the emulation check's own: on a busy host the emulated CPU adds up to ~15 ms to a
     # handshake; rates are checked through each example's own throughput below.
-    check "$name: every trial's RTT within 95% and 110% + 15 ms of its configuration" \
+    # The measured RTTs in the message: a failure says by how much, and which trial.
+    rtts=$(q "$db" "select group_concat(variant || ' ' || printf('%.1f', 1000 * json_extract(emulation_check, '\$.rtt_measured'))
+                     || '/' || printf('%g', 1000 * json_extract(emulation_check, '\$.rtt_configured')), ', ') from trials")
+    check "$name: every trial's RTT within 95% and 110% + 15 ms of its configuration [$rtts ms]" \
         [ "$(q "$db" "select count(*) from trials where json_extract(emulation_check, '\$.checked') = 0 or
                       (json_extract(emulation_check, '\$.rtt_measured') between
                        0.95 * json_extract(emulation_check, '\$.rtt_configured') - 0.0002 and
