@@ -152,7 +152,7 @@ Request tbf_request(const Direction& d, int ifindex, const std::string& dev, std
 }
 
 std::vector<Request> htb_requests(const Direction& d, int ifindex, const std::string& dev, std::uint32_t parent,
-                                  const TreeLayout& layout) {
+                                  std::uint32_t mtu, const TreeLayout& layout) {
     std::vector<Request> out;
     std::unique_ptr<rtnl_qdisc, QdiscPut> q(rtnl_qdisc_alloc());
     rtnl_tc_set_ifindex(TC_CAST(q.get()), ifindex);
@@ -172,6 +172,12 @@ std::vector<Request> htb_requests(const Direction& d, int ifindex, const std::st
     check(rtnl_tc_set_kind(TC_CAST(c.get()), "htb"), "htb class");
     check(rtnl_htb_set_rate64(c.get(), d.rate_bps / 8), "htb rate");
     check(rtnl_htb_set_ceil64(c.get(), d.rate_bps / 8), "htb ceil");
+    // The bucket tbf gets (netem/link_spec.h): libnl's default, rate/HZ + 1600 bytes with the
+    // kernel's nanosecond psched clock, is about one frame, which a late timer turns into a
+    // lower rate. (htb keeps its tokens when the rate changes in place; tbf refills its bucket.)
+    const auto burst = static_cast<std::uint32_t>(std::min<std::uint64_t>(tbf_burst(d.rate_bps, mtu), UINT32_MAX));
+    check(rtnl_htb_set_rbuffer(c.get(), burst), "htb burst");
+    check(rtnl_htb_set_cbuffer(c.get(), burst), "htb cburst");
     nl_msg* craw = nullptr;
     check(rtnl_class_build_add_request(c.get(), kCreateOrReplace, &craw), "htb class");
     Msg cm(craw);
@@ -304,7 +310,7 @@ std::vector<Request> shaper_requests(const Direction& d, int ifindex, const std:
     if (d.shaper == Shaper::tbf)
         out.push_back(tbf_request(d, ifindex, dev, parent, mtu, layout));
     else
-        for (auto& r : htb_requests(d, ifindex, dev, parent, layout)) out.push_back(std::move(r));
+        for (auto& r : htb_requests(d, ifindex, dev, parent, mtu, layout)) out.push_back(std::move(r));
     if (d.queue != Queue::none) out.push_back(queue_request(d, ifindex, dev, layout, psched));
     return out;
 }

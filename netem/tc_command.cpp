@@ -66,8 +66,9 @@ std::vector<std::string> tc_commands(const Direction& d, const std::string& devi
                        shaper, units::format_rate(d.rate_bps), tbf_burst(d.rate_bps, mtu)));
     } else {
         tc(fmt::format("qdisc replace dev {} parent {} handle {} htb default 1", dev, netem_class, shaper));
-        tc(fmt::format("class replace dev {} parent {} classid {}1 htb rate {} ceil {}", dev, shaper, shaper,
-                       units::format_rate(d.rate_bps), units::format_rate(d.rate_bps)));
+        tc(fmt::format("class replace dev {} parent {} classid {}1 htb rate {} ceil {} burst {} cburst {}", dev, shaper,
+                       shaper, units::format_rate(d.rate_bps), units::format_rate(d.rate_bps),
+                       tbf_burst(d.rate_bps, mtu), tbf_burst(d.rate_bps, mtu)));
     }
     if (d.queue != Queue::none)
         tc(fmt::format("qdisc replace dev {} parent {}1 handle {} {}", dev, shaper, queue, queue_arguments(d)));

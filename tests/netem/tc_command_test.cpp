@@ -63,7 +63,9 @@ TEST_CASE("an htb shaper gets a class at the configured rate and a bfifo sized i
           std::vector<std::string>{
               "ip netns exec r tc qdisc replace dev x root handle 1: netem limit 1000 delay 5ms",
               "ip netns exec r tc qdisc replace dev x parent 1:1 handle 2: htb default 1",
-              "ip netns exec r tc class replace dev x parent 2: classid 2:1 htb rate 1gbit ceil 1gbit",
+              "ip netns exec r tc class replace dev x parent 2: classid 2:1 htb rate 1gbit ceil 1gbit burst 500000 "
+              "cburst "
+              "500000",
               "ip netns exec r tc qdisc replace dev x parent 2:1 handle 3: bfifo limit 262144",
           });
 }
