@@ -303,13 +303,14 @@ std::optional<Verdict> link_changed(const Evidence& e) {
     if (e.schedule_late_median >= 0 && e.schedule_changes > 0)
         late = fmt::format(", each landing {} after its planned instant (median; p99 {}, at most {})",
                            ms(e.schedule_late_median), ms(e.schedule_late_p99), ms(e.schedule_late_max));
-    return Verdict{"link-schedule",
-                   fmt::format("the link changed during each repeat ([[link.schedule]], {:.0f} change{} in place{}): "
-                               "the rules that compare a measurement with [link]'s fixed rate, loss and RTT "
-                               "(rate-bound, queue-overflow, loss-bound, bufferbloat) do not apply; the series "
-                               "link.up.rate, link.up.delay and link.up.loss (and down) beside the measured ones "
-                               "show what held when",
-                               e.schedule_changes, e.schedule_changes == 1 ? "" : "s", late)};
+    return Verdict{
+        "link-schedule",
+        fmt::format("the link changed during each repeat ({:.0f} change{} in place, as its schedule or trace says{}): "
+                    "the rules that compare a measurement with [link]'s fixed rate, loss and RTT "
+                    "(rate-bound, queue-overflow, loss-bound, bufferbloat) do not apply; the series "
+                    "link.up.rate, link.up.delay and link.up.loss (and down) beside the measured ones "
+                    "show what held when",
+                    e.schedule_changes, e.schedule_changes == 1 ? "" : "s", late)};
 }
 
 std::vector<Verdict> diagnose(const Evidence& e) {

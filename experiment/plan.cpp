@@ -459,7 +459,24 @@ json plan_json(const Experiment& exp) {
         json link{{"up", direction_json(t.link.up)}, {"down", direction_json(t.link.down)}};
         if (!t.schedule.empty()) {
             json steps = json::array();
-            for (std::size_t i = 1; i < t.schedule.steps.size(); ++i) {
+            json traces = json::array();
+            for (const auto& st : t.schedule.traces) {
+                json columns = json::object();
+                for (const auto& c : st.trace.columns)
+                    columns[c.name] = {{"mean", c.mean}, {"min", c.min}, {"max", c.max}};
+                traces.push_back(
+                    {{"directions", st.directions},
+                     {"file", st.trace.file},
+                     {"format", st.trace.format == netem::Trace::Format::mahimahi ? "mahimahi" : "csv"},
+                     {"duration", seconds(st.trace.period)},
+                     {"window", st.trace.format == netem::Trace::Format::mahimahi ? json(seconds(st.trace.window))
+                                                                                  : json(nullptr)},
+                     {"entries", st.trace.entries},
+                     {"raised_windows", st.trace.raised},
+                     {"columns", columns}});
+            }
+            // A trace's steps are its rows: the trace stands for them.
+            for (std::size_t i = 1; t.schedule.traces.empty() && i < t.schedule.steps.size(); ++i) {
                 const auto& step = t.schedule.steps[i];
                 steps.push_back({{"at", seconds(step.at)},
                                  {"entry", step.entry},
@@ -469,6 +486,8 @@ json plan_json(const Experiment& exp) {
             }
             link["schedule"] = {
                 {"steps", steps},
+                {"changes", t.schedule.steps.size() - 1},
+                {"traces", traces},
                 {"repeat_every", t.schedule.period.count() ? json(seconds(t.schedule.period)) : json(nullptr)}};
         }
         trials.push_back({{"index", t.index},

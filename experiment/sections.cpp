@@ -601,11 +601,14 @@ Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, 
     netem::resolve_limit(t.link.up, t.lab.line_rate_bps, t.lab.mtu, diag);
     netem::resolve_limit(t.link.down, t.lab.line_rate_bps, t.lab.mtu, diag);
     t.schedule = netem::parse_schedule(link_table, t.link, t.lab.line_rate_bps, t.lab.mtu, diag);
-    if (!t.schedule.empty() && t.lab.mode == LabSpec::Mode::hosts)
-        diag.error(link_table.find("schedule")->key_at,
-                   "a [[link.schedule]] runs in the namespace lab and in host mode, not yet across machines "
-                   "([lab] mode = \"hosts\")",
+    if (!t.schedule.empty() && t.lab.mode == LabSpec::Mode::hosts) {
+        const Node* key = link_table.find("schedule");
+        if (!key) key = link_table.find("trace");
+        diag.error(key ? key->key_at : link_table.value_at,
+                   "a [[link.schedule]] or a trace runs in the namespace lab and in host mode, not yet across "
+                   "machines ([lab] mode = \"hosts\")",
                    "measure the changing link in the namespace lab (the micro-VM has netem), or drop the schedule");
+    }
     if (known_sysctl) {
         t.sysctl = *known_sysctl;
     } else {

@@ -38,6 +38,9 @@ void check_link_keys(const Node& table, const std::string& section, Diagnostics&
     Reader r(table, section, scratch);
     Direction ignored;
     parse_fields(r, ignored);
+    // A trace is read with the schedule (netem/schedule.cpp), for both directions or each.
+    r.raw("trace");
+    r.raw("trace_window");
     if (link_level) {
         r.raw("rtt");
         r.raw("profile");
@@ -62,13 +65,15 @@ Direction resolve_direction(const Node& link, const char* name, std::optional<na
     merged.kind = Node::Kind::table;
     merged.value_at = link.value_at;
     for (const auto& [key, value] : link.members)
-        if (key != "up" && key != "down" && key != "rtt" && key != "profile" && key != "schedule")
+        if (key != "up" && key != "down" && key != "rtt" && key != "profile" && key != "schedule" && key != "trace" &&
+            key != "trace_window")
             merged.members.emplace_back(key, value);
     Direction d;
     if (half_rtt) d.netem.delay = *half_rtt;
     // Written, valid or not: a check that depends on the delay looks there first.
     if (const Node* rtt = link.find("rtt")) d.at["delay"] = rtt->key_at;
     if (const Node* over = link.find(name); over && over->is_table()) config::merge(merged, *over);
+    if (const Node* trace = merged.find("trace")) d.at["trace"] = trace->value_at;
     // Every problem in these keys was reported by check_link_keys() against the table it was
     // written in; the merged view only resolves values.
     Diagnostics already_reported;
@@ -183,7 +188,9 @@ void validate_direction(const Direction& d, const char* dir, Diagnostics& diag) 
                                                    "overheads, {} does not",
                                                    key, to_string(d.shaper)));
     needs(d, "cell_overhead", n.cell_size > 0, "cell_size", "it is added to each cell", diag, dir);
-    needs(d, "shaper", d.rate_bps > 0, "rate", "a shaper limits the rate", diag, dir);
+    // A trace's rates come with the schedule (netem/schedule.cpp checks there is one from 0).
+    const bool traced = d.at.count("trace") > 0;
+    needs(d, "shaper", d.rate_bps > 0 || traced, "rate", "a shaper limits the rate", diag, dir);
     // libnl's tbf takes its rate in bytes/s as an int (encode.cpp): the limit is found here,
     // before anything changes, not when the trial's tree is sent.
     if (d.shaper == Shaper::tbf && d.rate_bps / 8 > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
@@ -193,7 +200,7 @@ void validate_direction(const Direction& d, const char* dir, Diagnostics& diag) 
                                "= \"htb\", or netem's own rate",
                                units::format_rate(d.rate_bps)));
     }
-    needs(d, "qdisc", d.queue == Queue::none || d.rate_bps > 0, "rate",
+    needs(d, "qdisc", d.queue == Queue::none || d.rate_bps > 0 || traced, "rate",
           "the bottleneck queue only fills behind a rate limit", diag, dir);
     needs(d, "qdisc_limit", d.queue != Queue::none, "qdisc", "it sizes the bottleneck queue", diag, dir);
     if (d.queue != Queue::none && d.rate_bps > 0 && d.shaper == Shaper::netem) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -115,7 +117,7 @@ bool refuse_shape_keys(const Node& changes, const std::string& section, Diagnost
                        "set it in [link] (or compare values with a [[variant]] or [sweep]); a schedule changes "
                        "delay, jitter, loss, rate and the other netem figures in place");
             ok = false;
-        } else if (key == "profile" || key == "schedule") {
+        } else if (key == "profile" || key == "schedule" || key == "trace" || key == "trace_window") {
             diag.error(value.key_at, fmt::format("`{}` cannot be set in a schedule entry", key),
                        "a schedule entry changes per-direction [link] keys (delay, rate, loss, ...)");
             ok = false;
@@ -165,6 +167,211 @@ std::string describe_direction(const Direction& before, const Direction& d, bool
     return out;
 }
 
+// Marks the directions a schedule changes, and makes its first step [link] itself.
+void finish_schedule(Schedule& s, LinkSpec& base) {
+    for (const auto& step : s.steps) {
+        if (!same_conditions(step.up, base.up)) base.up.scheduled = true;
+        if (!same_conditions(step.down, base.down)) base.down.scheduled = true;
+    }
+    for (auto& step : s.steps) {
+        step.up.scheduled = base.up.scheduled;
+        step.down.scheduled = base.down.scheduled;
+        step.up.at.clear();  // where keys were written matters only while parsing
+        step.down.at.clear();
+    }
+    s.steps.front().up = base.up;
+    s.steps.front().down = base.down;
+}
+
+// --- traces --------------------------------------------------------------------------------
+
+bool has_trace(const Node& link) {
+    if (link.find("trace")) return true;
+    for (const char* dir : {"up", "down"})
+        if (const Node* d = link.find(dir); d && d->is_table() && d->find("trace")) return true;
+    return false;
+}
+
+// One direction's `trace` and `trace_window`: [link.up]/[link.down] over [link].
+struct TraceSetting {
+    std::string file, path;
+    nanoseconds window{std::chrono::milliseconds(100)};
+    Location at;
+};
+
+std::optional<TraceSetting> trace_setting(const Node& link, const char* dir, Diagnostics& diag) {
+    TraceSetting t;
+    bool named = false;
+    auto read = [&](const Node& table, const std::string& section) {
+        Reader r(table, section, diag);
+        if (auto w = r.duration("trace_window", std::chrono::milliseconds(1), std::chrono::hours(1))) t.window = *w;
+        if (auto f = r.string("trace")) {
+            named = true;
+            t.file = *f;
+            t.at = r.value_at("trace");
+            std::filesystem::path p(*f);
+            if (p.is_relative()) p = std::filesystem::path(t.at.file).parent_path() / p;
+            t.path = p.string();
+        }
+    };
+    read(link, "[link]");
+    if (const Node* d = link.find(dir); d && d->is_table()) read(*d, fmt::format("[link.{}]", dir));
+    if (!named) return std::nullopt;
+    return t;
+}
+
+void apply_row(Direction& d, const TraceRow& row) {
+    if (row.rate_bps) {
+        d.rate_bps = *row.rate_bps;
+        if (d.shaper == Shaper::netem) d.netem.rate_bps = *row.rate_bps;
+    }
+    if (row.delay) d.netem.delay = *row.delay;
+    if (row.jitter) d.netem.jitter = *row.jitter;
+    if (row.loss) {
+        d.netem.loss = Loss{};
+        if (*row.loss > 0) {
+            d.netem.loss.model = Loss::Model::random;
+            d.netem.loss.probability = *row.loss;
+        }
+    }
+}
+
+const TraceColumn* column_of(const Trace& t, const char* name) {
+    for (const auto& c : t.columns)
+        if (c.name == name) return &c;
+    return nullptr;
+}
+
+// The steps of a link that follows traces: each row a step, both directions on one clock.
+Schedule trace_schedule(const Node& link, LinkSpec& base, std::uint32_t mtu, Diagnostics& diag) {
+    Schedule s;
+    s.steps.push_back({nanoseconds{0}, base.up, base.down, 0, false});
+    struct Use {
+        Direction* dir;
+        const char* name;
+        TraceSetting setting;
+        const Trace* trace = nullptr;
+    };
+    std::vector<Use> uses;
+    std::vector<ScheduledTrace> read;
+    read.reserve(2);
+    const std::size_t errors = diag.error_count();
+    for (auto [dir, name] : {std::pair{&base.up, "up"}, std::pair{&base.down, "down"}}) {
+        auto setting = trace_setting(link, name, diag);
+        if (!setting) continue;
+        // Both directions on the same file and window share one reading.
+        auto same = std::find_if(uses.begin(), uses.end(), [&](const Use& u) {
+            return u.setting.path == setting->path && u.setting.window == setting->window;
+        });
+        if (same != uses.end() && same->trace) {
+            read.back().directions = "both";
+            uses.push_back({dir, name, *setting, same->trace});
+            continue;
+        }
+        auto trace = read_trace(setting->path, setting->file, setting->window, setting->at, diag);
+        if (!trace) continue;
+        read.push_back({name, std::move(*trace)});
+        uses.push_back({dir, name, *setting, &read.back().trace});
+    }
+    if (diag.error_count() != errors) return s;
+
+    for (auto& u : uses) {
+        Direction& d = *u.dir;
+        const Trace& t = *u.trace;
+        const TraceColumn* rate = column_of(t, "rate");
+        if (rate && !d.at.count("shaper")) {
+            d.shaper = kTraceShaper;
+            d.netem.rate_bps = 0;
+        } else if (rate && d.shaper == Shaper::netem) {
+            diag.warning(d.at.at("shaper"),
+                         fmt::format("the trace {} changes the rate under netem's own rate: what netem has queued "
+                                     "leaves at the rate it had when it arrived, so each fall shows late",
+                                     t.file),
+                         "leave `shaper` out (a trace's rate goes to tbf) or set shaper = \"tbf\"");
+        }
+        // netem's queue holds what arrives during the delay: size it for the trace's worst.
+        if (!d.netem.limit) {
+            const TraceColumn* delay = column_of(t, "delay");
+            const TraceColumn* jitter = column_of(t, "jitter");
+            auto ns = [](double secs) { return nanoseconds(static_cast<std::int64_t>(secs * 1e9)); };
+            d.netem.limit_packets =
+                std::max(d.netem.limit_packets,
+                         auto_limit(rate ? static_cast<std::uint64_t>(rate->max) : d.rate_bps,
+                                    std::max(d.netem.delay, delay ? ns(delay->max) : nanoseconds{0}),
+                                    std::max(d.netem.jitter, jitter ? ns(jitter->max) : nanoseconds{0}), mtu));
+        }
+        if (!t.rows.empty() && t.rows.front().at == nanoseconds{0}) apply_row(d, t.rows.front());
+        if (d.shaper != Shaper::netem && d.rate_bps == 0)
+            diag.error(u.setting.at,
+                       rate ? fmt::format("the trace {} sets its first rate at {}, and [link] has no rate for the "
+                                          "time before: shaper = \"{}\" needs one from the start",
+                                          t.file, units::format_duration(t.rows.front().at), to_string(d.shaper))
+                            : fmt::format("the trace {} has no rate column, and [link] no rate: shaper = \"{}\" "
+                                          "needs one",
+                                          t.file, to_string(d.shaper)),
+                       "give [link] a `rate`, or start the trace at 0");
+        const TraceColumn* delay = column_of(t, "delay");
+        if (delay && delay->max > delay->min && d.netem.rate_bps == 0)
+            diag.warning(u.setting.at,
+                         fmt::format("the trace {}'s delay falls (from up to {:.1f} ms to {:.1f} ms): packets that "
+                                     "arrive after a fall leave before some that arrived before it (netem orders its "
+                                     "queue by departure), which TCP sees as loss",
+                                     t.file, delay->max * 1e3, delay->min * 1e3),
+                         "that is what a path whose delay falls does; with shaper = \"netem\" netem keeps the order");
+    }
+    if (diag.error_count() != errors) return s;
+    s.steps.front() = {nanoseconds{0}, base.up, base.down, 0, false};
+
+    // Every row of every trace on one clock: the longest trace is the period, a shorter one
+    // starts over within it.
+    nanoseconds period{0};
+    for (const auto& u : uses) period = std::max(period, u.trace->period);
+    struct Event {
+        nanoseconds at;
+        Direction* dir;  // base.up or base.down: which of the two current states it changes
+        const TraceRow* row;
+    };
+    std::vector<Event> events;
+    for (const auto& u : uses) {
+        const Trace& t = *u.trace;
+        for (nanoseconds offset{0}; offset == nanoseconds{0} || (t.period.count() && offset < period);
+             offset += t.period) {
+            for (const auto& row : t.rows) {
+                nanoseconds at = offset + row.at;
+                if (at == nanoseconds{0}) continue;  // in [link] already
+                if (period.count() && at >= period) break;
+                events.push_back({at, u.dir, &row});
+            }
+            if (!t.period.count()) break;
+            if (events.size() > kMaxScheduleSteps * 2) break;
+        }
+    }
+    std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.at < b.at; });
+    Direction up = base.up, down = base.down;
+    for (std::size_t i = 0; i < events.size();) {
+        const nanoseconds at = events[i].at;
+        for (; i < events.size() && events[i].at == at; ++i)
+            apply_row(events[i].dir == &base.up ? up : down, *events[i].row);
+        const auto& last = s.steps.back();
+        if (same_conditions(up, last.up) && same_conditions(down, last.down)) continue;
+        if (s.steps.size() >= kMaxScheduleSteps) {
+            diag.error(uses.front().setting.at,
+                       fmt::format("the trace makes more than {} changes of the link over {}", kMaxScheduleSteps,
+                                   units::format_duration(period)),
+                       "widen `trace_window` (mahimahi), or average a CSV trace over longer rows");
+            s.steps.resize(1);
+            return s;
+        }
+        ScheduleStep step{at, up, down, 0, false};
+        step.from_trace = true;
+        s.steps.push_back(std::move(step));
+    }
+    if (s.steps.size() > 1 && period.count()) s.period = period;
+    s.traces = std::move(read);
+    finish_schedule(s, base);
+    return s;
+}
+
 }  // namespace
 
 bool same_conditions(Direction a, Direction b) {
@@ -202,9 +409,20 @@ ScheduledFigures figures_of(const Direction& d) {
 
 Schedule parse_schedule(const Node& link, LinkSpec& base, std::uint64_t line_rate_bps, std::uint32_t mtu,
                         Diagnostics& diag) {
+    const Node* entries = link.find("schedule");
+    if (has_trace(link)) {
+        if (entries) {
+            diag.error(entries->key_at, "a link follows a trace or a [[link.schedule]], not both",
+                       "put the changes in the trace (a CSV trace has rate, delay, jitter and loss columns), or "
+                       "drop `trace`");
+            Schedule s;
+            s.steps.push_back({nanoseconds{0}, base.up, base.down, 0, false});
+            return s;
+        }
+        return trace_schedule(link, base, mtu, diag);
+    }
     Schedule s;
     s.steps.push_back({nanoseconds{0}, base.up, base.down, 0, false});
-    const Node* entries = link.find("schedule");
     if (!entries) return s;
     if (entries->kind != Node::Kind::table_array) {
         diag.error(entries->value_at, "`schedule` must be an array of tables",
@@ -414,23 +632,17 @@ Schedule parse_schedule(const Node& link, LinkSpec& base, std::uint64_t line_rat
     s.steps = std::move(kept);
     if (s.period.count())
         while (s.steps.size() > 1 && s.steps.back().drained && s.steps.back().at >= s.period) s.steps.pop_back();
-    for (const auto& step : s.steps) {
-        if (!same_conditions(step.up, base.up)) base.up.scheduled = true;
-        if (!same_conditions(step.down, base.down)) base.down.scheduled = true;
-    }
-    for (auto& step : s.steps) {
-        step.up.scheduled = base.up.scheduled;
-        step.down.scheduled = base.down.scheduled;
-        step.up.at.clear();  // where keys were written matters only while parsing
-        step.down.at.clear();
-    }
-    s.steps.front().up = base.up;
-    s.steps.front().down = base.down;
+    finish_schedule(s, base);
     return s;
 }
 
 std::vector<std::string> describe(const Schedule& s) {
     std::vector<std::string> out;
+    // A trace's thousands of rows are told as the trace itself.
+    for (const auto& t : s.traces)
+        out.push_back(
+            fmt::format("{} follows {}", t.directions == "both" ? "each direction" : t.directions, describe(t.trace)));
+    if (!s.traces.empty()) return out;
     for (std::size_t i = 1; i < s.steps.size(); ++i) {
         // After an outage, what changed is told against the link before it.
         std::size_t before = i - 1;

@@ -25,6 +25,7 @@
 #include "core/config.h"
 #include "core/diagnostic.h"
 #include "netem/link_spec.h"
+#include "netem/trace.h"
 
 namespace wanlab::netem {
 
@@ -37,7 +38,14 @@ struct ScheduleStep {
     /// After an outage: what netem held leaves paced at the link's rate (a slot of one full
     /// packet's time), until `drained` steps in.
     bool draining = false;
-    bool drained = false;  ///< the held queue has had time to leave: netem's rate alone again
+    bool drained = false;     ///< the held queue has had time to leave: netem's rate alone again
+    bool from_trace = false;  ///< a row (or window) of a trace (netem/trace.h), not an entry
+};
+
+/// A trace one or both directions follow (`trace` in [link], [link.up] or [link.down]).
+struct ScheduledTrace {
+    std::string directions;  ///< "both", "up" or "down"
+    Trace trace;
 };
 
 struct Schedule {
@@ -45,6 +53,8 @@ struct Schedule {
     std::vector<ScheduleStep> steps;
     /// `repeat = true`: the steps start again every period; 0: the last step holds.
     std::chrono::nanoseconds period{0};
+    /// The traces the steps come from: a link takes traces or [[link.schedule]] entries.
+    std::vector<ScheduledTrace> traces;
     bool empty() const { return steps.size() <= 1; }
     /// The step in force `t` after the start, counting periods.
     const ScheduleStep& at(std::chrono::nanoseconds t) const;
@@ -60,7 +70,15 @@ inline constexpr std::chrono::milliseconds kOutageHoldMargin{100};
 /// file cannot make a run hold millions of states.
 inline constexpr std::size_t kMaxScheduleSteps = 10'000;
 
-/// Reads `link`'s `schedule` (absent: a schedule of `base` alone). `base` is [link] as
+/// The shaper a trace's rates get when [link] names none. netem's own rate reaches what it has
+/// queued only after it has left; tbf refills its bucket at every change (the kernel's
+/// tbf_change), a burst a window that delivered 2.7% above an LTE-like trace at 100 ms windows
+/// in the micro-VM; htb keeps its tokens across a change and delivered it within 0.1%.
+inline constexpr Shaper kTraceShaper = Shaper::htb;
+
+/// Reads `link`'s `schedule` (absent: a schedule of `base` alone), or its traces (`trace`,
+/// `trace_window`, for both directions or each: netem/trace.h), whose rows become the steps,
+/// the whole trace one period (the shorter of two traces starts over within the longer's). `base` is [link] as
 /// parse_link() read it, validated, its limits resolved against `line_rate_bps` and `mtu`;
 /// each step is resolved the same way, and a direction a step changes is marked
 /// `scheduled` in `base`. Errors are located at the entry's keys.

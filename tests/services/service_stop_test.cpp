@@ -13,19 +13,15 @@
 #include <thread>
 
 #include "services/service.h"
+#include "tests/support/temp_folder.h"
 
 using namespace wanlab;
 using Catch::Matchers::Contains;
 
 namespace {
 
-struct Folder {
-    std::filesystem::path dir;
-    Folder() {
-        char t[] = "/tmp/wanlab-svcstop-XXXXXX";
-        dir = ::mkdtemp(t);
-    }
-    ~Folder() { std::filesystem::remove_all(dir); }
+struct Folder : testing::TempFolder {
+    Folder() : TempFolder("wanlab-svcstop") {}
 };
 
 /// Calls check_running until it throws (the service exited), at most 10 s.

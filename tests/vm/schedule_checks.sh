@@ -13,31 +13,36 @@ state() {
 state >"$out/state.before"
 same_state() { state | diff "$out/state.before" - >"$out/diff.$1"; }
 
+# measured NAME FILE CHECK DESCRIPTION [ARGS...]: runs FILE as run NAME, exports its
+# measurements and checks them with schedule_series.py CHECK (ARGS after the export's path).
+# (check() sets `desc`: these names are the function's own.)
+measured() {
+    m_name=$1 m_file=$2 m_what=$3 m_desc=$4
+    shift 4
+    "$wanlab" run "$m_file" --no-vm --out "$out/$m_name" --run "$m_name" >"$out/$m_name.stdout" 2>"$out/$m_name.stderr"
+    check "$m_name: the run exits 0" [ $? = 0 ]
+    "$wanlab" results show "$m_name" --out "$out/$m_name" --export json >"$out/$m_name.json"
+    check "$m_desc [$(series "$m_what" "$out/$m_name.json" "$@")]" series "$m_what" "$out/$m_name.json" "$@"
+}
+
 # 1. A rate step under one bulk transfer.
-"$wanlab" run "$src/tests/vm/schedule/step.toml" --no-vm --out "$out/step" --run step \
-    >"$out/step.stdout" 2>"$out/step.stderr"
-check "rate step: the run exits 0" [ $? = 0 ]
-"$wanlab" results show step --out "$out/step" --export json >"$out/step.json"
-check "rate step 20 -> 5 Mbit/s: the link delivers the new rate from the next 100 ms window, never above 105% of its rate [$(series step "$out/step.json")]" \
-    series step "$out/step.json"
+measured step "$src/tests/vm/schedule/step.toml" step \
+    "rate step 20 -> 5 Mbit/s: the link delivers the new rate from the next 100 ms window, never above 105% of its rate"
 check "rate step: the machine is as before" same_state step
 
 # 2. An outage under one bulk transfer.
-"$wanlab" run "$src/tests/vm/schedule/outage.toml" --no-vm --out "$out/outage" --run outage \
-    >"$out/outage.stdout" 2>"$out/outage.stderr"
-check "outage: the run exits 0" [ $? = 0 ]
-"$wanlab" results show outage --out "$out/outage" --export json >"$out/outage.json"
-check "a 3 s outage delivers nothing inside it, and traffic comes back [$(series outage "$out/outage.json")]" \
-    series outage "$out/outage.json"
+measured outage "$src/tests/vm/schedule/outage.toml" outage \
+    "a 3 s outage delivers nothing inside it, and traffic comes back"
 check "outage: the machine is as before" same_state outage
 
 # 3. A delay schedule shows in the RTT series.
-"$wanlab" run "$src/tests/vm/schedule/delay-steps.toml" --no-vm --out "$out/delay" --run delay \
-    >"$out/delay.stdout" 2>"$out/delay.stderr"
-check "delay schedule: the run exits 0" [ $? = 0 ]
-"$wanlab" results show delay --out "$out/delay" --export json >"$out/delay.json"
-check "RTT follows the delay schedule 20 -> 100 -> 20 ms [$(series delay "$out/delay.json")]" \
-    series delay "$out/delay.json"
+measured delay "$src/tests/vm/schedule/delay-steps.toml" delay "RTT follows the delay schedule 20 -> 100 -> 20 ms"
+
+# 3b. A trace replayed: the generated LTE-like trace under a UDP stream faster than it.
+measured trace "$src/tests/vm/schedule/trace.toml" trace \
+    "the link follows the LTE-like trace second by second (correlation >= 0.95, mean within 5%)" \
+    "$src/examples/traces/lte-like.trace"
+check "trace: the machine is as before" same_state trace
 
 # 4. examples/outage-recovery.toml: its asserts are its check (a patient client loses no
 # request to a 2 s outage, its slowest waited it out; an impatient one fails some).
@@ -46,6 +51,14 @@ check "RTT follows the delay schedule 20 -> 100 -> 20 ms [$(series delay "$out/d
 rc=$?
 check "outage-recovery runs and its asserts pass [rc=$rc; $(grep -E '^  (PASS|FAIL)' "$out/recovery.stdout" | tr -s ' ' | tr '\n' ';')]" [ "$rc" = 0 ]
 check "outage-recovery: the machine is as before" same_state recovery
+
+# 4b. examples/lte-trace.toml: its asserts are its check (fq_codel keeps the ping's RTT at most
+# half the deep FIFO's under the trace; the download gets most of what the trace allows).
+"$wanlab" run "$src/examples/lte-trace.toml" --no-vm --out "$out/lte" --run lte --quiet \
+    --set run.repeats=1 --set run.duration=10s --set run.cooldown=0s >"$out/lte.stdout" 2>"$out/lte.stderr"
+rc=$?
+check "lte-trace runs and its asserts pass [rc=$rc; $(grep -E '^  (PASS|FAIL)' "$out/lte.stdout" | tr -s ' ' | tr '\n' ';')]" [ "$rc" = 0 ]
+check "lte-trace: the machine is as before" same_state lte
 
 # 5. A kill in the middle of an outage: `wanlab restore` gives the machine back exactly.
 "$wanlab" run "$src/tests/vm/schedule/outage.toml" --no-vm --out "$out/kill" --run kill \

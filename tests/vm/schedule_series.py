@@ -91,6 +91,57 @@ def delay(m):
             and abs(statistics.median(back) - 0.020) <= 0.003)
 
 
+def trace_rates(path, seconds):
+    """The trace's own rate per whole second, read here from the file (mahimahi: each line a
+    1514-byte frame's delivery opportunity at that millisecond, (k-1, k] in second k-1)."""
+    per = [0] * seconds
+    for line in open(path):
+        line = line.strip()
+        if line:
+            k = (int(line) - 1) // 1000 if int(line) > 0 else 0
+            if k < seconds:
+                per[k] += 1
+    return [n * 1514 * 8 for n in per]
+
+
+def pearson(a, b):
+    ma, mb = statistics.mean(a), statistics.mean(b)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(a, b))
+    va = sum((x - ma) ** 2 for x in a)
+    vb = sum((y - mb) ** 2 for y in b)
+    return cov / (va * vb) ** 0.5
+
+
+def trace(m, trace_path):
+    """The link's delivered rate per second (netem's sent bytes, the top of the tree, whose
+    100 ms samples are summed over each whole second) against the trace's."""
+    s = m["series"]["qdisc.up.netem.throughput"]
+    samples = list(zip(s["t"], s["value"]))
+    delivered, start = {}, 0.0
+    for t, v in samples:
+        # Each sample's bits, split over the seconds its window spans.
+        a, b = start, t
+        while a < b:
+            k = int(a)
+            edge = min(b, k + 1)
+            delivered[k] = delivered.get(k, 0) + v * (edge - a)
+            a = edge
+        start = t
+    seconds = int(samples[-1][0])
+    got = [delivered.get(k, 0) for k in range(seconds)]
+    want = trace_rates(trace_path, seconds)
+    r = pearson(got, want)
+    mean_got, mean_want = statistics.mean(got), statistics.mean(want)
+    late = m["counters"].get("schedule", {})
+    print(f"{seconds} s: per-second correlation {r:.4f}, delivered mean {mean_got/1e6:.3f} Mbit/s against the "
+          f"trace's {mean_want/1e6:.3f} ({(mean_got/mean_want - 1)*100:+.1f}%); per second delivered/trace "
+          + " ".join(f"{g/1e6:.1f}/{w/1e6:.1f}" for g, w in zip(got, want))
+          + f"; changes {late.get('changes')}, lateness median {late.get('late_median', 0)*1e3:.3f} ms")
+    return r >= 0.95 and abs(mean_got / mean_want - 1) <= 0.05
+
+
 if __name__ == "__main__":
     check, path = sys.argv[1], sys.argv[2]
+    if check == "trace":
+        sys.exit(0 if trace(load(path), sys.argv[3]) else 1)
     sys.exit(0 if {"step": step, "outage": outage, "delay": delay}[check](load(path)) else 1)
