@@ -17,6 +17,7 @@
 #include "probes/stats.h"
 #include "run/check.h"
 #include "run/record.h"
+#include "run/schedule_check.h"
 
 namespace wanlab::run {
 namespace {
@@ -114,6 +115,9 @@ void TrialRunner::run(const experiment::Trial& t, results::Trial& rec, const lab
     const auto label = trial_label(t);
     check(t, label, rec, testbed);
     store_.put_trial(data_.run.id, rec);
+    schedule_misses_.clear();
+    schedule_held_ = 0;
+    schedule_late_p99_ = schedule_late_max_ = 0;
     for (const auto& group : probes::probe_groups(t.probes)) {
         auto members = members_of(group, testbed);
         // Progress names a group by its name, a lone probe by the probe's.
@@ -122,6 +126,25 @@ void TrialRunner::run(const experiment::Trial& t, results::Trial& rec, const lab
         for (auto& m : members) m.captures = start_captures(m.spec, testbed, work);
         repeats(t, label, name, group, members, testbed, between);
         keep_captures(members, rec, kept);
+    }
+    // A schedule that did not hold flags the trial as a failed emulation check does; one
+    // that held says so beside the check, with how late its changes landed.
+    if (schedule_misses_.empty() && schedule_held_ > 0) {
+        rec.check.note +=
+            fmt::format("{}the link's schedule held in {} (its changes at most {:.2f} ms late, p99 {:.2f} ms)",
+                        rec.check.note.empty() ? "" : "; ",
+                        schedule_held_ == 1 ? std::string("its one measurement")
+                                            : fmt::format("all {} measurements", schedule_held_),
+                        schedule_late_max_ * 1e3, schedule_late_p99_ * 1e3);
+        store_.put_trial(data_.run.id, rec);
+    }
+    if (!schedule_misses_.empty()) {
+        rec.check.checked = true;
+        rec.check.held = false;
+        rec.check.note += fmt::format("{}the link's schedule did not hold in {} measurement{}: {}",
+                                      rec.check.note.empty() ? "" : "; ", schedule_misses_.size(),
+                                      schedule_misses_.size() == 1 ? "" : "s", schedule_misses_.front());
+        store_.put_trial(data_.run.id, rec);
     }
 }
 
@@ -284,9 +307,28 @@ void TrialRunner::measure(const experiment::Trial& t, const std::string& label, 
             m = record_of(spec, *o.result, t.index, r, started);
             m.counters = delta;
             if (tally) tally->add_series(m.series);
-            if (played) add_schedule_series(m.series, t.schedule, *played);
-            if (played && !played->error.empty())
-                m.notes.push_back("the link's schedule stopped " + played->error + "; the rest ran on what it had set");
+            if (played) {
+                add_schedule_series(m.series, t.schedule, *played);
+                auto held = check_schedule(t.schedule, *played, m.series, t.lab.mtu);
+                m.counters["schedule"]["held"] = held.held;
+                m.counters["schedule"]["windows"] = held.windows;
+                m.counters["schedule"]["rtts"] = held.rtts;
+                m.counters["schedule"]["check"] = held.note;
+                if (!played->error.empty())
+                    m.notes.push_back("the link's schedule stopped " + played->error +
+                                      "; the rest ran on what it had set");
+                if (held.held) {
+                    ++schedule_held_;
+                    auto late = netem::lateness_of(*played);
+                    schedule_late_p99_ = std::max(schedule_late_p99_, late.p99);
+                    schedule_late_max_ = std::max(schedule_late_max_, late.max);
+                } else {
+                    m.notes.push_back("the link's schedule did not hold: " + held.note);
+                    schedule_misses_.push_back(fmt::format("{} repeat {}: {}", spec.name, r, held.note));
+                    progress_.line(fmt::format("{}: {} repeat {}: the link's schedule did not hold: {}", label,
+                                               spec.name, r, held.note));
+                }
+            }
         } else {
             // The tool refused this measurement, not the lab: recorded, and the run goes on.
             m = record_of(spec, probes::ProbeResult{}, t.index, r, started);

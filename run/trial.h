@@ -109,6 +109,11 @@ private:
     const probes::Tick& tick_;
     results::RunData& data_;
     Eta& eta_;
+    /// The measurements of the trial under way whose schedule did not hold (run/schedule_check.h).
+    std::vector<std::string> schedule_misses_;
+    std::size_t schedule_held_ = 0;  ///< and those whose schedule held
+    double schedule_late_p99_ = 0;   ///< the largest p99 lateness of its changes, seconds
+    double schedule_late_max_ = 0;   ///< the latest of its changes, seconds
 };
 
 }  // namespace wanlab::run

@@ -5,6 +5,7 @@
 wanlab=$1 src=$2 out=$3
 . "$src/tests/vm/checks_lib.sh"
 series() { python3 "$src/tests/vm/schedule_series.py" "$@"; }
+contains() { case "$1" in *"$2"*) return 0 ;; esac; return 1; }  # contains TEXT PART
 
 state() {
     { ip netns list; ip -o link show | sed 's/^[0-9]*: //' | cut -d' ' -f1-2; tc qdisc show
@@ -42,6 +43,9 @@ measured delay "$src/tests/vm/schedule/delay-steps.toml" delay "RTT follows the 
 measured trace "$src/tests/vm/schedule/trace.toml" trace \
     "the link follows the LTE-like trace second by second (correlation >= 0.95, mean within 5%)" \
     "$src/examples/traces/lte-like.trace"
+held=$(q "$out/trace/results.db" "select json_extract(emulation_check, '\$.note') from trials")
+check "trace: the emulation check compared each window with the trace, and it held [$held]" \
+    contains "$held" "schedule held in its one measurement"
 check "trace: the machine is as before" same_state trace
 
 # 4. examples/outage-recovery.toml: its asserts are its check (a patient client loses no

@@ -1,0 +1,45 @@
+// The emulation check of a link that changed during a measurement: window by window, did the
+// link carry what its schedule or trace said was in force?
+//
+// Contract: check_schedule() is pure. It reads one measurement's series: what left each
+// direction's netem qdisc per sample (qdisc.DIR.netem.throughput, the top of the tree: what
+// the link delivered) and, for an RTT probe, its RTT samples (rtt). It compares each sample
+// with the states of the link as the player applied them (PlayLog: the instants the kernel
+// acknowledged each change). No window of the link may carry more than the states in force
+// over it allowed (each state's rate over its part of the window, an outage's 0; within
+// kScheduleGuard of a change the larger of the two rates), with kScheduleRateSlack and two
+// frames of slack. No RTT sample that lies wholly within one state of each direction may be
+// shorter than the delay in force both ways (less its jitter; 5% and 0.2 ms of slack); those
+// that straddle a change, or come within kScheduleGuard of one, are not compared. A
+// measurement whose schedule stopped early did not hold either. Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "netem/player.h"
+#include "netem/schedule.h"
+#include "probes/series.h"
+
+namespace wanlab::run {
+
+/// Samples closer than this to a change are not compared with either state: the qdisc
+/// sample's and the schedule's clocks start within a few milliseconds of each other.
+inline constexpr double kScheduleGuard = 0.010;
+/// A window may carry this much more than the schedule allowed: each qdisc sample is timed
+/// at the middle of its dump's round trip, a few milliseconds in the micro-VM, so a 100 ms
+/// window's own length is uncertain by a few percent.
+inline constexpr double kScheduleRateSlack = 0.10;
+
+struct ScheduleCheck {
+    bool held = true;
+    std::size_t windows = 0;  ///< link samples compared with the rates in force
+    std::size_t rtts = 0;     ///< RTT samples compared with the delay in force
+    std::string note;         ///< what was compared, and the worst of what did not hold
+};
+
+ScheduleCheck check_schedule(const netem::Schedule& schedule, const netem::PlayLog& log,
+                             const probes::SeriesMap& series, std::uint32_t mtu);
+
+}  // namespace wanlab::run

@@ -1,0 +1,114 @@
+// The emulation check of a changing link (run/schedule_check.h) on series whose truth the
+// test knows: a rate step the link kept, one it overran, an outage that leaked, and RTTs
+// shorter than the delay in force.
+#include <catch2/catch.hpp>
+
+#include "run/schedule_check.h"
+#include "tests/support/load_helper.h"
+
+using namespace wanlab;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// 20 Mbit/s under tbf, 5 Mbit/s from 1 s, an outage of 1 s from 2 s: up and down alike.
+netem::Schedule schedule_of() {
+    auto l = testing::load(R"([link]
+delay = "10ms"
+rate = "20mbit"
+shaper = "tbf"
+[[link.schedule]]
+at = "1s"
+rate = "5mbit"
+[[link.schedule]]
+at = "2s"
+outage = "1s"
+[[probe]]
+kind = "rtt"
+)");
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    return l.exp->trials.at(0).schedule;
+}
+
+// The player's log: each change acknowledged 1 ms after its instant.
+netem::PlayLog log_of(const netem::Schedule& s, double ended) {
+    netem::PlayLog log;
+    for (std::size_t i = 1; i < s.steps.size(); ++i) {
+        double at = static_cast<double>(s.steps[i].at.count()) / 1e9;
+        log.changes.push_back({i, at, at + 0.001, "both"});
+    }
+    log.ended = ended;
+    return log;
+}
+
+// What left netem per 100 ms, `rate(t)` bit/s in the window ending at t.
+probes::Series link(double until, const std::function<double(double)>& rate) {
+    probes::Series s;
+    for (int k = 1; k * 0.1 <= until + 1e-9; ++k) s.add(k * 0.1, rate(k * 0.1));
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("a link that carried what its schedule said holds, window by window", "[run][schedule]") {
+    auto s = schedule_of();
+    probes::SeriesMap series;
+    series["qdisc.up.netem.throughput"] = link(4, [](double t) {
+        return t <= 1 ? 19.9e6 : t <= 2 ? 5e6 : t <= 3 ? 0 : 5e6;
+    });
+    // RTTs of 20.4 ms outside the outage.
+    probes::Series rtt;
+    for (double t = 0; t < 4; t += 0.05)
+        if (t < 1.98 || t > 3.02) rtt.add(t, 0.0204);
+    series["rtt"] = rtt;
+    auto c = run::check_schedule(s, log_of(s, 4), series, 1500);
+    INFO(c.note);
+    CHECK(c.held);
+    CHECK(c.windows == 40);
+    CHECK(c.rtts > 50);
+}
+
+TEST_CASE("a window above the rate in force, or an outage that leaks, fails the schedule", "[run][schedule]") {
+    auto s = schedule_of();
+    probes::SeriesMap series;
+    // The step to 5 Mbit/s shows 300 ms late (netem's queue at the old rate), and the
+    // outage passes 2 Mbit/s in its first window (a shaper's queue below netem draining).
+    series["qdisc.up.netem.throughput"] = link(4, [](double t) {
+        if (t <= 1.3) return 19.9e6;
+        if (t <= 2) return 5e6;
+        if (t <= 2.2 && t > 2.1) return 2e6;
+        return t <= 3 ? 0.0 : 5e6;
+    });
+    auto c = run::check_schedule(s, log_of(s, 4), series, 1500);
+    CHECK_FALSE(c.held);
+    CHECK_THAT(c.note, Contains("4 of 40 windows carried more than the schedule allowed") &&
+                           Contains("up carried 19.90 Mbit/s from 1.10 to 1.20 s, where the schedule allowed 5.00 "
+                                    "Mbit/s"));
+    // Within 10% and two frames of slack, a window holds.
+    series["qdisc.up.netem.throughput"] = link(4, [](double t) {
+        return t <= 1 ? 21.9e6 : t <= 2 ? 5.4e6 : t <= 3 ? 0.2e6 : 5e6;
+    });
+    c = run::check_schedule(s, log_of(s, 4), series, 1500);
+    INFO(c.note);
+    CHECK(c.held);
+}
+
+TEST_CASE("an RTT shorter than the delay in force, or a schedule that stopped, fails it", "[run][schedule]") {
+    auto s = schedule_of();
+    probes::SeriesMap series;
+    probes::Series rtt;
+    rtt.add(0.5, 0.0204);
+    rtt.add(1.5, 0.0150);  // 15 ms where 20 ms of delay was in force
+    series["rtt"] = rtt;
+    auto c = run::check_schedule(s, log_of(s, 4), series, 1500);
+    CHECK_FALSE(c.held);
+    CHECK_THAT(c.note, Contains("1 of 2 RTT samples were shorter than the delay in force") &&
+                           Contains("15.00 ms at 1.50 s, where 20.0 ms of delay was in force"));
+    auto stopped = log_of(s, 4);
+    stopped.error = "at 2s: the kernel refused the change (Invalid argument)";
+    series["rtt"] = probes::Series{};
+    c = run::check_schedule(s, stopped, series, 1500);
+    CHECK_FALSE(c.held);
+    CHECK_THAT(c.note, Contains("the schedule stopped at 2s: the kernel refused"));
+}
