@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "probes/human.h"
+#include "probes/series.h"
 #include "probes/stats.h"
 
 namespace wanlab::report::detail {
@@ -237,7 +239,73 @@ std::vector<std::string> lost_exchanges(const results::RunData& data, const resu
     return out;
 }
 
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Each probe's phases over its repeats, trial by trial in plan order; a probe whose repeats
+// went through different phases (a schedule that stopped) counts the phases all reached.
+std::vector<PhaseSummary> phase_summaries(const results::RunData& data) {
+    std::vector<PhaseSummary> out;
+    for (const auto& t : data.trials) {
+        std::map<std::string, std::vector<const nlohmann::json*>> by_probe;
+        std::vector<std::string> order;
+        for (const auto& m : data.measurements) {
+            if (m.trial != t.index || !m.counters.contains("schedule")) continue;
+            const auto& sc = m.counters["schedule"];
+            if (!sc.contains("phases") || !sc["phases"].is_array()) continue;
+            if (!by_probe.count(m.probe)) order.push_back(m.probe);
+            by_probe[m.probe].push_back(&sc["phases"]);
+        }
+        for (const auto& probe : order) {
+            const auto& repeats = by_probe[probe];
+            std::size_t n = repeats.front()->size();
+            for (const auto* r : repeats) n = std::min(n, r->size());
+            PhaseSummary s{&t, probe, {}, repeats.size()};
+            for (std::size_t i = 0; i < n; ++i) {
+                PhaseSummary::Phase p;
+                std::vector<double> from, to;
+                std::map<std::string, std::vector<double>> values;
+                for (const auto* r : repeats) {
+                    const auto& ph = (*r)[i];
+                    p.entry = ph.value("entry", std::size_t{0});
+                    from.push_back(ph.value("from", 0.0));
+                    to.push_back(ph.value("to", 0.0));
+                    if (ph.contains("medians") && ph["medians"].is_object())
+                        for (const auto& [k, v] : ph["medians"].items())
+                            if (v.is_number()) values[k].push_back(v.get<double>());
+                }
+                p.from = median_of(from);
+                p.to = median_of(to);
+                for (const auto& [k, v] : values) p.medians[k] = median_of(v);
+                s.phases.push_back(std::move(p));
+            }
+            if (!s.phases.empty()) out.push_back(std::move(s));
+        }
+    }
+    return out;
+}
+
 }  // namespace
+
+std::string phase_line(const PhaseSummary& p) {
+    std::vector<std::string> parts;
+    for (const auto& ph : p.phases) {
+        std::string figures;
+        for (const auto& [name, v] : ph.medians)
+            figures +=
+                fmt::format("{}{} {}", figures.empty() ? "" : ", ", name, probes::human(probes::series_unit(name), v));
+        parts.push_back(fmt::format("{} {:.2f}-{:.2f} s: {}",
+                                    ph.entry == 0 ? std::string("[link]") : fmt::format("#{}", ph.entry), ph.from,
+                                    ph.to, figures.empty() ? "no samples" : figures));
+    }
+    auto point = detail::point_label(*p.trial);
+    return fmt::format("{}, {}{} (median of {} repeat{}): {}", p.probe, p.trial->variant,
+                       point.empty() ? "" : " @ " + point, p.repeats, p.repeats == 1 ? "" : "s",
+                       fmt::join(parts, "; "));
+}
 
 std::string trial_name(const results::Trial& t) {
     auto point = detail::point_label(t);
@@ -269,6 +337,7 @@ Model build(const results::RunData& data, const std::vector<experiment::AssertSp
         m.best = best_configuration(data, m.effects_probe, m.effects_metric);
     }
     m.explanations = explanations(data);
+    m.phases = phase_summaries(data);
     m.outcomes = evaluate(data, asserts);
     m.asserted = !asserts.empty();
     m.files_root = options.files_root;

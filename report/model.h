@@ -105,6 +105,20 @@ std::string best_text(const Best& b, const ProbeRef& probe, const std::string& m
 /// "trial 4 (aaaa0004) large-buffers @ link.rtt=40ms".
 std::string trial_name(const results::Trial& t);
 
+/// One probe of one trial under a [[link.schedule]]: each entry's phase with the median over
+/// the repeats of each series' median in it (run/schedule_check.h phases_of()).
+struct PhaseSummary {
+    const results::Trial* trial = nullptr;
+    std::string probe;
+    struct Phase {
+        std::size_t entry = 0;
+        double from = 0, to = 0;                ///< seconds from the start, medians over the repeats
+        std::map<std::string, double> medians;  ///< series name -> base units
+    };
+    std::vector<Phase> phases;
+    std::size_t repeats = 0;
+};
+
 struct Model {
     const results::RunData* data = nullptr;
     std::string baseline;
@@ -118,6 +132,7 @@ struct Model {
     std::vector<Effect> effects;
     std::optional<Best> best;
     std::vector<Explanation> explanations;
+    std::vector<PhaseSummary> phases;
     std::vector<AssertOutcome> outcomes;
     bool asserted = false;
     std::string files_root;
@@ -125,6 +140,9 @@ struct Model {
 
 Model build(const results::RunData& data, const std::vector<experiment::AssertSpec>& asserts,
             const ReportOptions& options);
+
+/// "bulk, trial 1 default: [link] until 3.00 s: throughput 19.9 Mbit/s; #1 from 3.00 s: ..."
+std::string phase_line(const PhaseSummary& p);
 
 /// A capture's file as the reader finds it: under the results folder unless recorded absolute.
 std::string capture_path(const Model& m, const results::Capture& c);

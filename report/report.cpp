@@ -93,6 +93,10 @@ std::string render_text(const Model& m, bool markdown) {
         section("Explanations");
         for (const auto& e : m.explanations) line(e.text);
     }
+    if (!m.phases.empty()) {
+        section("Phases of the link's schedule: each entry's median (from [[link.schedule]])");
+        for (const auto& p : m.phases) line(phase_line(p));
+    }
     if (std::any_of(data.trials.begin(), data.trials.end(), [](const auto& t) { return !t.captures.empty(); })) {
         section("Captures");
         for (const auto& t : data.trials)
@@ -246,6 +250,23 @@ std::string render_json(const Model& m) {
         }
         j["pivot"] = {{"probe", pv.probe.name}, {"metric", pv.metric},      {"unit", detail::unit_of(pv.spec)},
                       {"rows", pv.row_key},     {"columns", pv.column_key}, {"groups", groups}};
+    }
+    // "phases": each probe's median per [[link.schedule]] entry, in base units.
+    j["phases"] = json::array();
+    for (const auto& p : m.phases) {
+        json phases = json::array();
+        for (const auto& ph : p.phases) {
+            json medians = json::object();
+            for (const auto& [k, v] : ph.medians) medians[k] = detail::number<json>(v);
+            phases.push_back({{"entry", ph.entry}, {"from", ph.from}, {"to", ph.to}, {"medians", medians}});
+        }
+        j["phases"].push_back({{"trial", p.trial->index},
+                               {"trial_id", p.trial->id},
+                               {"variant", p.trial->variant},
+                               {"point", detail::point_label(*p.trial)},
+                               {"probe", p.probe},
+                               {"repeats", p.repeats},
+                               {"phases", phases}});
     }
     // "explanations": the lines as printed; "explanation_details": the same with what each one is.
     j["explanations"] = json::array();

@@ -147,4 +147,44 @@ ScheduleCheck check_schedule(const netem::Schedule& schedule, const netem::PlayL
     return c;
 }
 
+nlohmann::json phases_of(const netem::Schedule& schedule, const netem::PlayLog& log, const probes::SeriesMap& series) {
+    nlohmann::json out = nlohmann::json::array();
+    if (!schedule.traces.empty()) return out;
+    double end = log.ended;
+    for (const auto& [name, s] : series)
+        if (s.size()) end = std::max(end, s.t.back());
+    struct Phase {
+        std::size_t entry;
+        double from, to;
+    };
+    std::vector<Phase> phases{{0, 0, end}};
+    for (const auto& c : log.changes) {
+        const std::size_t entry = schedule.steps[c.step].entry;
+        if (entry == phases.back().entry) continue;
+        phases.back().to = c.applied;
+        phases.push_back({entry, c.applied, end});
+    }
+    if (phases.size() < 2) return out;
+    for (std::size_t i = 0; i < phases.size(); ++i) {
+        const auto& p = phases[i];
+        const bool last = i + 1 == phases.size();  // holds the measurement's last sample
+        nlohmann::json medians = nlohmann::json::object();
+        for (const auto& [name, s] : series) {
+            if (name.find('.') != std::string::npos) continue;  // per stream, link.*, qdisc.*
+            std::vector<double> in;
+            for (std::size_t k = 0; k < s.size(); ++k)
+                if (s.t[k] >= p.from && (s.t[k] < p.to || (last && s.t[k] <= p.to)) && std::isfinite(s.value[k]))
+                    in.push_back(s.value[k]);
+            if (in.empty()) continue;
+            auto mid = in.begin() + static_cast<std::ptrdiff_t>(in.size() / 2);
+            std::nth_element(in.begin(), mid, in.end());
+            double median = *mid;
+            if (in.size() % 2 == 0) median = (median + *std::max_element(in.begin(), mid)) / 2;
+            medians[name] = median;
+        }
+        out.push_back({{"entry", p.entry}, {"from", p.from}, {"to", p.to}, {"medians", medians}});
+    }
+    return out;
+}
+
 }  // namespace wanlab::run

@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "netem/player.h"
 #include "netem/schedule.h"
 #include "probes/series.h"
@@ -41,5 +43,13 @@ struct ScheduleCheck {
 
 ScheduleCheck check_schedule(const netem::Schedule& schedule, const netem::PlayLog& log,
                              const probes::SeriesMap& series, std::uint32_t mtu);
+
+/// The measurement's phases, one per [[link.schedule]] entry in the order the link went
+/// through them (an entry's outage and what follows it are one phase), each with the median
+/// of every top-level measured series (throughput, rtt, requests_per_second, ...: no per-stream
+/// or link.* series) over its samples in the phase: [{"entry": 0, "from": 0, "to": 3.0,
+/// "medians": {"throughput": 1.99e7}}, {"entry": 1, ...}]. Empty for a trace (its rows are not
+/// phases) or when the link never changed.
+nlohmann::json phases_of(const netem::Schedule& schedule, const netem::PlayLog& log, const probes::SeriesMap& series);
 
 }  // namespace wanlab::run

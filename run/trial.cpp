@@ -314,6 +314,8 @@ void TrialRunner::measure(const experiment::Trial& t, const std::string& label, 
                 m.counters["schedule"]["windows"] = held.windows;
                 m.counters["schedule"]["rtts"] = held.rtts;
                 m.counters["schedule"]["check"] = held.note;
+                if (auto phases = phases_of(t.schedule, *played, m.series); !phases.empty())
+                    m.counters["schedule"]["phases"] = std::move(phases);
                 if (!played->error.empty())
                     m.notes.push_back("the link's schedule stopped " + played->error +
                                       "; the rest ran on what it had set");

@@ -478,3 +478,31 @@ TEST_CASE("report gives each factor's effect across the others and names the bes
         CHECK_THAT(render_as(d, Format::table), !Contains("Factor effects"));
     }
 }
+
+TEST_CASE("a measurement under a schedule gets its phases in the text and the JSON, medians over the repeats",
+          "[report][schedule]") {
+    auto d = fixtures::buffer_sweep();
+    // Trial 1's three repeats: [link] until about 3 s, then entry 1.
+    for (auto& m : d.measurements) {
+        if (m.trial != 1) continue;
+        const double change = 3.0 + m.repeat * 0.002;
+        nlohmann::json first{{"entry", 0}, {"from", 0.0}, {"to", change}};
+        first["medians"]["throughput"] = 1e7 * m.repeat;
+        nlohmann::json second{{"entry", 1}, {"from", change}, {"to", 6.0}};
+        second["medians"]["throughput"] = 5e6;
+        m.counters["schedule"]["phases"] = nlohmann::json::array({first, second});
+    }
+    auto text = render_as(d, Format::table);
+    CHECK_THAT(
+        text,
+        Contains("Phases of the link's schedule") &&
+            Contains("bulk, default-buffers @ link.rtt=20ms (median of 3 repeats): [link] 0.00-3.00 s: throughput "
+                     "20.00 Mbit/s; #1 3.00-6.00 s: throughput 5.00 Mbit/s"));
+    auto j = nlohmann::json::parse(render_as(d, Format::json));
+    REQUIRE(j["phases"].size() == 1);
+    CHECK(j["phases"][0]["trial"] == 1);
+    CHECK(j["phases"][0]["phases"][0]["medians"]["throughput"].get<double>() == 2e7);
+    CHECK(j["phases"][0]["phases"][1]["entry"] == 1);
+    // Without a schedule: no section.
+    CHECK_THAT(render_as(fixtures::buffer_sweep(), Format::table), !Contains("Phases"));
+}

@@ -112,3 +112,24 @@ TEST_CASE("an RTT shorter than the delay in force, or a schedule that stopped, f
     CHECK_FALSE(c.held);
     CHECK_THAT(c.note, Contains("the schedule stopped at 2s: the kernel refused"));
 }
+
+TEST_CASE("a measurement under a schedule is summarised per entry: the outage and what follows are one phase",
+          "[run][schedule]") {
+    auto s = schedule_of();
+    probes::SeriesMap series;
+    series["throughput"] = link(4, [](double t) { return t <= 1 ? 20e6 : t <= 2 ? 5e6 : t <= 3 ? 0 : 4e6; });
+    series["stream1.cwnd"] = link(4, [](double) { return 10; });  // per stream: not summarised
+    auto phases = run::phases_of(s, log_of(s, 4), series);
+    INFO(phases.dump());
+    REQUIRE(phases.size() == 3);
+    CHECK(phases[0]["entry"] == 0);
+    CHECK(phases[0]["to"].get<double>() == Approx(1.001));
+    CHECK(phases[0]["medians"]["throughput"].get<double>() == Approx(20e6));
+    CHECK(phases[1]["entry"] == 1);
+    CHECK(phases[1]["medians"]["throughput"].get<double>() == Approx(5e6));
+    // Entry 2: its outage (0) and the link back (4 Mbit/s), 10 samples each: the median between.
+    CHECK(phases[2]["entry"] == 2);
+    CHECK(phases[2]["from"].get<double>() == Approx(2.001));
+    CHECK(phases[2]["medians"]["throughput"].get<double>() == Approx(2e6));
+    CHECK_FALSE(phases[2]["medians"].contains("stream1.cwnd"));
+}
