@@ -227,6 +227,52 @@ std::vector<std::string> group_series(const results::RunData& data, const std::s
     return out;
 }
 
+// Sum of a step series: up(t) + down(t) at every instant either changes.
+probes::Series step_sum(const probes::Series& a, const probes::Series& b) {
+    auto at = [](const probes::Series& s, double t) {
+        double v = s.size() ? s.value.front() : 0;
+        for (std::size_t i = 0; i < s.size() && s.t[i] <= t; ++i) v = s.value[i];
+        return v;
+    };
+    std::vector<double> times(a.t);
+    times.insert(times.end(), b.t.begin(), b.t.end());
+    std::sort(times.begin(), times.end());
+    times.erase(std::unique(times.begin(), times.end()), times.end());
+    probes::Series out;
+    for (double t : times) out.add(t, at(a, t) + at(b, t));
+    return out;
+}
+
+// What the link's schedule or trace set behind a measured series, as a step series: the
+// configured rate of the direction that carried the traffic behind throughput, the
+// configured delay both ways behind an RTT. None without link.* series (a fixed link).
+std::optional<probes::Series> configured_for(const std::string& name, const results::Measurement& ms) {
+    auto find = [&](const std::string& k) -> const probes::Series* {
+        auto it = ms.series.find(k);
+        return it == ms.series.end() ? nullptr : &it->second;
+    };
+    auto sum = [](const probes::Series* s) {
+        double v = 0;
+        if (s)
+            for (double x : s->value) v += x;
+        return v;
+    };
+    if (name == "throughput") {
+        const auto* up = find("link.up.rate");
+        const auto* down = find("link.down.rate");
+        if (up && down)  // the direction whose qdisc carried more is the probe's
+            return sum(find("qdisc.down.netem.throughput")) > sum(find("qdisc.up.netem.throughput")) ? *down : *up;
+        if (up || down) return up ? *up : *down;
+        return std::nullopt;
+    }
+    if (name == "rtt" || name.ends_with(".srtt")) {
+        const auto* up = find("link.up.delay");
+        const auto* down = find("link.down.delay");
+        if (up && down) return step_sum(*up, *down);
+    }
+    return std::nullopt;
+}
+
 std::vector<Chart> series_charts(const Model& m, std::vector<std::string>& notes) {
     const auto& data = *m.data;
     std::vector<Chart> out;
@@ -259,11 +305,14 @@ std::vector<Chart> series_charts(const Model& m, std::vector<std::string>& notes
             }
         json values = json::array();
         std::vector<std::string> labels;
+        bool banded = false;
         for (const auto& ms : data.measurements) {
             if (ms.probe != p.name) continue;
             const auto* t = data.trial(ms.trial);
             auto label = t ? trial_label(*t) : fmt::format("trial {}", ms.trial);
-            if (std::find(labels.begin(), labels.end(), label) == labels.end()) labels.push_back(label);
+            // The configured band once a trial (every repeat's schedule is the same).
+            const bool first_of_trial = std::find(labels.begin(), labels.end(), label) == labels.end();
+            if (first_of_trial) labels.push_back(label);
             for (const auto& name : shown) {
                 auto it = ms.series.find(name);
                 if (it == ms.series.end()) continue;
@@ -272,8 +321,20 @@ std::vector<Chart> series_charts(const Model& m, std::vector<std::string>& notes
                     values.push_back({{"trial", label},
                                       {"repeat", fmt::format("repeat {}", ms.repeat)},
                                       {"series", series_label(name, units[name])},
+                                      {"band", false},
                                       {"t", s.t[i]},
                                       {"value", scaled(s.value[i], units[name].divisor)}});
+                if (!first_of_trial) continue;
+                if (auto band = configured_for(name, ms)) {
+                    banded = true;
+                    for (std::size_t i = 0; i < band->size(); ++i)
+                        values.push_back({{"trial", label},
+                                          {"repeat", "configured"},
+                                          {"series", series_label(name, units[name])},
+                                          {"band", true},
+                                          {"t", band->t[i]},
+                                          {"value", scaled(band->value[i], units[name].divisor)}});
+                }
             }
         }
         auto title = fmt::format("{}: over each repeat", p.name);
@@ -284,18 +345,35 @@ std::vector<Chart> series_charts(const Model& m, std::vector<std::string>& notes
         }
         spec["facet"] = {{"row", {{"field", "series"}, {"type", "nominal"}, {"sort", order}, {"title", nullptr}}}};
         spec["resolve"] = {{"scale", {{"y", "independent"}}}};
-        spec["spec"] = {{"width", 520},
-                        {"height", 120},
-                        {"mark", {{"type", "line"}, {"point", points <= 2000}}},
-                        {"encoding",
-                         {{"x", {{"field", "t"}, {"type", "quantitative"}, {"title", "time in the repeat (s)"}}},
-                          {"y", {{"field", "value"}, {"type", "quantitative"}, {"title", nullptr}}},
-                          {"color", {{"field", "repeat"}, {"type", "nominal"}}},
-                          {"tooltip", json::array({{{"field", "trial"}},
-                                                   {{"field", "repeat"}},
-                                                   {{"field", "series"}},
-                                                   {{"field", "t"}, {"format", ".2f"}},
-                                                   {{"field", "value"}, {"format", ".4~g"}}})}}}};
+        json x = {{"field", "t"}, {"type", "quantitative"}, {"title", "time in the repeat (s)"}};
+        json y = {{"field", "value"}, {"type", "quantitative"}, {"title", nullptr}};
+        json measured_mark = {{"type", "line"}, {"point", points <= 2000}};
+        json measured_encoding = {{"x", x},
+                                  {"y", y},
+                                  {"color", {{"field", "repeat"}, {"type", "nominal"}}},
+                                  {"tooltip", json::array({{{"field", "trial"}},
+                                                           {{"field", "repeat"}},
+                                                           {{"field", "series"}},
+                                                           {{"field", "t"}, {"format", ".2f"}},
+                                                           {{"field", "value"}, {"format", ".4~g"}}})}};
+        if (!banded) {
+            spec["spec"] = {{"width", 520}, {"height", 120}, {"mark", measured_mark}, {"encoding", measured_encoding}};
+        } else {
+            // The link's configured figure as a grey band behind the measured lines.
+            json band = {
+                {"transform", json::array({{{"filter", "datum.band"}}})},
+                {"mark", {{"type", "area"}, {"interpolate", "step-after"}, {"color", "#9e9e9e"}, {"opacity", 0.3}}},
+                {"encoding", {{"x", x}, {"y", y}}}};
+            json measured = {{"transform", json::array({{{"filter", "!datum.band"}}})},
+                             {"mark", measured_mark},
+                             {"encoding", measured_encoding}};
+            spec["spec"] = {{"width", 520}, {"height", 120}, {"layer", json::array({band, measured})}};
+            notes.push_back(
+                fmt::format("{}: the grey band is what the link's schedule or trace set, at the instants "
+                            "the kernel took each change: the rate behind throughput, the delay both ways "
+                            "behind an RTT",
+                            p.name));
+        }
         out.push_back({"series-" + p.name, title, std::move(spec)});
     }
     return out;

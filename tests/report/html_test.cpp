@@ -110,6 +110,40 @@ TEST_CASE("time series: each repeat's throughput, cwnd and srtt, one facet each 
     CHECK(c.spec["resolve"]["scale"]["y"] == "independent");
 }
 
+TEST_CASE("under a schedule, the configured rate and RTT are a band behind throughput and srtt, once a trial",
+          "[report][html][schedule]") {
+    auto d = fixtures::buffer_sweep();
+    for (auto& m : d.measurements) {
+        m.series["throughput"] = {{1, 2, 3}, {19e6, 5e6, 4.9e6}};
+        m.series["stream1.srtt"] = {{1, 2, 3}, {0.0205, 0.0251, 0.0249}};
+        m.series["link.up.rate"] = {{0, 1.5, 3}, {20e6, 5e6, 5e6}};
+        m.series["link.up.delay"] = {{0, 1.5, 3}, {0.010, 0.010, 0.010}};
+        m.series["link.down.delay"] = {{0, 2, 3}, {0.010, 0.030, 0.030}};
+    }
+    auto charts = charts_of(d);
+    const auto& c = chart(charts, "series-bulk");
+    std::vector<nlohmann::json> band;
+    for (const auto& v : rows(c))
+        if (v["band"] == true) band.push_back(v);
+    // 4 trials, one repeat's band each: 3 rate points, and the RTT at 0, 1.5, 2 and 3 s.
+    REQUIRE(band.size() == 4 * (3 + 4));
+    CHECK(band[0]["series"] == "throughput (Mbit/s)");
+    CHECK(band[1]["value"].get<double>() == Approx(5));  // Mbit/s from 1.5 s
+    CHECK(band[3]["series"] == "srtt, stream 1 (ms)");
+    CHECK(band[3]["value"].get<double>() == Approx(20));
+    CHECK(band[5]["t"].get<double>() == Approx(2));
+    CHECK(band[5]["value"].get<double>() == Approx(40));  // 10 + 30 ms
+    // A layer of its own, behind the measured lines.
+    const auto& layers = c.spec["spec"]["layer"];
+    REQUIRE(layers.size() == 2);
+    CHECK(layers[0]["mark"]["type"] == "area");
+    CHECK(layers[0]["transform"][0]["filter"] == "datum.band");
+    CHECK(layers[1]["transform"][0]["filter"] == "!datum.band");
+    // Without link.* series: one plain line layer, no band.
+    auto plain = charts_of(fixtures::buffer_sweep());
+    for (const auto& ch : plain) CHECK_FALSE((ch.spec.contains("spec") && ch.spec["spec"].contains("layer")));
+}
+
 TEST_CASE("latency distributions are drawn from quantiles of every repeat's samples", "[report][html]") {
     auto d = fixtures::buffer_sweep();
     d.measurements.clear();
