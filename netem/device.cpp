@@ -97,13 +97,6 @@ bool DeviceQdiscs::default_root() const {
 }
 
 namespace {
-// The shaper below netem, if any, as the kernel has it now.
-const TcObject* child_of(const std::vector<TcObject>& qdiscs, std::uint32_t parent) {
-    for (const auto& q : qdiscs)
-        if (q.parent == parent) return &q;
-    return nullptr;
-}
-
 const char* shaper_kind(const Direction& d) {
     if (d.rate_bps == 0 || d.shaper == Shaper::netem) return nullptr;
     return to_string(d.shaper);

@@ -274,4 +274,10 @@ void NetlinkKernel::delete_link(const std::string& name) {
         throw Error(fmt::format("deleting device {}: {}", name, nl_geterror(err)));
 }
 
+const TcObject* child_of(const std::vector<TcObject>& qdiscs, std::uint32_t parent) {
+    for (const auto& q : qdiscs)
+        if (q.parent == parent) return &q;
+    return nullptr;
+}
+
 }  // namespace wanlab::netem

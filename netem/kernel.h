@@ -46,6 +46,10 @@ struct TcObject {
     std::vector<std::uint8_t> message;  ///< the whole message, to replay it on restore
 };
 
+/// The first of `qdiscs` whose parent is `parent` (the shaper below netem at netem's 1:1, the
+/// queue below a shaper), or null.
+const TcObject* child_of(const std::vector<TcObject>& qdiscs, std::uint32_t parent);
+
 /// What the kernel said about a failed request: errno and the extended-ACK text, if any.
 struct AckError {
     int error = 0;

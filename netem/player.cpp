@@ -16,31 +16,22 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-const Direction& state_of(const ScheduleStep& step, const std::string& direction) {
-    return direction == "up" ? step.up : step.down;
-}
-
 // The handles of the tree on the device: netem at the layout's, the shaper and queue wherever
 // a trial before put them (netem/device.cpp grafts a changed kind at the alternate handle).
 TreeLayout found_layout(const std::vector<TcObject>& qdiscs, const TreeLayout& layout, const std::string& dev) {
-    auto child = [&](std::uint32_t parent) -> const TcObject* {
-        for (const auto& q : qdiscs)
-            if (q.parent == parent) return &q;
-        return nullptr;
-    };
     bool netem = std::any_of(qdiscs.begin(), qdiscs.end(),
                              [&](const TcObject& q) { return q.handle == layout.netem && q.kind == "netem"; });
     TreeLayout out = layout;
     // Without netem (bench/ on a kernel that has none) the shaper hangs at the root: a
     // schedule there may change the rate only (change() refuses the rest).
-    const TcObject* shaper = child(netem ? layout.netem | 1 : layout.netem_parent);
+    const TcObject* shaper = child_of(qdiscs, netem ? layout.netem | 1 : layout.netem_parent);
     if (!netem && !shaper)
         throw Error(
             fmt::format("the link's schedule cannot start: {} has no netem qdisc {:x}:", dev, layout.netem >> 16));
     if (!netem) out.netem = 0;
     if (shaper) {
         out.shaper = shaper->handle;
-        if (const TcObject* queue = child(shaper->handle | 1)) out.queue = queue->handle;
+        if (const TcObject* queue = child_of(qdiscs, shaper->handle | 1)) out.queue = queue->handle;
     }
     return out;
 }
@@ -58,7 +49,7 @@ SchedulePlayer::SchedulePlayer(const Schedule& schedule, std::vector<PlayerSite>
     : schedule_(schedule), mtu_(mtu), psched_(psched) {
     const auto& base = schedule.steps.front();
     for (auto& s : sites) {
-        if (!state_of(base, s.direction).scheduled) continue;
+        if (!base.of(s.direction).scheduled) continue;
         Lane lane;
         lane.ifindex = s.kernel->ifindex(s.dev);
         lane.layout = found_layout(s.kernel->dump(lane.ifindex, false), s.layout, s.dev);
@@ -66,7 +57,7 @@ SchedulePlayer::SchedulePlayer(const Schedule& schedule, std::vector<PlayerSite>
         lanes_.push_back(std::move(lane));
     }
     for (const char* dir : {"up", "down"})
-        if (state_of(base, dir).scheduled &&
+        if (base.of(dir).scheduled &&
             std::none_of(lanes_.begin(), lanes_.end(), [&](const Lane& l) { return l.site.direction == dir; }))
             throw Error(fmt::format("the link's schedule changes the {} direction, which has no qdisc here", dir));
 }
@@ -85,8 +76,8 @@ void SchedulePlayer::start() {
 }
 
 std::vector<Request> SchedulePlayer::requests(const Lane& lane, std::size_t to) const {
-    const Direction& from = state_of(schedule_.steps[lane.current], lane.site.direction);
-    const Direction& want = state_of(schedule_.steps[to], lane.site.direction);
+    const Direction& from = schedule_.steps[lane.current].of(lane.site.direction);
+    const Direction& want = schedule_.steps[to].of(lane.site.direction);
     std::vector<Request> out;
     if (same_conditions(from, want)) return out;
     if (!(from.netem == want.netem)) {

@@ -126,13 +126,23 @@ bool refuse_shape_keys(const Node& changes, const std::string& section, Diagnost
     return ok;
 }
 
+// Where an entry sets `key`: in itself, else in its `dir` table (either direction's when `dir`
+// is null); null when it does not.
+const Node* changed_key(const Node& changes, const char* key, const char* dir = nullptr) {
+    if (const Node* n = changes.find(key)) return n;
+    for (const char* d : {"up", "down"}) {
+        if (dir && std::string_view(d) != dir) continue;
+        if (const Node* t = changes.find(d); t && t->is_table())
+            if (const Node* n = t->find(key)) return n;
+    }
+    return nullptr;
+}
+
 // A tbf or htb shaper exists only with a rate: a step may change the rate, not remove it.
 void check_shape(const Direction& base, const Direction& next, const char* dir, const Node& entry,
                  const std::string& section, Diagnostics& diag) {
     if (base.shaper == Shaper::netem || (base.rate_bps > 0) == (next.rate_bps > 0)) return;
-    const Node* rate = entry.find("rate");
-    if (!rate)
-        if (const Node* d = entry.find(dir); d && d->is_table()) rate = d->find("rate");
+    const Node* rate = changed_key(entry, "rate", dir);
     diag.error(rate ? rate->value_at : entry.value_at,
                fmt::format("{} leaves the {} direction without a rate, but its shaper = \"{}\" stays for the whole "
                            "measurement",
@@ -543,10 +553,7 @@ Schedule parse_schedule(const Node& link, LinkSpec& base, std::uint64_t line_rat
             const Direction& was = *was_p;
             const Direction& now = *now_p;
             if (now.shaper != Shaper::netem || now.rate_bps >= was.rate_bps || now.rate_bps == 0) continue;
-            const Node* rate = changes.find("rate");
-            if (!rate)
-                for (const char* dir : {"up", "down"})
-                    if (const Node* d = changes.find(dir); !rate && d && d->is_table()) rate = d->find("rate");
+            const Node* rate = changed_key(changes, "rate");
             double queued_ms =
                 static_cast<double>(was.netem.limit_packets) * (mtu + 14) * 8 / static_cast<double>(was.rate_bps) * 1e3;
             diag.warning(rate ? rate->key_at : entry.value_at,
@@ -566,8 +573,7 @@ Schedule parse_schedule(const Node& link, LinkSpec& base, std::uint64_t line_rat
             const Direction& now = *now_p;
             if (now.netem.delay >= was.netem.delay || now.netem.rate_bps > 0) continue;
             const Node* delay = changes.find("delay") ? changes.find("delay") : changes.find("rtt");
-            for (const char* dir : {"up", "down"})
-                if (const Node* d = changes.find(dir); !delay && d && d->is_table()) delay = d->find("delay");
+            if (!delay) delay = changed_key(changes, "delay");
             diag.warning(delay ? delay->key_at : entry.value_at,
                          fmt::format("the delay falls from {} to {}: packets that arrive in the {} after the change "
                                      "leave before some that arrived in the {} before it (netem orders its queue by "

@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/config.h"
@@ -40,6 +41,9 @@ struct ScheduleStep {
     bool draining = false;
     bool drained = false;     ///< the held queue has had time to leave: netem's rate alone again
     bool from_trace = false;  ///< a row (or window) of a trace (netem/trace.h), not an entry
+
+    /// The state of one direction, "up" or "down".
+    const Direction& of(std::string_view direction) const { return direction == "up" ? up : down; }
 };
 
 /// A trace one or both directions follow (`trace` in [link], [link.up] or [link.down]).

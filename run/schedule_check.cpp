@@ -35,7 +35,7 @@ const Span* within(const std::vector<Span>& spans, double a, double b) {
 }
 
 const netem::Direction& state(const netem::Schedule& s, std::size_t step, const std::string& dir) {
-    return dir == "up" ? s.steps[step].up : s.steps[step].down;
+    return s.steps[step].of(dir);
 }
 
 double secs(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e9; }

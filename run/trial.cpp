@@ -31,9 +31,7 @@ using namespace std::chrono_literals;
 // the measurement's within the time it takes to start the probe.
 void add_schedule_series(probes::SeriesMap& out, const netem::Schedule& schedule, const netem::PlayLog& log) {
     for (const char* dir : {"up", "down"}) {
-        auto state = [&](std::size_t step) -> const netem::Direction& {
-            return std::string(dir) == "up" ? schedule.steps[step].up : schedule.steps[step].down;
-        };
+        auto state = [&](std::size_t step) -> const netem::Direction& { return schedule.steps[step].of(dir); };
         if (!state(0).scheduled) continue;
         probes::Series rate, delay, loss;
         auto add = [&](double t, std::size_t step) {
