@@ -16,6 +16,7 @@
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
 #include <netlink/route/link/veth.h>
+#include <netlink/route/neighbour.h>
 #include <netlink/route/route.h>
 
 #include "core/error.h"
@@ -197,6 +198,21 @@ void add_address(RouteSocket& sock, const std::string& dev, const std::string& c
     if (nl_addr_get_family(local.get()) == AF_INET6) rtnl_addr_set_flags(addr.get(), IFA_F_NODAD);
     sock.check(rtnl_addr_add(sock.get(), addr.get(), NLM_F_CREATE | NLM_F_EXCL),
                fmt::format("adding address {} to {} {}", cidr, dev, sysctl::where(sock.ns())));
+}
+
+void add_permanent_neighbour(RouteSocket& sock, const std::string& dev, const std::string& ip, RouteSocket& peer,
+                             const std::string& peer_dev) {
+    auto link = kernel_link(peer, peer_dev);
+    nl_addr* lladdr = rtnl_link_get_addr(link.get());  // owned by the link
+    if (!lladdr) throw Error(fmt::format("{} {} has no link-layer address", peer_dev, sysctl::where(peer.ns())));
+    std::unique_ptr<rtnl_neigh, void (*)(rtnl_neigh*)> n(rtnl_neigh_alloc(), rtnl_neigh_put);
+    auto dst = parse_addr(ip);
+    rtnl_neigh_set_ifindex(n.get(), sock.ifindex(dev));
+    check_nl(rtnl_neigh_set_dst(n.get(), dst.get()), fmt::format("neighbour {}", ip));
+    rtnl_neigh_set_lladdr(n.get(), lladdr);
+    rtnl_neigh_set_state(n.get(), NUD_PERMANENT);
+    sock.check(rtnl_neigh_add(sock.get(), n.get(), NLM_F_CREATE | NLM_F_REPLACE),
+               fmt::format("adding {} as a permanent neighbour on {} {}", ip, dev, sysctl::where(sock.ns())));
 }
 
 void add_default_route(RouteSocket& sock, const std::string& gateway) {

@@ -91,6 +91,12 @@ void set_up(RouteSocket& sock, const std::string& dev);
 /// Adds an address such as "198.18.0.1/30" or "2001:2::1/126" to `dev` (IPv6 without
 /// duplicate address detection, so it is usable at once).
 void add_address(RouteSocket& sock, const std::string& dev, const std::string& cidr);
+/// Makes `ip` (an address without its prefix) on `dev` a permanent neighbour whose link-layer
+/// address is `peer_dev`'s in `peer`'s namespace: no ARP or neighbour discovery for it ever
+/// crosses the link (netem would delay and drop them like any packet: one lost ARP request
+/// holds every packet behind it for the 1 s of ARP's retry).
+void add_permanent_neighbour(RouteSocket& sock, const std::string& dev, const std::string& ip, RouteSocket& peer,
+                             const std::string& peer_dev);
 /// Adds a default route through `gateway` ("198.18.0.2", or "2001:2::2" for IPv6's).
 void add_default_route(RouteSocket& sock, const std::string& gateway);
 

@@ -50,6 +50,15 @@ Topology::Topology(const experiment::LabSpec& spec, const std::string& run, Jour
             add_address(server, A::kServerDev, v6 ? A::kServer6 : A::kServer);
             add_default_route(client, v6 ? A::kClientGateway6 : A::kClientGateway);
             add_default_route(server, v6 ? A::kServerGateway6 : A::kServerGateway);
+            // Each end knows the other's link-layer address: the emulated path carries no ARP
+            // or neighbour discovery, which netem would delay and drop (a lost ARP request
+            // held the first emulation check of a lossy path for 1 s, ARP's retry).
+            const char* rc = experiment::LabNames::kRouterToClient;
+            const char* rs = experiment::LabNames::kRouterToServer;
+            add_permanent_neighbour(client, A::kClientDev, v6 ? A::kClientGateway6 : A::kClientGateway, router, rc);
+            add_permanent_neighbour(router, rc, v6 ? A::kClientIp6 : A::kClientIp, client, A::kClientDev);
+            add_permanent_neighbour(router, rs, v6 ? A::kServerIp6 : A::kServerIp, server, A::kServerDev);
+            add_permanent_neighbour(server, A::kServerDev, v6 ? A::kServerGateway6 : A::kServerGateway, router, rs);
         }
     }
     forwarding_.emplace(proc, [journal](const std::string& n, const std::string& key, const std::string* old,

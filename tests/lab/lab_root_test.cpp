@@ -17,6 +17,7 @@
 #include "tests/support/load_helper.h"
 
 using namespace wanlab;
+using Catch::Matchers::Contains;
 using namespace wanlab::root_testing;
 
 namespace {
@@ -141,6 +142,23 @@ TEST_CASE("a dual-stack lab routes IPv4 and IPv6 across the router, forwarding b
         CHECK(routes.find(lab::Addressing::kClientGateway6) != std::string::npos);
         // No duplicate-address detection holds the addresses back: none is tentative.
         CHECK(sh("ip -n wanlab-rt6-client -6 addr show tentative").empty());
+        // No ARP or neighbour discovery crosses the emulated path: each end's neighbour is
+        // permanent, with the peer's own link-layer address.
+        for (const char* family : {"-4", "-6"}) {
+            auto router = sh(fmt::format("ip -n wanlab-rt6-router {} neigh show nud permanent", family));
+            CHECK_THAT(router, Contains(std::string(family) == "-4" ? lab::Addressing::kClientIp
+                                                                    : lab::Addressing::kClientIp6));
+            CHECK_THAT(router, Contains(std::string(family) == "-4" ? lab::Addressing::kServerIp
+                                                                    : lab::Addressing::kServerIp6));
+            CHECK_THAT(sh(fmt::format("ip -n wanlab-rt6-client {} neigh show nud permanent", family)),
+                       Contains(std::string(family) == "-4" ? lab::Addressing::kClientGateway
+                                                            : lab::Addressing::kClientGateway6));
+        }
+        auto router_side = nlohmann::json::parse(
+            sh(std::string("ip -n wanlab-rt6-router -j link show ") + experiment::LabNames::kRouterToClient));
+        auto client_neigh = nlohmann::json::parse(sh("ip -n wanlab-rt6-client -4 -j neigh show nud permanent"));
+        REQUIRE(client_neigh.size() == 1);
+        CHECK(client_neigh[0]["lladdr"] == router_side[0]["address"]);
         auto tcp6 = session.testbed().endpoints(AF_INET6);
         CHECK(tcp6.server.address == lab::Addressing::kServerIp6);
         CHECK(tcp6.client.address == lab::Addressing::kClientIp6);
