@@ -585,7 +585,8 @@ void check_schedule_reach(const Trial& t, const Node& link, Diagnostics& diag) {
 }  // namespace
 
 Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, const ProfileLibrary& profiles,
-                  config::Documents& docs, Diagnostics& diag, const sysctl::SysctlSpec* known_sysctl) {
+                  config::Documents& docs, Diagnostics& diag, const sysctl::SysctlSpec* known_sysctl,
+                  netem::TraceCache* traces) {
     Trial t;
     Reader r(doc, "the experiment", diag);
     // Top-level keys are checked by load_experiment; here only the sections are read.
@@ -600,7 +601,7 @@ Trial parse_trial(const Node& doc, const RunSpec& run, const std::string& file, 
     netem::validate_link(t.link, diag);
     netem::resolve_limit(t.link.up, t.lab.line_rate_bps, t.lab.mtu, diag);
     netem::resolve_limit(t.link.down, t.lab.line_rate_bps, t.lab.mtu, diag);
-    t.schedule = netem::parse_schedule(link_table, t.link, t.lab.line_rate_bps, t.lab.mtu, diag);
+    t.schedule = netem::parse_schedule(link_table, t.link, t.lab.line_rate_bps, t.lab.mtu, diag, traces);
     if (!t.schedule.empty() && t.lab.mode == LabSpec::Mode::hosts) {
         const Node* key = link_table.find("schedule");
         if (!key) key = link_table.find("trace");

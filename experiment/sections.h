@@ -20,8 +20,10 @@ RunSpec parse_run(const config::Node* table, Diagnostics& diag);
 /// probes are checked against its target filter.
 /// `file` is the experiment file: services' template paths are relative to its folder.
 /// `known_sysctl`: the [sysctl] an earlier trial parsed from the same [sysctl], [lab] and
-/// [hosts] (expand_trials()); the document's own [sysctl] is then not read again.
+/// [hosts] (expand_trials()); the document's own [sysctl] is then not read again. `traces`: the
+/// traces the load has read so far (null: read the link's own).
 Trial parse_trial(const config::Node& doc, const RunSpec& run, const std::string& file, const ProfileLibrary& profiles,
-                  config::Documents& docs, Diagnostics& diag, const sysctl::SysctlSpec* known_sysctl = nullptr);
+                  config::Documents& docs, Diagnostics& diag, const sysctl::SysctlSpec* known_sysctl = nullptr,
+                  netem::TraceCache* traces = nullptr);
 
 }  // namespace wanlab::experiment

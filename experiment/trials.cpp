@@ -264,6 +264,7 @@ std::vector<Trial> expand_trials(const Node& doc, const Experiment& exp, const s
     Node base_without_sysctl = base;
     std::erase_if(base_without_sysctl.members, [](const auto& m) { return m.first == "sysctl"; });
     std::optional<sysctl::SysctlSpec> shared_sysctl;
+    netem::TraceCache traces;  // each trace file read once, whatever number of trials follow it
     std::vector<Trial> trials;
     trials.reserve(points.size() * variant_overlays.size());
     for (const auto& point : points) {
@@ -276,8 +277,8 @@ std::vector<Trial> expand_trials(const Node& doc, const Experiment& exp, const s
             Node trial_doc = shared ? base_without_sysctl : base;
             merge_document(trial_doc, variant_overlays[v], diag);
             for (const auto& [path, value] : point.values) merge_document(trial_doc, overlay_for(path, value), diag);
-            Trial t =
-                parse_trial(trial_doc, exp.run, exp.file, profiles, docs, diag, shared ? &*shared_sysctl : nullptr);
+            Trial t = parse_trial(trial_doc, exp.run, exp.file, profiles, docs, diag,
+                                  shared ? &*shared_sysctl : nullptr, &traces);
             if (point_keeps && variant_keeps[v] && !shared_sysctl) shared_sysctl = t.sysctl;
             t.index = trials.size() + 1;
             t.variant = variant_names[v];

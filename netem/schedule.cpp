@@ -207,26 +207,22 @@ struct TraceSetting {
     std::string file, path;
     nanoseconds window{std::chrono::milliseconds(100)};
     Location at;
+    bool named = false;  ///< a `trace` names the file
 };
 
-std::optional<TraceSetting> trace_setting(const Node& link, const char* dir, Diagnostics& diag) {
-    TraceSetting t;
-    bool named = false;
-    auto read = [&](const Node& table, const std::string& section) {
-        Reader r(table, section, diag);
-        if (auto w = r.duration("trace_window", std::chrono::milliseconds(1), std::chrono::hours(1))) t.window = *w;
-        if (auto f = r.string("trace")) {
-            named = true;
-            t.file = *f;
-            t.at = r.value_at("trace");
-            std::filesystem::path p(*f);
-            if (p.is_relative()) p = std::filesystem::path(t.at.file).parent_path() / p;
-            t.path = p.string();
-        }
-    };
-    read(link, "[link]");
-    if (const Node* d = link.find(dir); d && d->is_table()) read(*d, fmt::format("[link.{}]", dir));
-    if (!named) return std::nullopt;
+// `table`'s `trace` and `trace_window` over `inherited` (what [link] says, for a direction).
+TraceSetting trace_setting(const Node& table, const std::string& section, TraceSetting inherited, Diagnostics& diag) {
+    TraceSetting t = std::move(inherited);
+    Reader r(table, section, diag);
+    if (auto w = r.duration("trace_window", std::chrono::milliseconds(1), std::chrono::hours(1))) t.window = *w;
+    if (auto f = r.string("trace")) {
+        t.named = true;
+        t.file = *f;
+        t.at = r.value_at("trace");
+        std::filesystem::path p(*f);
+        if (p.is_relative()) p = std::filesystem::path(t.at.file).parent_path() / p;
+        t.path = p.string();
+    }
     return t;
 }
 
@@ -253,7 +249,7 @@ const TraceColumn* column_of(const Trace& t, const char* name) {
 }
 
 // The steps of a link that follows traces: each row a step, both directions on one clock.
-Schedule trace_schedule(const Node& link, LinkSpec& base, std::uint32_t mtu, Diagnostics& diag) {
+Schedule trace_schedule(const Node& link, LinkSpec& base, std::uint32_t mtu, TraceCache& traces, Diagnostics& diag) {
     Schedule s;
     s.steps.push_back({nanoseconds{0}, base.up, base.down, 0, false});
     struct Use {
@@ -266,24 +262,32 @@ Schedule trace_schedule(const Node& link, LinkSpec& base, std::uint32_t mtu, Dia
     std::vector<ScheduledTrace> read;
     read.reserve(2);
     const std::size_t errors = diag.error_count();
+    bool failed = false;
+    // [link]'s keys read once (an error in them is one error), then each direction's over them.
+    const TraceSetting shared = trace_setting(link, "[link]", {}, diag);
     for (auto [dir, name] : {std::pair{&base.up, "up"}, std::pair{&base.down, "down"}}) {
-        auto setting = trace_setting(link, name, diag);
-        if (!setting) continue;
+        const Node* own = link.find(name);
+        auto setting =
+            own && own->is_table() ? trace_setting(*own, fmt::format("[link.{}]", name), shared, diag) : shared;
+        if (!setting.named) continue;
         // Both directions on the same file and window share one reading.
         auto same = std::find_if(uses.begin(), uses.end(), [&](const Use& u) {
-            return u.setting.path == setting->path && u.setting.window == setting->window;
+            return u.setting.path == setting.path && u.setting.window == setting.window;
         });
         if (same != uses.end() && same->trace) {
             read.back().directions = "both";
-            uses.push_back({dir, name, *setting, same->trace});
+            uses.push_back({dir, name, setting, same->trace});
             continue;
         }
-        auto trace = read_trace(setting->path, setting->file, setting->window, setting->at, diag);
-        if (!trace) continue;
-        read.push_back({name, std::move(*trace)});
-        uses.push_back({dir, name, *setting, &read.back().trace});
+        const Trace* trace = traces.read(setting.path, setting.file, setting.window, setting.at, diag);
+        if (!trace) {
+            failed = true;  // reported where a trial first named it
+            continue;
+        }
+        read.push_back({name, *trace});
+        uses.push_back({dir, name, setting, &read.back().trace});
     }
-    if (diag.error_count() != errors) return s;
+    if (failed || diag.error_count() != errors) return s;
 
     for (auto& u : uses) {
         Direction& d = *u.dir;
@@ -418,8 +422,19 @@ ScheduledFigures figures_of(const Direction& d) {
 }
 
 Schedule parse_schedule(const Node& link, LinkSpec& base, std::uint64_t line_rate_bps, std::uint32_t mtu,
-                        Diagnostics& diag) {
+                        Diagnostics& diag, TraceCache* traces) {
     const Node* entries = link.find("schedule");
+    // A window with no trace to count it over would be ignored without a word.
+    for (const char* dir : {"", "up", "down"}) {
+        const Node* table = *dir ? link.find(dir) : &link;
+        if (!table || !table->is_table()) continue;
+        const Node* window = table->find("trace_window");
+        if (!window || table->find("trace") || (*dir && link.find("trace")) || (!*dir && has_trace(link))) continue;
+        diag.warning(window->key_at,
+                     fmt::format("`trace_window` has no effect here: no trace is named for {}",
+                                 *dir ? fmt::format("[link.{}]", dir) : std::string("[link]")),
+                     "name one (`trace = \"FILE\"`, in mahimahi's format or a CSV), or drop `trace_window`");
+    }
     if (has_trace(link)) {
         if (entries) {
             diag.error(entries->key_at, "a link follows a trace or a [[link.schedule]], not both",
@@ -429,7 +444,8 @@ Schedule parse_schedule(const Node& link, LinkSpec& base, std::uint64_t line_rat
             s.steps.push_back({nanoseconds{0}, base.up, base.down, 0, false});
             return s;
         }
-        return trace_schedule(link, base, mtu, diag);
+        TraceCache own;
+        return trace_schedule(link, base, mtu, traces ? *traces : own, diag);
     }
     Schedule s;
     s.steps.push_back({nanoseconds{0}, base.up, base.down, 0, false});

@@ -85,9 +85,10 @@ inline constexpr Shaper kTraceShaper = Shaper::htb;
 /// the whole trace one period (the shorter of two traces starts over within the longer's). `base` is [link] as
 /// parse_link() read it, validated, its limits resolved against `line_rate_bps` and `mtu`;
 /// each step is resolved the same way, and a direction a step changes is marked
-/// `scheduled` in `base`. Errors are located at the entry's keys.
+/// `scheduled` in `base`. Errors are located at the entry's keys. `traces`: the load's traces
+/// read so far (null: read them here).
 Schedule parse_schedule(const config::Node& link, LinkSpec& base, std::uint64_t line_rate_bps, std::uint32_t mtu,
-                        Diagnostics& diag);
+                        Diagnostics& diag, TraceCache* traces = nullptr);
 
 /// Whether two directions carry the same conditions (where their keys were written aside).
 bool same_conditions(Direction a, Direction b);

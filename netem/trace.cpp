@@ -498,6 +498,14 @@ std::optional<Trace> read_trace(const std::string& path, const std::string& name
     return t;
 }
 
+const Trace* TraceCache::read(const std::string& path, const std::string& name, nanoseconds window, const Location& at,
+                              Diagnostics& diag) {
+    auto key = std::pair{path, window.count()};
+    auto it = read_.find(key);
+    if (it == read_.end()) it = read_.emplace(key, read_trace(path, name, window, at, diag)).first;
+    return it->second ? &*it->second : nullptr;
+}
+
 std::string describe(const Trace& t) {
     std::string out;
     if (t.format == Trace::Format::mahimahi) {

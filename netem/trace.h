@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -75,6 +76,21 @@ std::optional<Trace> parse_trace(std::string_view text, const std::string& name,
 /// the file as a whole (missing, unreadable, too large). Lines are located in the file itself.
 std::optional<Trace> read_trace(const std::string& path, const std::string& name, std::chrono::nanoseconds window,
                                 const Location& at, Diagnostics& diag);
+
+/// The traces one load of an experiment has read, by file and window: every trial that names
+/// the same trace shares one reading (a sweep of 300 points reads its trace once), and a trace
+/// that cannot be used is reported once, where the first trial names it. One per load; not
+/// thread-safe.
+class TraceCache {
+public:
+    /// read_trace() the first time a path and window are asked for, the same answer after;
+    /// nullptr when the trace cannot be used (reported the first time).
+    const Trace* read(const std::string& path, const std::string& name, std::chrono::nanoseconds window,
+                      const Location& at, Diagnostics& diag);
+
+private:
+    std::map<std::pair<std::string, std::chrono::nanoseconds::rep>, std::optional<Trace>> read_;
+};
 
 /// "mahimahi, 475s (starts over), 4750 windows of 100ms: rate mean 12.8mbit, min 0, max 59.5mbit"
 /// and the like, for the plan.

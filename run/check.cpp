@@ -25,8 +25,6 @@ constexpr std::size_t kPayload = 1472;  // one full 1500-byte IPv4 packet
 std::size_t wire_overhead(int family) { return family == AF_INET6 ? 14 + 40 + 8 : 14 + 20 + 8; }
 constexpr std::size_t kBatch = 32;  // datagrams per sendmmsg()
 
-double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
-
 // The check's RTT: 20 TCP handshakes started 20 ms apart, overlapping on a path longer than
 // that, so the check takes about 0.4 s and one RTT whatever the path (20 one after the other
 // took 20 RTTs: 12 s on a 600 ms satellite path).
@@ -103,8 +101,8 @@ Expected expected_of(const experiment::Trial& trial) {
     Expected e;
     const auto& up = trial.link.up;
     const auto& down = trial.link.down;
-    e.rtt = seconds(up.netem.delay + down.netem.delay);
-    e.jitter = seconds(up.netem.jitter + down.netem.jitter);
+    e.rtt = probes::seconds(up.netem.delay + down.netem.delay);
+    e.jitter = probes::seconds(up.netem.jitter + down.netem.jitter);
     e.rate_up = static_cast<double>(up.rate_bps);
     e.rate_down = static_cast<double>(down.rate_bps);
     return e;

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "probes/sockets.h"
+
 namespace wanlab::run {
 namespace {
 
@@ -37,8 +39,6 @@ const Span* within(const std::vector<Span>& spans, double a, double b) {
 const netem::Direction& state(const netem::Schedule& s, std::size_t step, const std::string& dir) {
     return s.steps[step].of(dir);
 }
-
-double secs(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e9; }
 
 }  // namespace
 
@@ -117,8 +117,8 @@ ScheduleCheck check_schedule(const netem::Schedule& schedule, const netem::PlayL
             if (!su || !sd || schedule.steps[su->step].outage || schedule.steps[sd->step].outage) continue;
             const auto& u = state(schedule, su->step, "up").netem;
             const auto& d = state(schedule, sd->step, "down").netem;
-            const double floor =
-                secs(u.delay - std::min(u.delay, u.jitter)) + secs(d.delay - std::min(d.delay, d.jitter));
+            const double floor = probes::seconds(u.delay - std::min(u.delay, u.jitter)) +
+                                 probes::seconds(d.delay - std::min(d.delay, d.jitter));
             if (floor <= 0) continue;
             ++c.rtts;
             const double least = 0.95 * floor - 0.0002;

@@ -234,3 +234,44 @@ TEST_CASE("a trace that cannot be used is refused where the experiment names it"
     std::filesystem::resize_file(big, kMaxTraceBytes + 1);
     CHECK_THAT(errors(fmt::format("[link]\ntrace = \"{}\"\n", big)), Catch::Contains("is larger than 64MiB"));
 }
+
+TEST_CASE("a trace_window with no trace to count is a warning where it is written", "[netem][trace]") {
+    auto l = testing::load("[link]\ndelay = \"5ms\"\ntrace_window = \"50ms\"\n[[probe]]\nkind = \"rtt\"\n");
+    REQUIRE(l.exp);
+    CHECK_THAT(l.messages, Catch::Contains("exp.toml:3:1: warning: `trace_window` has no effect here: no trace is "
+                                           "named for [link]"));
+    auto dir = testing::load("[link]\ndelay = \"5ms\"\nup.trace_window = \"50ms\"\n[[probe]]\nkind = \"rtt\"\n");
+    REQUIRE(dir.exp);
+    CHECK_THAT(dir.messages, Catch::Contains("no trace is named for [link.up]"));
+    // With a trace of the other direction, [link]'s window is that trace's: no warning.
+    Folder f;
+    auto ok = f.write("ok.csv", "time,rate\n0s,2mbit\n1s,1mbit\n");
+    auto used = testing::load(fmt::format(
+        "[link]\ndelay = \"5ms\"\ntrace_window = \"50ms\"\ndown.trace = \"{}\"\n[[probe]]\nkind = \"rtt\"\n", ok));
+    REQUIRE(used.exp);
+    CHECK_THAT(used.messages, !Catch::Contains("trace_window"));
+}
+
+TEST_CASE("every trial of a sweep shares one reading of its trace, and a bad one is reported once", "[netem][trace]") {
+    Folder f;
+    auto ok = f.write("ok.csv", "time,rate\n0s,2mbit\n1s,1mbit\n");
+    auto l = testing::load(fmt::format(
+        "[link]\ntrace = \"{}\"\n[sweep]\n\"link.delay\" = [\"10ms\", \"20ms\", \"40ms\"]\n[[probe]]\nkind = \"rtt\"\n",
+        ok));
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    REQUIRE(l.exp->trials.size() == 3);
+    for (const auto& t : l.exp->trials) {
+        REQUIRE(t.schedule.traces.size() == 1);
+        CHECK(t.schedule.traces[0].trace.entries == 2);
+    }
+    auto bad = f.write("bad.csv", "time,rate\n0s,2mbit\nlater,1mbit\n");
+    auto b = testing::load(fmt::format(
+        "[link]\ntrace = \"{}\"\n[sweep]\n\"link.delay\" = [\"10ms\", \"20ms\", \"40ms\"]\n[[probe]]\nkind = \"rtt\"\n",
+        bad));
+    CHECK_FALSE(b.exp);
+    const auto& m = b.messages;
+    auto first = m.find("bad.csv:3:1");
+    REQUIRE(first != std::string::npos);
+    CHECK(m.find("bad.csv:3:1", first + 1) == std::string::npos);
+}
