@@ -142,6 +142,48 @@ bool has_note(const Repeats& ms, const char* note) {
     });
 }
 
+// The phases of a scheduled link (counters "schedule.phases", run/schedule_check.h), each the
+// median over the repeats that went through it: the k-th phase of every repeat, where the
+// repeats agree on its entry (every repeat of a schedule goes through the same entries).
+std::vector<PhaseEvidence> phases_of(const Repeats& ms) {
+    std::vector<const nlohmann::json*> lists;
+    for (const auto* m : ms)
+        if (auto it = m->counters.find("schedule"); it != m->counters.end() && it->is_object())
+            if (auto p = it->find("phases"); p != it->end() && p->is_array()) lists.push_back(&*p);
+    std::vector<PhaseEvidence> out;
+    for (std::size_t k = 0;; ++k) {
+        std::vector<const nlohmann::json*> at;
+        for (const auto* l : lists)
+            if (k < l->size() && (*l)[k].is_object()) at.push_back(&(*l)[k]);
+        if (at.empty()) break;
+        const double entry = number_at(*at.front(), "entry");
+        std::erase_if(at, [entry](const auto* p) { return number_at(*p, "entry") != entry; });
+        auto median = [&at](auto&& value) {
+            std::vector<double> v;
+            for (const auto* p : at) v.push_back(value(*p));
+            return median_or_nan(std::move(v));
+        };
+        auto in = [](const char* object, const char* key) {
+            return [object, key](const nlohmann::json& p) {
+                auto it = p.find(object);
+                return it != p.end() ? number_at(*it, key) : kNaN;
+            };
+        };
+        PhaseEvidence pe;
+        pe.entry = entry;
+        pe.from = median([](const nlohmann::json& p) { return number_at(p, "from"); });
+        pe.to = median([](const nlohmann::json& p) { return number_at(p, "to"); });
+        pe.rate = median(in("link", "rate"));
+        pe.outage = median(in("link", "outage"));
+        pe.rtt = median(in("link", "rtt"));
+        pe.loss = median(in("link", "loss"));
+        pe.throughput = median(in("medians", "throughput"));
+        pe.rtt_p50 = median(in("medians", "rtt"));
+        out.push_back(pe);
+    }
+    return out;
+}
+
 }  // namespace
 
 Evidence evidence_of(const results::Trial& t, const Repeats& ms) {
@@ -197,6 +239,16 @@ Evidence evidence_of(const results::Trial& t, const Repeats& ms) {
             if (!(e.schedule_late_max >= most)) e.schedule_late_max = most;
         }
     e.schedule_changes = median_or_nan(std::move(changes));
+    std::vector<double> allowed, outage;
+    for (const auto* m : ms)
+        if (auto it = m->counters.find("schedule");
+            it != m->counters.end() && it->is_object() && it->contains("allowed")) {
+            allowed.push_back(number_at((*it)["allowed"], "rate"));
+            outage.push_back(number_at((*it)["allowed"], "outage"));
+        }
+    e.schedule_rate = median_or_nan(std::move(allowed));
+    e.schedule_outage = median_or_nan(std::move(outage));
+    e.phases = phases_of(ms);
     e.schedule_late_median = median_or_nan(std::move(late_median));
     e.schedule_late_p99 = median_or_nan(std::move(late_p99));
     return e;

@@ -297,6 +297,95 @@ std::optional<Verdict> emulation_not_held(bool held, const std::string& note) {
         fmt::format("emulation did not hold: {}; this trial's numbers do not describe the configured path", note)};
 }
 
+std::optional<Verdict> schedule_rate_bound(const Evidence& e) {
+    if (!kind_of(e).bulk_tcp || !(e.schedule_rate > 0) || !known(e.throughput)) return std::nullopt;
+    if (!(e.throughput >= 0.85 * e.schedule_rate)) return std::nullopt;
+    // Every phase full too: a phase that fell short (loss, a window, a ramp after a change)
+    // had room that something else left unused, however full the whole was.
+    for (const auto& p : e.phases) {
+        const double length = p.to - p.from, outage = p.outage > 0 ? p.outage : 0;
+        if (outage >= 0.5 * length || !(p.rate > 0) || !known(p.throughput)) continue;
+        if (p.throughput < 0.85 * p.rate * length / (length - outage)) return std::nullopt;
+    }
+    auto outage =
+        e.schedule_outage > 0 ? fmt::format(", its {} of outage counted as nothing", ms(e.schedule_outage)) : "";
+    return Verdict{
+        "rate-bound",
+        fmt::format("rate-bound: {} of the {} the link's schedule allowed on average over the measurement "
+                    "({:.0f}%: the rates in force, weighted by how long each held{}): the schedule sets "
+                    "this number; larger socket buffers or another congestion control cannot raise it",
+                    rate(e.throughput), rate(e.schedule_rate), e.throughput / e.schedule_rate * 100, outage)};
+}
+
+namespace {
+
+// One phase of a bulk stream against the state in force in it.
+std::string phase_throughput(const Evidence& e, const PhaseEvidence& p) {
+    const double length = p.to - p.from;
+    std::string text = fmt::format("median throughput {}", rate(p.throughput));
+    const double outage = p.outage > 0 ? p.outage : 0;
+    // Half of the phase or more without a packet: its median is the outage's.
+    if (outage > 0 && outage >= 0.5 * length)
+        return text + fmt::format(
+                          " during an outage of {}: nothing passes, so the dip is the outage, not loss or "
+                          "a window",
+                          ms(outage));
+    if (outage > 0) text += fmt::format(" (after an outage of {})", ms(outage));
+    // The rate of the state in force outside the outage.
+    const double in_force = p.rate > 0 && length > outage ? p.rate * length / (length - outage) : kUnknown;
+    if (in_force > 0 && p.throughput >= 0.85 * in_force)
+        return text +
+               fmt::format(", {:.0f}% of the {} in force: the rate", p.throughput / in_force * 100, rate(in_force));
+    const double rtt = p.rtt > 0 ? p.rtt : path_rtt(e);
+    if (p.loss > 0 && rtt > 0) {
+        const double mss = e.mss > 0 ? e.mss : 1448;
+        const double bound = mss * 8 / rtt * std::sqrt(1.5) / std::sqrt(p.loss);
+        const double ratio = p.throughput / bound;
+        if (ratio >= 0.25 && ratio <= 2.5)
+            return text + fmt::format(
+                              ", {:.1f}x the {} that {} loss at {} allows one loss-based stream (Mathis et "
+                              "al.): loss-bound{}",
+                              ratio, rate(bound), probes::human(Unit::fraction, p.loss), ms(rtt),
+                              in_force > 0 ? fmt::format(", below the {} in force", rate(in_force)) : "");
+    }
+    if (in_force > 0)
+        text += fmt::format(", {:.0f}% of the {} in force", p.throughput / in_force * 100, rate(in_force));
+    return text;
+}
+
+// One phase of an RTT probe against the delay in force in it.
+std::string phase_rtt(const PhaseEvidence& p) {
+    std::string text = fmt::format("median RTT {}", ms(p.rtt_p50));
+    if (p.outage > 0) text += fmt::format(" (an outage of {} in it)", ms(p.outage));
+    if (!(p.rtt > 0)) return text;
+    const double queue = p.rtt_p50 - p.rtt;
+    if (p.rtt_p50 >= 2 * p.rtt && queue >= 0.010)
+        return text +
+               fmt::format(" against the {} in force: a standing queue of {} (bufferbloat)", ms(p.rtt), ms(queue));
+    return text + fmt::format(", the {} in force {}", ms(p.rtt),
+                              queue >= 0 ? fmt::format("and {} of queueing", ms(queue)) : std::string("and no queue"));
+}
+
+}  // namespace
+
+std::optional<Verdict> schedule_phases(const Evidence& e) {
+    if (e.phases.size() < 2) return std::nullopt;
+    const bool bulk = kind_of(e).bulk_tcp, pinged = kind_of(e).measures_rtt;
+    std::string text;
+    for (const auto& p : e.phases) {
+        std::string what;
+        if (bulk && known(p.throughput))
+            what = phase_throughput(e, p);
+        else if (pinged && known(p.rtt_p50))
+            what = phase_rtt(p);
+        if (what.empty()) continue;
+        text += fmt::format("{}{} {:.2f}-{:.2f} s: {}", text.empty() ? "" : "; ",
+                            p.entry > 0 ? fmt::format("#{:.0f}", p.entry) : std::string("[link]"), p.from, p.to, what);
+    }
+    if (text.empty()) return std::nullopt;
+    return Verdict{"schedule-phases", "each phase of the link's schedule against the state in force in it: " + text};
+}
+
 std::optional<Verdict> link_changed(const Evidence& e) {
     if (!(e.schedule_changes >= 0)) return std::nullopt;
     std::string late;
@@ -307,9 +396,9 @@ std::optional<Verdict> link_changed(const Evidence& e) {
         "link-schedule",
         fmt::format("the link changed during each repeat ({:.0f} change{} in place, as its schedule or trace says{}): "
                     "the rules that compare a measurement with [link]'s fixed rate, loss and RTT "
-                    "(rate-bound, queue-overflow, loss-bound, bufferbloat) do not apply; the series "
-                    "link.up.rate, link.up.delay and link.up.loss (and down) beside the measured ones "
-                    "show what held when",
+                    "(queue-overflow, loss-bound, bufferbloat) do not apply, and rate-bound compares with the "
+                    "rate the schedule allowed; the series link.up.rate, link.up.delay and link.up.loss (and "
+                    "down) beside the measured ones show what held when",
                     e.schedule_changes, e.schedule_changes == 1 ? "" : "s", late)};
 }
 
@@ -319,7 +408,7 @@ std::vector<Verdict> diagnose(const Evidence& e) {
     // compare with [link]'s fixed figures have nothing fixed to compare with.
     const bool fixed = !(e.schedule_changes >= 0);
     const std::pair<std::optional<Verdict>, bool> found[] = {
-        {fixed ? rate_bound(e) : std::nullopt, true},
+        {fixed ? rate_bound(e) : schedule_rate_bound(e), true},
         {receive_window_limited(e), buffer_binds(e, e.rcvbuf)},
         {send_buffer_limited(e), buffer_binds(e, e.sndbuf)},
         {delayed_ack_stall(e), true},
@@ -327,6 +416,7 @@ std::vector<Verdict> diagnose(const Evidence& e) {
         {fixed ? loss_bound(e) : std::nullopt, true},
         {fixed ? bufferbloat(e) : std::nullopt, kind_of(e).measures_rtt},
         {cpu_bound(e), true},
+        {schedule_phases(e), false},
         {link_changed(e), false},
     };
     std::vector<Verdict> out;

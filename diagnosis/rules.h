@@ -37,6 +37,18 @@ struct QueueEvidence {
     double bottleneck_peak = kUnknown;                                      ///< packets
 };
 
+/// One phase of a scheduled link (one [[link.schedule]] entry: run/schedule_check.h
+/// phases_of()), medians over the repeats.
+struct PhaseEvidence {
+    double entry = kUnknown;                ///< 0: [link] itself
+    double from = kUnknown, to = kUnknown;  ///< s from the start of each repeat
+    /// What the link allowed in it: the slowest direction's rate, time-weighted (an outage
+    /// counts 0; NaN: no rate), the seconds of outage, the RTT and loss of its own state.
+    double rate = kUnknown, outage = kUnknown, rtt = kUnknown, loss = kUnknown;
+    /// What was measured in it: the medians of the throughput and RTT series.
+    double throughput = kUnknown, rtt_p50 = kUnknown;
+};
+
 struct Evidence {
     std::string kind;  ///< probe kind: throughput, rtt, rr, http, command
     // The path as configured (NaN: none).
@@ -65,6 +77,10 @@ struct Evidence {
     /// and how late they landed, s (medians over the repeats; the max the largest).
     double schedule_changes = kUnknown;
     double schedule_late_median = kUnknown, schedule_late_p99 = kUnknown, schedule_late_max = kUnknown;
+    /// What the schedule allowed over the whole measurement: the slowest direction's rate,
+    /// time-weighted (an outage counts 0; NaN: unknown), and the seconds of outage.
+    double schedule_rate = kUnknown, schedule_outage = kUnknown;
+    std::vector<PhaseEvidence> phases;  ///< empty: no [[link.schedule]] entries (a trace has none)
 };
 
 /// What a verdict is to its measurement: the cause that set the measured number, or something
@@ -94,9 +110,17 @@ std::optional<Verdict> loss_bound(const Evidence& e);
 std::optional<Verdict> queue_overflow(const Evidence& e);
 std::optional<Verdict> bufferbloat(const Evidence& e);
 std::optional<Verdict> cpu_bound(const Evidence& e);
+/// Under a schedule or trace: a bulk stream that carried at least 85% of the rate the link's
+/// states allowed on average over the measurement (an outage counting 0) was bound by it.
+std::optional<Verdict> schedule_rate_bound(const Evidence& e);
+/// Under a schedule: what bound each phase, read against the state in force in it (an
+/// outage's dip is the outage; otherwise the rate in force, the loss in force by Mathis's
+/// bound, or a standing queue over the delay in force), or only how far below the rate it was.
+std::optional<Verdict> schedule_phases(const Evidence& e);
 /// The link changed during the measurement: the rules that compare it with [link]'s fixed
-/// rate, loss and RTT (rate-bound, queue-overflow, loss-bound, bufferbloat) do not apply, and
-/// this says so (an observation: a schedule is the experiment, not a cause to fix).
+/// rate, loss and RTT (rate-bound, queue-overflow, loss-bound, bufferbloat) do not apply (the
+/// rate is compared with what the schedule allowed, each phase with its own state), and this
+/// says so (an observation: a schedule is the experiment, not a cause to fix).
 std::optional<Verdict> link_changed(const Evidence& e);
 
 /// The trial's own rule, before any probe's: its emulation check measured the path and found

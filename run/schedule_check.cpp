@@ -147,6 +147,61 @@ ScheduleCheck check_schedule(const netem::Schedule& schedule, const netem::PlayL
     return c;
 }
 
+InForce in_force(const netem::Schedule& schedule, const netem::PlayLog& log, double from, double to) {
+    InForce f;
+    const auto up = spans_of(log, "up", to), down = spans_of(log, "down", to);
+    // Every instant either direction changed, so each piece between them has one state each.
+    std::vector<double> cuts{from, to};
+    for (const auto* spans : {&up, &down})
+        for (const auto& sp : *spans)
+            if (sp.from > from && sp.from < to) cuts.push_back(sp.from);
+    std::sort(cuts.begin(), cuts.end());
+    // The step in force just before t (a change at t itself begins what follows).
+    auto step_at = [](const std::vector<Span>& spans, double t) {
+        std::size_t step = 0;
+        for (const auto& sp : spans)
+            if (sp.from < t) step = sp.step;
+        return step;
+    };
+    double bits = 0;
+    bool unknown = false;
+    for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
+        const double a = cuts[i], b = cuts[i + 1], mid = (a + b) / 2;
+        if (b <= a) continue;
+        const std::size_t su = step_at(up, mid), sd = step_at(down, mid);
+        if (schedule.steps[su].outage || schedule.steps[sd].outage) {
+            f.outage += b - a;
+            continue;
+        }
+        double slowest = 0;  // 0: neither direction has a rate
+        for (double r : {static_cast<double>(state(schedule, su, "up").rate_bps),
+                         static_cast<double>(state(schedule, sd, "down").rate_bps)})
+            if (r > 0 && (slowest == 0 || r < slowest)) slowest = r;
+        if (slowest == 0) unknown = true;
+        bits += slowest * (b - a);
+    }
+    if (!unknown && to > from) f.rate = bits / (to - from);
+    const auto& u = state(schedule, step_at(up, to), "up");
+    const auto& d = state(schedule, step_at(down, to), "down");
+    f.rtt = probes::seconds(u.netem.delay) + probes::seconds(d.netem.delay);
+    f.loss = std::max(netem::figures_of(u).loss, netem::figures_of(d).loss);
+    return f;
+}
+
+InForce in_force_over(const netem::Schedule& schedule, const netem::PlayLog& log, const probes::SeriesMap& series) {
+    double end = 0;
+    for (const auto& [name, s] : series)
+        if (name.find('.') == std::string::npos && s.size()) end = std::max(end, s.t.back());
+    if (auto it = series.find("throughput"); it != series.end() && it->second.size()) end = it->second.t.back();
+    return in_force(schedule, log, 0, end > 0 ? end : log.ended);
+}
+
+nlohmann::json to_json(const InForce& f) {
+    nlohmann::json j = {{"outage", f.outage}, {"rtt", f.rtt}, {"loss", f.loss}};
+    if (std::isfinite(f.rate)) j["rate"] = f.rate;
+    return j;
+}
+
 nlohmann::json phases_of(const netem::Schedule& schedule, const netem::PlayLog& log, const probes::SeriesMap& series) {
     nlohmann::json out = nlohmann::json::array();
     if (!schedule.traces.empty()) return out;
@@ -182,7 +237,11 @@ nlohmann::json phases_of(const netem::Schedule& schedule, const netem::PlayLog& 
             if (in.size() % 2 == 0) median = (median + *std::max_element(in.begin(), mid)) / 2;
             medians[name] = median;
         }
-        out.push_back({{"entry", p.entry}, {"from", p.from}, {"to", p.to}, {"medians", medians}});
+        out.push_back({{"entry", p.entry},
+                       {"from", p.from},
+                       {"to", p.to},
+                       {"medians", medians},
+                       {"link", to_json(in_force(schedule, log, p.from, p.to))}});
     }
     return out;
 }

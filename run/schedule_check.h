@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -44,12 +45,31 @@ struct ScheduleCheck {
 ScheduleCheck check_schedule(const netem::Schedule& schedule, const netem::PlayLog& log,
                              const probes::SeriesMap& series, std::uint32_t mtu);
 
+/// What the link's states allowed over [from, to] of one measurement, in base units.
+struct InForce {
+    /// The slowest direction's rate, time-weighted (an outage counts 0); NaN when for part of
+    /// it neither direction had a rate.
+    double rate = std::numeric_limits<double>::quiet_NaN();
+    double outage = 0;  ///< seconds of outage within it
+    /// The state in force at `to` (the phase's own, after any outage that began it): the delay
+    /// both ways (s) and the larger of the two directions' loss (a fraction).
+    double rtt = 0, loss = 0;
+};
+InForce in_force(const netem::Schedule& schedule, const netem::PlayLog& log, double from, double to);
+/// in_force() over the whole measurement: from its start to its throughput series' last sample
+/// (the span its throughput is the mean of), else any measured series', else the schedule's end.
+InForce in_force_over(const netem::Schedule& schedule, const netem::PlayLog& log, const probes::SeriesMap& series);
+/// InForce as the counters store it: {"rate": bit/s (absent when unknown), "outage": s,
+/// "rtt": s, "loss": fraction}.
+nlohmann::json to_json(const InForce& f);
+
 /// The measurement's phases, one per [[link.schedule]] entry in the order the link went
 /// through them (an entry's outage and what follows it are one phase), each with the median
 /// of every top-level measured series (throughput, rtt, requests_per_second, ...: no per-stream
-/// or link.* series) over its samples in the phase: [{"entry": 0, "from": 0, "to": 3.0,
-/// "medians": {"throughput": 1.99e7}}, {"entry": 1, ...}]. Empty for a trace (its rows are not
-/// phases) or when the link never changed.
+/// or link.* series) over its samples in the phase, and what the link allowed in it (in_force()):
+/// [{"entry": 0, "from": 0, "to": 3.0, "medians": {"throughput": 1.99e7}, "link": {"rate": 2e7,
+/// "outage": 0, "rtt": 0.04, "loss": 0}}, {"entry": 1, ...}]. Empty for a trace (its rows are
+/// not phases) or when the link never changed.
 nlohmann::json phases_of(const netem::Schedule& schedule, const netem::PlayLog& log, const probes::SeriesMap& series);
 
 }  // namespace wanlab::run

@@ -312,6 +312,7 @@ void TrialRunner::measure(const experiment::Trial& t, const std::string& label, 
                 m.counters["schedule"]["windows"] = held.windows;
                 m.counters["schedule"]["rtts"] = held.rtts;
                 m.counters["schedule"]["check"] = held.note;
+                m.counters["schedule"]["allowed"] = to_json(in_force_over(t.schedule, *played, m.series));
                 if (auto phases = phases_of(t.schedule, *played, m.series); !phases.empty())
                     m.counters["schedule"]["phases"] = std::move(phases);
                 if (!played->error.empty())

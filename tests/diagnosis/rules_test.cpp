@@ -553,3 +553,100 @@ TEST_CASE("a link that changed during the measurement: no rule compares it with 
     REQUIRE_FALSE(fixed.empty());
     CHECK(fixed[0].rule == "queue-overflow");
 }
+
+namespace {
+
+PhaseEvidence phase(double entry, double from, double to, double rate, double throughput) {
+    PhaseEvidence p;
+    p.entry = entry, p.from = from, p.to = to, p.rate = rate, p.throughput = throughput;
+    p.outage = 0, p.rtt = 0.045, p.loss = 0;
+    return p;
+}
+
+}  // namespace
+
+TEST_CASE("under a schedule, rate-bound compares with what the schedule allowed, phase by phase", "[diagnosis]") {
+    // tests/vm/schedule/step.toml in the micro-VM: 20 Mbit/s, 5 Mbit/s from 3 s (applied at
+    // 3.00 s), 6.27 s of transfer: the link allowed 12.18 Mbit/s on average.
+    Evidence e = iperf3_rate_bound();
+    e.rate_configured = 5e6;  // the slower of [link]'s and the entries' is not what bounds it
+    e.schedule_changes = 1;
+    e.schedule_rate = (20e6 * 3 + 5e6 * 3.27) / 6.27;
+    e.schedule_outage = 0;
+    e.throughput = 11.4e6;
+    e.phases = {phase(0, 0, 3, 20e6, 19.14e6), phase(1, 3, 6.27, 5e6, 4.74e6)};
+    auto verdicts = diagnose(e);
+    REQUIRE(verdicts.size() == 3);
+    CHECK(verdicts[0].rule == "rate-bound");
+    CHECK(verdicts[0].role == Role::binding);
+    CHECK_THAT(verdicts[0].text,
+               Contains("11.40 Mbit/s of the 12.18 Mbit/s the link's schedule allowed") && Contains("(94%"));
+    CHECK(verdicts[1].rule == "schedule-phases");
+    CHECK(verdicts[1].role == Role::observed);
+    CHECK_THAT(verdicts[1].text, Contains("[link] 0.00-3.00 s: median throughput 19.14 Mbit/s, 96% of the "
+                                          "20.00 Mbit/s in force: the rate") &&
+                                     Contains("#1 3.00-6.27 s: median throughput 4.74 Mbit/s, 95% of the 5.00 "
+                                              "Mbit/s in force: the rate"));
+    CHECK(verdicts[2].rule == "link-schedule");
+    // A phase that fell short keeps the whole from being called rate-bound, though the whole
+    // reached 85%: something else left room in it.
+    e.phases[0].throughput = 15e6;
+    e.throughput = 10.5e6;
+    auto short_phase = diagnose(e);
+    REQUIRE_FALSE(short_phase.empty());
+    CHECK(short_phase[0].rule == "schedule-phases");
+    CHECK(short_phase[0].role == Role::observed);
+    CHECK_THAT(short_phase[0].text, Contains("median throughput 15.00 Mbit/s, 75% of the 20.00 Mbit/s in force;"));
+}
+
+TEST_CASE("a throughput dip during an outage is the outage, not loss, and a lossy phase is loss-bound", "[diagnosis]") {
+    // 20 Mbit/s, 1% loss, a 3 s outage from 2 s in a 7 s transfer: the outage's phase carried
+    // nothing for most of it. Without phases the loss rule would have read the whole measurement.
+    Evidence e = iperf3_rate_bound();
+    e.rate_configured = 20e6;
+    e.loss_configured = 0.01;
+    e.mss = 1448;
+    e.schedule_changes = 3;
+    e.schedule_rate = 20e6 * 4 / 7;
+    e.schedule_outage = 3;
+    e.throughput = 1.1e6;
+    auto outage = phase(1, 2, 7, 20e6 * 2 / 5, 0);
+    outage.outage = 3;
+    outage.loss = 0.01;
+    auto before = phase(0, 0, 2, 20e6, 2.1e6);
+    before.loss = 0.01;
+    before.rtt = 0.1;
+    e.phases = {before, outage};
+    auto verdicts = diagnose(e);
+    REQUIRE(verdicts.size() == 2);
+    CHECK(verdicts[0].rule == "schedule-phases");
+    CHECK(verdicts[0].role == Role::observed);
+    // Mathis at 1%, 100 ms, MSS 1448: 1448 x 8 / 0.1 x 1.2247 / 0.1 = 1.42 Mbit/s.
+    CHECK_THAT(verdicts[0].text, Contains("[link] 0.00-2.00 s: median throughput 2.10 Mbit/s, 1.5x the 1.42 Mbit/s "
+                                          "that 1.00% loss at 100.00 ms allows one loss-based stream") &&
+                                     Contains("loss-bound, below the 20.00 Mbit/s in force"));
+    CHECK_THAT(verdicts[0].text, Contains("#1 2.00-7.00 s: median throughput 0 bit/s during an outage of 3.000 s: "
+                                          "nothing passes, so the dip is the outage, not loss or a window"));
+    // No advice: the phases are the experiment; bbr is not offered for the outage's dip.
+    for (const auto& v : verdicts) CHECK_THAT(v.text, !Contains("bbr"));
+}
+
+TEST_CASE("an RTT probe's phases against the delay in force: a standing queue or none", "[diagnosis]") {
+    Evidence e;
+    e.kind = "rtt";
+    e.rtt_configured = 0.040;
+    e.schedule_changes = 1;
+    auto quiet = phase(0, 0, 3, 20e6, kUnknown);
+    quiet.rtt = 0.040, quiet.rtt_p50 = 0.0412;
+    auto loaded = phase(1, 3, 6, 5e6, kUnknown);
+    loaded.rtt = 0.080, loaded.rtt_p50 = 0.310;
+    e.phases = {quiet, loaded};
+    auto v = schedule_phases(e);
+    REQUIRE(v);
+    CHECK_THAT(v->text, Contains("[link] 0.00-3.00 s: median RTT 41.20 ms, the 40.00 ms in force and 1.20 ms of "
+                                 "queueing") &&
+                            Contains("#1 3.00-6.00 s: median RTT 310.00 ms against the 80.00 ms in force: a "
+                                     "standing queue of 230.00 ms (bufferbloat)"));
+    e.phases.pop_back();  // one phase is no schedule's phases
+    CHECK_FALSE(schedule_phases(e));
+}

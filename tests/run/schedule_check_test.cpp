@@ -132,4 +132,59 @@ TEST_CASE("a measurement under a schedule is summarised per entry: the outage an
     CHECK(phases[2]["from"].get<double>() == Approx(2.001));
     CHECK(phases[2]["medians"]["throughput"].get<double>() == Approx(2e6));
     CHECK_FALSE(phases[2]["medians"].contains("stream1.cwnd"));
+    // What the link allowed in each: the rate in force, time-weighted, an outage counting 0;
+    // the phase's own delay both ways.
+    CHECK(phases[0]["link"]["rate"].get<double>() == Approx(20e6));
+    CHECK(phases[0]["link"]["outage"].get<double>() == 0);
+    CHECK(phases[0]["link"]["rtt"].get<double>() == Approx(0.020));
+    CHECK(phases[1]["link"]["rate"].get<double>() == Approx(5e6));
+    CHECK(phases[2]["link"]["outage"].get<double>() == Approx(1.0));
+    CHECK(phases[2]["link"]["rate"].get<double>() == Approx(5e6 * 0.999 / 1.999));
+    // Over the whole measurement (to the throughput series' last sample, 4 s).
+    auto whole = run::in_force_over(s, log_of(s, 4.5), series);
+    CHECK(whole.rate == Approx((20e6 * 1.001 + 5e6 * 1.0 + 5e6 * 0.999) / 4));
+    CHECK(whole.outage == Approx(1.0));
+}
+
+TEST_CASE("what a link allowed: the slowest direction, and nothing known where no rate held", "[run][schedule]") {
+    auto l = testing::load(R"([link]
+delay = "10ms"
+up.rate = "10mbit"
+down.rate = "40mbit"
+[[link.schedule]]
+at = "1s"
+up.rate = "80mbit"
+[[link.schedule]]
+at = "2s"
+up.delay = "50ms"
+up.loss = "2%"
+[[probe]]
+kind = "rtt"
+)");
+    INFO(l.messages);
+    REQUIRE(l.exp);
+    const auto& s = l.exp->trials.at(0).schedule;
+    netem::PlayLog log;
+    log.changes = {{1, 1.0, 1.0, "up"}, {2, 2.0, 2.0, "up"}};
+    log.ended = 3;
+    // 10 Mbit/s (up the slower) for 1 s, then 40 (down the slower) for 2 s.
+    auto f = run::in_force(s, log, 0, 3);
+    CHECK(f.rate == Approx((10e6 + 2 * 40e6) / 3));
+    CHECK(f.outage == 0);
+    CHECK(f.rtt == Approx(0.060));  // the state at the end: 50 ms up, 10 ms down
+    CHECK(f.loss == Approx(0.02));
+    CHECK(run::in_force(s, log, 0, 1).rtt == Approx(0.020));
+    auto unshaped = testing::load(R"([link]
+delay = "10ms"
+[[link.schedule]]
+at = "1s"
+delay = "30ms"
+[[probe]]
+kind = "rtt"
+)");
+    REQUIRE(unshaped.exp);
+    netem::PlayLog l2;
+    l2.changes = {{1, 1.0, 1.0, "both"}};
+    CHECK(std::isnan(run::in_force(unshaped.exp->trials.at(0).schedule, l2, 0, 2).rate));
+    CHECK_FALSE(run::to_json(run::in_force(unshaped.exp->trials.at(0).schedule, l2, 0, 2)).contains("rate"));
 }
