@@ -64,6 +64,9 @@ void QdiscTally::add(std::size_t i, double t, const std::vector<netem::TcObject>
         } else {
             r.drops.add(t, static_cast<double>(q.stats.drops - r.last.drops));
             if (t > r.last_t) r.sent.add(t, static_cast<double>(q.stats.bytes - r.last.bytes) * 8 / (t - r.last_t));
+            const auto dropped = static_cast<double>(q.stats.drops - r.last.drops);
+            const auto offered = dropped + static_cast<double>(q.stats.packets - r.last.packets);
+            if (name == "netem" && offered > 0) r.lost.add(t, dropped / offered);
         }
         r.last_t = t;
         r.last = q.stats;
@@ -109,6 +112,7 @@ void QdiscTally::add_series(probes::SeriesMap& series) const {
             if (r.backlog.size() > 0) series[key("backlog")] = r.backlog;
             if (r.drops.size() > 0) series[key("drops")] = r.drops;
             if (r.sent.size() > 0 && name == "netem") series[key("throughput")] = r.sent;
+            if (r.lost.size() > 0) series[key("loss")] = r.lost;
         }
 }
 

@@ -57,6 +57,9 @@ private:
         double last_t = 0;
         probes::Series backlog, drops;
         probes::Series sent;  ///< bit/s between samples (netem's: what leaves the link)
+        /// netem's drops as a share of the packets it dropped or sent between samples: the
+        /// link's loss as it happened, its loss model's and its limit's (and an outage's) alike.
+        probes::Series lost;
     };
     std::vector<QdiscSite> sites_;
     std::vector<std::map<std::string, Role>> roles_;  // per site, by role

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -206,7 +207,11 @@ std::vector<Chart> before_after_charts(const Model& m) {
 // --- time series per repeat ---------------------------------------------------------------
 
 std::string series_label(const std::string& name, const AxisUnit& u) {
-    std::string what = name == "stream1.cwnd" ? "cwnd, stream 1" : name == "stream1.srtt" ? "srtt, stream 1" : name;
+    std::string what = name == "stream1.cwnd"            ? "cwnd, stream 1"
+                       : name == "stream1.srtt"          ? "srtt, stream 1"
+                       : name == "qdisc.up.netem.loss"   ? "loss up, dropped by netem"
+                       : name == "qdisc.down.netem.loss" ? "loss down, dropped by netem"
+                                                         : name;
     return axis_title(what, u);
 }
 
@@ -227,8 +232,9 @@ std::vector<std::string> group_series(const results::RunData& data, const std::s
     return out;
 }
 
-// Sum of a step series: up(t) + down(t) at every instant either changes.
-probes::Series step_sum(const probes::Series& a, const probes::Series& b) {
+// Two step series combined, f(a(t), b(t)), at every instant either changes.
+template <typename F>
+probes::Series step_combine(const probes::Series& a, const probes::Series& b, F f) {
     auto at = [](const probes::Series& s, double t) {
         double v = s.size() ? s.value.front() : 0;
         for (std::size_t i = 0; i < s.size() && s.t[i] <= t; ++i) v = s.value[i];
@@ -239,13 +245,18 @@ probes::Series step_sum(const probes::Series& a, const probes::Series& b) {
     std::sort(times.begin(), times.end());
     times.erase(std::unique(times.begin(), times.end()), times.end());
     probes::Series out;
-    for (double t : times) out.add(t, at(a, t) + at(b, t));
+    for (double t : times) out.add(t, f(at(a, t), at(b, t)));
     return out;
 }
 
+// A full-size segment's payload at MTU 1500 with TCP timestamps: what cwnd counts.
+constexpr double kSegmentBytes = 1448;
+
 // What the link's schedule or trace set behind a measured series, as a step series: the
 // configured rate of the direction that carried the traffic behind throughput, the
-// configured delay both ways behind an RTT. None without link.* series (a fixed link).
+// configured delay both ways behind an RTT, the bandwidth-delay product in segments behind
+// cwnd, a direction's configured loss behind what its netem dropped. None without link.*
+// series (a fixed link).
 std::optional<probes::Series> configured_for(const std::string& name, const results::Measurement& ms) {
     auto find = [&](const std::string& k) -> const probes::Series* {
         auto it = ms.series.find(k);
@@ -257,20 +268,54 @@ std::optional<probes::Series> configured_for(const std::string& name, const resu
             for (double x : s->value) v += x;
         return v;
     };
-    if (name == "throughput") {
+    // The direction whose netem carried more is the probe's.
+    auto carrying_rate = [&]() -> const probes::Series* {
         const auto* up = find("link.up.rate");
         const auto* down = find("link.down.rate");
-        if (up && down)  // the direction whose qdisc carried more is the probe's
-            return sum(find("qdisc.down.netem.throughput")) > sum(find("qdisc.up.netem.throughput")) ? *down : *up;
-        if (up || down) return up ? *up : *down;
+        if (up && down)
+            return sum(find("qdisc.down.netem.throughput")) > sum(find("qdisc.up.netem.throughput")) ? down : up;
+        return up ? up : down;
+    };
+    const auto* up_delay = find("link.up.delay");
+    const auto* down_delay = find("link.down.delay");
+    if (name == "throughput") {
+        if (const auto* rate = carrying_rate()) return *rate;
         return std::nullopt;
     }
     if (name == "rtt" || name.ends_with(".srtt")) {
-        const auto* up = find("link.up.delay");
-        const auto* down = find("link.down.delay");
-        if (up && down) return step_sum(*up, *down);
+        if (up_delay && down_delay) return step_combine(*up_delay, *down_delay, std::plus<>());
+        return std::nullopt;
     }
+    if (name.ends_with(".cwnd")) {
+        const auto* rate = carrying_rate();
+        if (!rate || !up_delay || !down_delay) return std::nullopt;
+        auto rtt = step_combine(*up_delay, *down_delay, std::plus<>());
+        return step_combine(*rate, rtt, [](double r, double d) { return r * d / 8 / kSegmentBytes; });
+    }
+    for (const char* dir : {"up", "down"})
+        if (name == fmt::format("qdisc.{}.netem.loss", dir))
+            if (const auto* loss = find(fmt::format("link.{}.loss", dir))) return *loss;
     return std::nullopt;
+}
+
+// The directions whose loss the link's schedule or trace set above 0 at some point (an
+// outage's 100% included) in any repeat of `probe`, whose netem's drops were recorded: their
+// drop share is charted against it.
+std::vector<std::string> scheduled_loss_series(const results::RunData& data, const std::string& probe) {
+    std::vector<std::string> out;
+    for (const char* dir : {"up", "down"}) {
+        const auto measured = fmt::format("qdisc.{}.netem.loss", dir);
+        for (const auto& ms : data.measurements) {
+            if (ms.probe != probe || !ms.series.count(measured)) continue;
+            auto it = ms.series.find(fmt::format("link.{}.loss", dir));
+            if (it == ms.series.end()) continue;
+            if (std::any_of(it->second.value.begin(), it->second.value.end(), [](double v) { return v > 0; })) {
+                out.push_back(measured);
+                break;
+            }
+        }
+    }
+    return out;
 }
 
 std::vector<Chart> series_charts(const Model& m, std::vector<std::string>& notes) {
@@ -281,6 +326,8 @@ std::vector<Chart> series_charts(const Model& m, std::vector<std::string>& notes
         auto shown = traits.charts_recorded_series
                          ? group_series(data, p.name)
                          : std::vector<std::string>(traits.charted_series.begin(), traits.charted_series.end());
+        if (!traits.charts_recorded_series)
+            for (auto& loss : scheduled_loss_series(data, p.name)) shown.push_back(std::move(loss));
         if (shown.empty()) continue;
         // Each series' scale over every repeat of the probe; the points, thinned if many.
         std::map<std::string, double> top;
@@ -371,8 +418,10 @@ std::vector<Chart> series_charts(const Model& m, std::vector<std::string>& notes
             notes.push_back(
                 fmt::format("{}: the grey band is what the link's schedule or trace set, at the instants "
                             "the kernel took each change: the rate behind throughput, the delay both ways "
-                            "behind an RTT",
-                            p.name));
+                            "behind an RTT, the bandwidth-delay product in full-size segments ({:.0f} bytes) "
+                            "behind cwnd, a direction's loss (an outage's 100%) behind the share of packets "
+                            "its netem dropped",
+                            p.name, kSegmentBytes));
         }
         out.push_back({"series-" + p.name, title, std::move(spec)});
     }
@@ -748,6 +797,16 @@ std::string run_page(const Model& m) {
                        "Each repeat's own intervals: throughput and TCP_INFO (cwnd in segments, the "
                        "smoothed RTT) of the first stream, or completions and latency per interval.");
         for (const auto& n : series_notes) page.paragraph(n);
+    }
+    if (!m.phases.empty()) {
+        page.section("phases", "Phases of the link's schedule");
+        page.paragraph(
+            "Each [[link.schedule]] entry's median of every measured series, the median over the "
+            "repeats, beside what the link allowed in it (the rate in force weighted by how long it "
+            "held, the delay both ways, loss and outage).");
+        std::vector<std::string> lines;
+        for (const auto& p : m.phases) lines.push_back(phase_line(p));
+        page.list(lines);
     }
     auto latency = latency_charts(m);
     if (!latency.empty()) {

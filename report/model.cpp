@@ -267,7 +267,7 @@ std::vector<PhaseSummary> phase_summaries(const results::RunData& data) {
             for (std::size_t i = 0; i < n; ++i) {
                 PhaseSummary::Phase p;
                 std::vector<double> from, to;
-                std::map<std::string, std::vector<double>> values;
+                std::map<std::string, std::vector<double>> values, in_force;
                 for (const auto* r : repeats) {
                     const auto& ph = (*r)[i];
                     p.entry = ph.value("entry", std::size_t{0});
@@ -276,10 +276,14 @@ std::vector<PhaseSummary> phase_summaries(const results::RunData& data) {
                     if (ph.contains("medians") && ph["medians"].is_object())
                         for (const auto& [k, v] : ph["medians"].items())
                             if (v.is_number()) values[k].push_back(v.get<double>());
+                    if (ph.contains("link") && ph["link"].is_object())
+                        for (const auto& [k, v] : ph["link"].items())
+                            if (v.is_number()) in_force[k].push_back(v.get<double>());
                 }
                 p.from = median_of(from);
                 p.to = median_of(to);
                 for (const auto& [k, v] : values) p.medians[k] = median_of(v);
+                for (const auto& [k, v] : in_force) p.in_force[k] = median_of(v);
                 s.phases.push_back(std::move(p));
             }
             if (!s.phases.empty()) out.push_back(std::move(s));
@@ -297,9 +301,21 @@ std::string phase_line(const PhaseSummary& p) {
         for (const auto& [name, v] : ph.medians)
             figures +=
                 fmt::format("{}{} {}", figures.empty() ? "" : ", ", name, probes::human(probes::series_unit(name), v));
-        parts.push_back(fmt::format("{} {:.2f}-{:.2f} s: {}",
-                                    ph.entry == 0 ? std::string("[link]") : fmt::format("#{}", ph.entry), ph.from,
-                                    ph.to, figures.empty() ? "no samples" : figures));
+        // What the link allowed: the rate in force (time-weighted), the delay both ways, loss
+        // and outage where there were any.
+        std::vector<std::string> allowed;
+        auto at = [&ph](const char* k) {
+            auto it = ph.in_force.find(k);
+            return it == ph.in_force.end() ? std::nan("") : it->second;
+        };
+        if (at("rate") > 0) allowed.push_back(probes::human(probes::Unit::bits_per_second, at("rate")));
+        if (at("rtt") >= 0) allowed.push_back("RTT " + probes::human(probes::Unit::seconds, at("rtt")));
+        if (at("loss") > 0) allowed.push_back("loss " + probes::human(probes::Unit::fraction, at("loss")));
+        if (at("outage") > 0) allowed.push_back("outage " + probes::human(probes::Unit::seconds, at("outage")));
+        parts.push_back(fmt::format(
+            "{} {:.2f}-{:.2f} s{}: {}", ph.entry == 0 ? std::string("[link]") : fmt::format("#{}", ph.entry), ph.from,
+            ph.to, allowed.empty() ? "" : fmt::format(" ({} in force)", fmt::join(allowed, ", ")),
+            figures.empty() ? "no samples" : figures));
     }
     auto point = detail::point_label(*p.trial);
     return fmt::format("{}, {}{} (median of {} repeat{}): {}", p.probe, p.trial->variant,

@@ -114,6 +114,9 @@ struct PhaseSummary {
         std::size_t entry = 0;
         double from = 0, to = 0;                ///< seconds from the start, medians over the repeats
         std::map<std::string, double> medians;  ///< series name -> base units
+        /// What the link allowed in it (run/schedule_check.h InForce): "rate" (bit/s, absent
+        /// when no rate held), "outage" and "rtt" (s), "loss" (a fraction).
+        std::map<std::string, double> in_force;
     };
     std::vector<Phase> phases;
     std::size_t repeats = 0;

@@ -258,7 +258,10 @@ std::string render_json(const Model& m) {
         for (const auto& ph : p.phases) {
             json medians = json::object();
             for (const auto& [k, v] : ph.medians) medians[k] = detail::number<json>(v);
-            phases.push_back({{"entry", ph.entry}, {"from", ph.from}, {"to", ph.to}, {"medians", medians}});
+            json in_force = json::object();
+            for (const auto& [k, v] : ph.in_force) in_force[k] = detail::number<json>(v);
+            phases.push_back(
+                {{"entry", ph.entry}, {"from", ph.from}, {"to", ph.to}, {"medians", medians}, {"link", in_force}});
         }
         j["phases"].push_back({{"trial", p.trial->index},
                                {"trial_id", p.trial->id},

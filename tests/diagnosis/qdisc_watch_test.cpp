@@ -122,6 +122,11 @@ TEST_CASE("the qdisc tally gives deltas, peaks and limits by role, and backlog a
     CHECK(series.at("qdisc.up.netem.throughput").value[0] == Approx(499000 * 8 / 0.1));
     CHECK(series.at("qdisc.up.netem.throughput").value[1] == Approx(400000 * 8 / 0.1));
     CHECK_FALSE(series.count("qdisc.up.queue.throughput"));
+    // netem's drops as a share of what it dropped or sent per sample: 26 of 416, 4 of 304.
+    REQUIRE(series.count("qdisc.up.netem.loss"));
+    CHECK(series.at("qdisc.up.netem.loss").value[0] == Approx(26.0 / 416));
+    CHECK(series.at("qdisc.up.netem.loss").value[1] == Approx(4.0 / 304));
+    CHECK_FALSE(series.count("qdisc.up.queue.loss"));
 }
 
 TEST_CASE("a queue grafted at its second handle keeps its role, so its drops are not the shaper's", "[diagnosis]") {

@@ -144,6 +144,48 @@ TEST_CASE("under a schedule, the configured rate and RTT are a band behind throu
     for (const auto& ch : plain) CHECK_FALSE((ch.spec.contains("spec") && ch.spec["spec"].contains("layer")));
 }
 
+TEST_CASE("under a schedule, the bandwidth-delay product is a band behind cwnd, and loss behind netem's drops",
+          "[report][html][schedule]") {
+    auto d = fixtures::buffer_sweep();
+    for (auto& m : d.measurements) {
+        m.series["throughput"] = {{1, 2, 3}, {19e6, 0, 4.9e6}};
+        m.series["stream1.cwnd"] = {{1, 2, 3}, {30, 2, 12}};
+        m.series["link.up.rate"] = {{0, 1.5, 3}, {20e6, 5e6, 5e6}};
+        m.series["link.up.delay"] = {{0, 3}, {0.020, 0.020}};
+        m.series["link.down.delay"] = {{0, 3}, {0.020, 0.020}};
+        // An outage from 1.5 to 2.5 s: netem dropped everything that arrived.
+        m.series["link.up.loss"] = {{0, 1.5, 2.5, 3}, {0.0, 1.0, 0.0, 0.0}};
+        m.series["qdisc.up.netem.loss"] = {{1, 2, 3}, {0.0, 1.0, 0.01}};
+    }
+    auto charts = charts_of(d);
+    const auto& c = chart(charts, "series-bulk");
+    std::map<std::string, std::vector<nlohmann::json>> band, measured;
+    for (const auto& v : rows(c)) (v["band"] == true ? band : measured)[v["series"].get<std::string>()].push_back(v);
+    // cwnd: 20 Mbit/s x 40 ms / 8 / 1448 bytes = 69.1 segments, then 17.3 at 5 Mbit/s.
+    REQUIRE(band.count("cwnd, stream 1 (count)"));
+    const auto& bdp = band["cwnd, stream 1 (count)"];
+    CHECK(bdp[0]["value"].get<double>() == Approx(20e6 * 0.040 / 8 / 1448));
+    CHECK(bdp[1]["t"].get<double>() == Approx(1.5));
+    CHECK(bdp[1]["value"].get<double>() == Approx(5e6 * 0.040 / 8 / 1448));
+    // The loss row appears because the schedule set a loss; the band is the outage's 100%.
+    std::string loss_row;
+    for (const auto& [name, rows] : band)
+        if (name.starts_with("loss")) loss_row = name;
+    REQUIRE_FALSE(loss_row.empty());
+    CHECK(measured.count(loss_row));
+    CHECK(band[loss_row][1]["t"].get<double>() == Approx(1.5));
+    CHECK(band[loss_row][1]["value"].get<double>() == Approx(100));  // percent
+    // A schedule that never sets a loss draws no loss row.
+    for (auto& m : d.measurements) m.series["link.up.loss"] = {{0, 3}, {0.0, 0.0}};
+    for (const auto& v : rows(chart(charts_of(d), "series-bulk")))
+        CHECK_FALSE(v["series"].get<std::string>().starts_with("loss"));
+}
+
+TEST_CASE("a plain run draws no band", "[report][html]") {
+    auto plain = charts_of(fixtures::buffer_sweep());
+    for (const auto& ch : plain) CHECK_FALSE((ch.spec.contains("spec") && ch.spec["spec"].contains("layer")));
+}
+
 TEST_CASE("latency distributions are drawn from quantiles of every repeat's samples", "[report][html]") {
     auto d = fixtures::buffer_sweep();
     d.measurements.clear();

@@ -490,19 +490,25 @@ TEST_CASE("a measurement under a schedule gets its phases in the text and the JS
         first["medians"]["throughput"] = 1e7 * m.repeat;
         nlohmann::json second{{"entry", 1}, {"from", change}, {"to", 6.0}};
         second["medians"]["throughput"] = 5e6;
+        first["link"] = {{"rate", 2.2e7}, {"outage", 0.0}, {"rtt", 0.02}, {"loss", 0.0}};
+        second["link"] = {{"rate", 5e6 * 2 / 3}, {"outage", 1.0}, {"rtt", 0.02}, {"loss", 0.01}};
         m.counters["schedule"]["phases"] = nlohmann::json::array({first, second});
     }
     auto text = render_as(d, Format::table);
-    CHECK_THAT(
-        text,
-        Contains("Phases of the link's schedule") &&
-            Contains("bulk, default-buffers @ link.rtt=20ms (median of 3 repeats): [link] 0.00-3.00 s: throughput "
-                     "20.00 Mbit/s; #1 3.00-6.00 s: throughput 5.00 Mbit/s"));
+    CHECK_THAT(text, Contains("Phases of the link's schedule") &&
+                         Contains("bulk, default-buffers @ link.rtt=20ms (median of 3 repeats): [link] 0.00-3.00 s "
+                                  "(22.00 Mbit/s, RTT 20.00 ms in force): throughput 20.00 Mbit/s; #1 3.00-6.00 s "
+                                  "(3.33 Mbit/s, RTT 20.00 ms, loss 1.00%, outage 1.000 s in force): throughput "
+                                  "5.00 Mbit/s"));
     auto j = nlohmann::json::parse(render_as(d, Format::json));
     REQUIRE(j["phases"].size() == 1);
     CHECK(j["phases"][0]["trial"] == 1);
     CHECK(j["phases"][0]["phases"][0]["medians"]["throughput"].get<double>() == 2e7);
     CHECK(j["phases"][0]["phases"][1]["entry"] == 1);
+    CHECK(j["phases"][0]["phases"][1]["link"]["outage"].get<double>() == 1.0);
+    // The page lists them in a section of its own.
+    CHECK_THAT(render_as(d, Format::html), Contains("<section id=\"phases\"><h2>Phases of the link&#39;s schedule") &&
+                                               Contains("outage 1.000 s in force"));
     // Without a schedule: no section.
     CHECK_THAT(render_as(fixtures::buffer_sweep(), Format::table), !Contains("Phases"));
 }
