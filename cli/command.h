@@ -83,6 +83,7 @@ Runner setup_vm(CLI::App& sub);          // cli/cmd_vm.cpp
 Runner setup_probe(CLI::App& sub);       // cli/cmd_probe.cpp
 Runner setup_profiles(CLI::App& sub);    // cli/cmd_profiles.cpp
 Runner setup_run(CLI::App& sub);         // cli/cmd_run.cpp
+Runner setup_tune(CLI::App& sub);        // cli/cmd_tune.cpp
 Runner setup_results(CLI::App& sub);     // cli/cmd_results.cpp
 Runner setup_compare(CLI::App& sub);     // cli/cmd_results.cpp
 Runner setup_completion(CLI::App& sub);  // cli/completion.cpp

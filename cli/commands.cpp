@@ -24,6 +24,10 @@ constexpr Command kCommands[] = {
      "  wanlab results show latest --export csv > measurements.csv\n"
      "  wanlab results merge RUN_A RUN_B --out merged\n"
      "  wanlab results sysctl latest --variant large-buffers --point 40ms -o 90-wanlab.conf"},
+    {"tune", "Search [tune.space] for the least settings that reach the best goal on the file's paths", &setup_tune,
+     "  wanlab tune examples/tune-buffers.toml\n"
+     "  wanlab tune examples/tune-buffers.toml --format json --write-sysctl 90-wanlab.conf\n"
+     "  wanlab tune examples/tune-buffers.toml --resume t1a2b3c4d"},
     {"compare", "Compare two stored runs of the same experiment (another machine, kernel or version)", &setup_compare,
      "  wanlab compare RUN_A latest\n"
      "  wanlab compare latest latest --other ../results-from-the-other-machine"},

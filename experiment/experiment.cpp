@@ -111,7 +111,8 @@ std::vector<std::string> parse_variants(Node& doc, Diagnostics& diag) {
 
 std::optional<Experiment> load_experiment(const std::string& file, const std::string& text,
                                           const std::vector<std::string>& sets, const ProfileLibrary& profiles,
-                                          config::Documents& docs, Diagnostics& diag) {
+                                          config::Documents& docs, Diagnostics& diag,
+                                          const std::vector<MadeVariant>* made) {
     const toml::table* parsed = docs.parse(file, text, diag);
     if (!parsed) return std::nullopt;
     Node doc = config::from_toml(*parsed);
@@ -141,11 +142,22 @@ std::optional<Experiment> load_experiment(const std::string& file, const std::st
     const Node* sweep = top.table("sweep");
     top.raw("variant");
     const Node* asserts = top.table_array("assert");
+    const Node* tune = top.table("tune");
     top.finish();
     exp.name = name ? *name : std::filesystem::path(file).stem().string();
     exp.description = description.value_or("");
 
     exp.variants = parse_variants(doc, diag);
+    // tune makes its own variants, its candidates: the file's would be measured under each.
+    if (tune && doc.find("variant"))
+        diag.error(doc.find("variant")->key_at,
+                   "a file with [tune] declares no [[variant]]: tune makes its own, one per candidate",
+                   "move what the variants change into [tune.space], or tune a copy of the file without them");
+    if (made) {
+        exp.variants.clear();
+        for (const auto& v : *made) exp.variants.push_back(v.name);
+        exp.run.baseline = exp.variants.empty() ? "" : exp.variants.front();
+    }
     bool implicit_variant = exp.variants.empty();
     if (implicit_variant) exp.variants.push_back("default");
     if (exp.run.baseline.empty()) {
@@ -162,12 +174,35 @@ std::optional<Experiment> load_experiment(const std::string& file, const std::st
     // With a broken sweep, still check the rest of the file once, at the first point.
     if (diag.has_errors() && points.size() > 1) points.resize(1);
     if (points.empty()) points.emplace_back();
-    exp.trials = expand_trials(doc, exp, points, implicit_variant, profiles, docs, diag);
+    exp.trials = expand_trials(doc, exp, points, implicit_variant, profiles, docs, diag, made);
     check_one_place(doc, exp, diag);
     warn_short_timeouts(exp, diag);
     // A group's own record is asserted like a probe's (its fairness, its summed throughput).
     if (!exp.trials.empty())
         parse_asserts(asserts, exp, probes::with_group_records(exp.trials.front().probes), diag, exp.asserts);
+    if (tune && !exp.trials.empty()) exp.tune = parse_tune(*tune, exp, diag);
+    // Every candidate of the space (each combination of its keys' values, at most
+    // kMaxTuneCandidates) checked as a trial at the first point, so a value tune could not set
+    // (`sysctl.net.ipv4.tcp_rmem = "4096 131072 65536"`) is refused here, at its value, and not
+    // when tune reaches it. Identical messages are reported once.
+    if (exp.tune && !made && !diag.has_errors()) {
+        std::vector<MadeVariant> grid{{"c0", {}}};
+        for (const auto& k : exp.tune->space) {
+            std::vector<MadeVariant> next;
+            for (const auto& g : grid)
+                for (std::size_t i = 0; i < k.values.size(); ++i) {
+                    auto v = g;
+                    v.name = fmt::format("c{}", next.size());
+                    v.values.push_back({k.path, k.values[i], k.value_at[i]});
+                    next.push_back(std::move(v));
+                }
+            grid = std::move(next);
+        }
+        Experiment check = exp;
+        check.variants.clear();
+        for (const auto& v : grid) check.variants.push_back(v.name);
+        (void)expand_trials(doc, check, {points.front()}, false, profiles, docs, diag, &grid);
+    }
     if (diag.has_errors()) return std::nullopt;
     return exp;
 }

@@ -19,6 +19,7 @@
 #include "core/config.h"
 #include "core/diagnostic.h"
 #include "experiment/profiles.h"
+#include "experiment/tune.h"
 #include "netem/link_spec.h"
 #include "netem/schedule.h"
 #include "probes/probe_spec.h"
@@ -127,6 +128,18 @@ enum class SweepMode { cross, zip };
 /// "cross" or "zip", as the file writes it.
 const char* sweep_mode_name(SweepMode mode) noexcept;
 
+/// A variant made in code rather than written as [[variant]] (tune's candidates): its name
+/// and the values it sets, by the dotted keys [sweep] takes, each as TOML text ("\"bbr\"",
+/// "4194304") with where the file wrote it, for messages.
+struct MadeVariant {
+    struct Value {
+        std::string path, toml;
+        Location at;
+    };
+    std::string name;
+    std::vector<Value> values;
+};
+
 struct Experiment {
     std::string file;
     std::string name;
@@ -138,6 +151,7 @@ struct Experiment {
     std::vector<AssertSpec> asserts;
     std::vector<Trial> trials;
     std::vector<std::string> sets;  ///< the --set arguments applied
+    std::optional<TuneSpec> tune;   ///< [tune]: what `wanlab tune` searches (experiment/tune.h)
 };
 
 inline constexpr std::size_t kMaxTrials = 10'000;
@@ -145,8 +159,11 @@ inline constexpr std::size_t kMaxTrials = 10'000;
 /// Loads `text` (named `file` in messages) with `sets` ("KEY=VALUE") applied. Returns the
 /// experiment, or nullopt with errors in `diag`; warnings may be present either way.
 /// `docs` keeps the sources for rendering diagnostics and must outlive the call's use of them.
+/// `made`: variants made in code in place of the file's (which must then declare none), the
+/// first the baseline: `wanlab tune`'s candidates.
 std::optional<Experiment> load_experiment(const std::string& file, const std::string& text,
                                           const std::vector<std::string>& sets, const ProfileLibrary& profiles,
-                                          config::Documents& docs, Diagnostics& diag);
+                                          config::Documents& docs, Diagnostics& diag,
+                                          const std::vector<MadeVariant>* made = nullptr);
 
 }  // namespace wanlab::experiment

@@ -436,7 +436,41 @@ std::string render_plan_text(const Experiment& exp) {
         for (const auto& s : t.services)
             out += fmt::format("    start on {}: {}{}\n", s.host, text::shell_join(service_argv(s)), vars_text(s));
     }
+    if (exp.tune) {
+        const auto& tn = *exp.tune;
+        std::size_t candidates = 1;
+        for (const auto& k : tn.space) candidates *= k.values.size();
+        out += fmt::format(
+            "\n`wanlab tune` (docs/tune.md): goal {} ({} is better), within {:g}% of the best, budget {}; "
+            "{} candidate{} (less the file's own and those over the buffer budget) on each of the {} "
+            "trial{} above\n",
+            tn.goal.text(), tn.goal.higher_is_better ? "higher" : "lower", tn.tolerance * 100,
+            human_duration(tn.budget), candidates, candidates == 1 ? "" : "s", exp.trials.size(),
+            exp.trials.size() == 1 ? "" : "s");
+        for (const auto& c : tn.constraints) out += fmt::format("  constraint: {}\n", c.text);
+        if (tn.buffer_budget)
+            out += fmt::format("  no socket buffer above {}\n", units::format_size(*tn.buffer_budget));
+        for (const auto& k : tn.space) out += fmt::format("  {}: {}\n", k.path, fmt::join(k.labels, ", "));
+    }
     return out;
+}
+
+// [tune], or null.
+json tune_json(const Experiment& exp) {
+    if (!exp.tune) return nullptr;
+    const auto& tn = *exp.tune;
+    json space = json::array();
+    for (const auto& k : tn.space) space.push_back({{"key", k.path}, {"values", k.labels}});
+    json constraints = json::array();
+    for (const auto& c : tn.constraints)
+        constraints.push_back({{"metric", c.metric.text()}, {"at_most", c.at_most}, {"bound", c.bound}});
+    return {{"goal", tn.goal.text()},
+            {"higher_is_better", tn.goal.higher_is_better},
+            {"constraints", constraints},
+            {"budget", seconds(tn.budget)},
+            {"tolerance", tn.tolerance},
+            {"buffer_budget", tn.buffer_budget ? json(*tn.buffer_budget) : json(nullptr)},
+            {"space", space}};
 }
 
 json plan_json(const Experiment& exp) {
@@ -527,6 +561,7 @@ json plan_json(const Experiment& exp) {
               {"duration", seconds(exp.run.duration)},
               {"seed", exp.run.seed}}},
             {"asserts", asserts},
+            {"tune", tune_json(exp)},
             {"trials", trials}};
 }
 

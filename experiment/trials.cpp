@@ -80,35 +80,35 @@ std::uint64_t fnv1a(const std::string& s) {
     return h;
 }
 
-bool check_path(const std::string& path, const Node& entry, Diagnostics& diag) {
+}  // namespace
+
+bool check_key_path(const std::string& path, const Node& entry, const char* section, Diagnostics& diag) {
     auto parts = split(path);
     if (std::find(kRoots.begin(), kRoots.end(), parts[0]) == kRoots.end()) {
         auto guess = did_you_mean(parts[0], kRoots);
         diag.error(entry.key_at,
                    fmt::format(
-                       "[sweep] key `{}` must start with link., sysctl., probe., service. or lab.{}", path,
+                       "{} key `{}` must start with link., sysctl., probe., service. or lab.{}", section, path,
                        guess.empty() ? "" : fmt::format("; did you mean `{}`?", guess + path.substr(parts[0].size()))));
         return false;
     }
     if (parts.size() < 2 || std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
-        diag.error(entry.key_at, fmt::format("[sweep] key `{}` must name a setting, such as `link.rtt`", path));
+        diag.error(entry.key_at, fmt::format("{} key `{}` must name a setting, such as `link.rtt`", section, path));
         return false;
     }
     if (parts[0] == "probe" && parts.size() != 3) {
         diag.error(entry.key_at,
-                   fmt::format("[sweep] key `{}` must be probe.NAME.OPTION, such as `probe.bulk.streams`", path));
+                   fmt::format("{} key `{}` must be probe.NAME.OPTION, such as `probe.bulk.streams`", section, path));
         return false;
     }
     if (parts[0] == "service" && parts.size() < 3) {
-        diag.error(entry.key_at, fmt::format("[sweep] key `{}` must be service.NAME.KEY, such as "
+        diag.error(entry.key_at, fmt::format("{} key `{}` must be service.NAME.KEY, such as "
                                              "`service.web.vars.nodelay`",
-                                             path));
+                                             section, path));
         return false;
     }
     return true;
 }
-
-}  // namespace
 
 std::string value_text(const Node& leaf) {
     if (leaf.kind != Node::Kind::value) return "{...}";
@@ -153,7 +153,7 @@ std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnos
     for (const auto& [path, value] : sweep->members) {
         if (path == "mode") continue;
         r.raw(path);
-        if (!check_path(path, value, diag)) continue;
+        if (!check_key_path(path, value, "[sweep]", diag)) continue;
         const bool named = value.kind == Node::Kind::table;
         if (!named && (value.kind != Node::Kind::value || !value.value->is_array())) {
             diag.error(value.value_at,
@@ -225,13 +225,30 @@ std::vector<SweepPoint> sweep_points(const Node* sweep, Experiment& exp, Diagnos
 
 std::vector<Trial> expand_trials(const Node& doc, const Experiment& exp, const std::vector<SweepPoint>& points,
                                  bool implicit_variant, const ProfileLibrary& profiles, config::Documents& docs,
-                                 Diagnostics& diag) {
+                                 Diagnostics& diag, const std::vector<MadeVariant>* made) {
     Node base = doc;
     // One overlay per declared variant that has a valid, unique name (the others were
     // reported by the variant parser and are left out).
     std::vector<Node> variant_overlays;
     std::vector<std::string> variant_names;
-    if (!implicit_variant) {
+    if (made) {
+        for (const auto& v : *made) {
+            Node overlay;
+            for (const auto& value : v.values) {
+                const toml::table* t =
+                    docs.parse(fmt::format("{} ({} of variant {})", value.at.file, value.path, v.name),
+                               "v = " + value.toml + "\n", diag);
+                if (!t) continue;
+                Node leaf;
+                leaf.kind = Node::Kind::value;
+                leaf.value = t->get("v");
+                leaf.key_at = leaf.value_at = value.at;
+                config::merge(overlay, overlay_for(value.path, leaf));
+            }
+            variant_overlays.push_back(std::move(overlay));
+            variant_names.push_back(v.name);
+        }
+    } else if (!implicit_variant) {
         for (const auto& v : doc.find("variant")->items) {
             const Node* name = v.find("name");
             auto text =

@@ -30,10 +30,15 @@ struct SweepPoint {
 std::vector<SweepPoint> sweep_points(const config::Node* sweep, Experiment& exp, Diagnostics& diag);
 
 /// Every (point, variant) pair as a Trial. `implicit_variant`: the experiment declares no
-/// [[variant]], so the single "default" variant has no overrides.
+/// [[variant]], so the single "default" variant has no overrides. `made`: variants made in
+/// code, in place of the document's (load_experiment()).
 std::vector<Trial> expand_trials(const config::Node& doc, const Experiment& exp, const std::vector<SweepPoint>& points,
                                  bool implicit_variant, const ProfileLibrary& profiles, config::Documents& docs,
-                                 Diagnostics& diag);
+                                 Diagnostics& diag, const std::vector<MadeVariant>* made = nullptr);
+
+/// Whether `path` is a key [sweep] (and [tune.space], `section` in messages) can vary:
+/// link., sysctl., probe.NAME.OPTION, service.NAME.KEY or lab.; an error at `entry` if not.
+bool check_key_path(const std::string& path, const config::Node& entry, const char* section, Diagnostics& diag);
 
 /// "40ms", "[4096, 131072]", "true": a leaf as a short text for tables and ids.
 std::string value_text(const config::Node& leaf);

@@ -17,12 +17,12 @@ struct Loaded {
 };
 
 inline Loaded load(const std::string& text, const std::vector<std::string>& sets = {},
-                   const std::string& name = "exp.toml") {
+                   const std::string& name = "exp.toml", const std::vector<experiment::MadeVariant>* made = nullptr) {
     config::Documents docs;
     Diagnostics diag;
     experiment::ProfileLibrary profiles({WANLAB_TEST_PROFILES});
     Loaded out;
-    out.exp = experiment::load_experiment(name, text, sets, profiles, docs, diag);
+    out.exp = experiment::load_experiment(name, text, sets, profiles, docs, diag, made);
     out.messages = diag.render(docs.sources());
     return out;
 }

@@ -1,0 +1,200 @@
+// `wanlab tune FILE`: searches the file's [tune.space] for the least change that reaches the
+// best of its goal on its paths (tune/search.h), measuring each stage as a run of the file
+// (tune/stages.h), and prints the recommendation with its evidence (tune/answer.h); in the
+// micro-VM when this kernel lacks what the file's link needs, as `wanlab run` does.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/load.h"
+#include "core/error.h"
+#include "core/sys.h"
+#include "core/units.h"
+#include "lab/capabilities.h"
+#include "lab/session.h"
+#include "run/launch.h"
+#include "sysctl/proc_sys.h"
+#include "tune/answer.h"
+#include "tune/stages.h"
+
+namespace wanlab::cli {
+namespace {
+
+struct TuneArgs {
+    std::string file;
+    std::vector<std::string> sets;
+    std::string out = "wanlab-results";
+    std::string format = "text";
+    std::string write_sysctl, write_tuned;
+    std::string resume;
+    bool vm = false, no_vm = false, quiet = false;
+};
+
+std::string squeeze(std::string s) {
+    for (char& c : s)
+        if (c == '\t' || c == '\n') c = ' ';
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    std::string out;
+    for (char c : s)
+        if (!(c == ' ' && !out.empty() && out.back() == ' ')) out += c;
+    return out;
+}
+
+// The largest number of a value ("4096 131072 6291456", "212992"); NaN for a word.
+double largest(const std::string& v) {
+    double most = std::nan("");
+    std::size_t at = 0;
+    while (at < v.size()) {
+        auto end = v.find(' ', at);
+        auto part = v.substr(at, end == std::string::npos ? std::string::npos : end - at);
+        at = end == std::string::npos ? v.size() : end + 1;
+        if (part.empty()) continue;
+        auto size = units::parse_size(part);
+        if (!units::ok(size)) return std::nan("");
+        double x = static_cast<double>(std::get<std::uint64_t>(size));
+        most = std::isnan(most) ? x : std::max(most, x);
+    }
+    return most;
+}
+
+// Each key's value as the measured machine or the file has it, and which of the key's
+// values that is (kAsWritten: none of them, or unknown).
+void as_written(const experiment::Experiment& exp, tune::Subject& s) {
+    const auto& spec = *s.spec;
+    sysctl::RealProcSys sys;
+    static const std::vector<std::string> hosts{"client", "server", "router", "host"};
+    for (const auto& key : spec.space) {
+        std::string value;
+        if (key.path.starts_with("sysctl.")) {
+            // The file's [sysctl] where it sets the key (for that machine), else the machine's.
+            std::string name = key.path.substr(7), host;
+            for (const auto& h : hosts)
+                if (name.starts_with(h + ".")) host = h, name = name.substr(h.size() + 1);
+            const auto& spec = exp.trials.front().sysctl;
+            std::vector<const sysctl::Setting*> set;
+            for (const auto& g : spec.global) set.push_back(&g);
+            if (auto it = spec.per_host.find(host.empty() ? "server" : host); it != spec.per_host.end())
+                for (const auto& g : it->second) set.push_back(&g);
+            for (const auto* g : set)
+                if (g->key == name) value = squeeze(g->value);
+            if (value.empty()) value = squeeze(sys.read("", name).value_or(""));
+        } else if (key.path.starts_with("probe.") && key.path.ends_with(".congestion_control")) {
+            const auto probe = key.path.substr(6, key.path.size() - 6 - std::string(".congestion_control").size());
+            for (const auto& p : exp.trials.front().probes)
+                if (p.name == probe)
+                    if (auto it = p.options.find("congestion_control"); it != p.options.end())
+                        if (const auto* v = std::get_if<std::string>(&it->second)) value = *v;
+            if (value.empty()) value = squeeze(sys.read("", "net.ipv4.tcp_congestion_control").value_or(""));
+        }
+        int index = tune::kAsWritten;
+        for (std::size_t i = 0; i < key.labels.size() && !value.empty(); ++i) {
+            const bool same =
+                squeeze(key.labels[i]) == value ||
+                (!key.amounts.empty() && key.amounts[i] == largest(value) && value.find(' ') == std::string::npos);
+            if (same) index = static_cast<int>(i);
+        }
+        s.written.push_back(value);
+        s.as_written.push_back(index);
+    }
+}
+
+int tune(TuneArgs a) {
+    if (a.vm && a.no_vm) throw InputError("--vm and --no-vm contradict each other; give one");
+    if (a.format != "text" && a.format != "json") throw InputError("--format: text or json");
+    for (const auto& [flag, path] : {std::pair{"--write-sysctl", a.write_sysctl}})
+        if (!path.empty())
+            if (auto why = sys::cannot_create(path); !why.empty())
+                throw InputError(fmt::format("{} {}: cannot write there: {}", flag, path, why));
+    a.file = experiment_path(a.file);
+    std::string text = sys::read_file(a.file, sys::kMaxInputBytes, "experiment file");
+    config::Documents docs;
+    Diagnostics diag;
+    auto exp = experiment::load_experiment(a.file, text, a.sets, experiment::ProfileLibrary::standard(), docs, diag);
+    std::fputs(diag.render(docs.sources()).c_str(), stderr);
+    if (!exp) throw InputError(fmt::format("{}: not tuned: fix the errors above", a.file));
+    if (!exp->tune)
+        throw InputError(
+            fmt::format("{} has no [tune] section: say what to improve and what to try: add [tune] "
+                        "goal = \"PROBE.METRIC\" and [tune.space] with the keys and their values "
+                        "(docs/tune.md)",
+                        a.file));
+    run::RunRequest where;
+    where.file = a.file;
+    where.vm = a.vm, where.no_vm = a.no_vm;
+    auto place = run::choose_place(*exp, where, run::this_machine(*exp));
+    if (place.place == run::Place::micro_vm) return rerun_in_vm(place.notice);
+    lab::require_capabilities("wanlab tune");
+
+    tune::Subject s;
+    s.spec = &*exp->tune;
+    s.file = a.file;
+    s.id = a.resume.empty() ? "t" + lab::new_run_id() : a.resume;
+    lab::check_run_id(s.id + "-s99");
+    as_written(*exp, s);
+    for (const auto& t : exp->trials) {
+        std::string point;
+        for (const auto& [k, v] : t.sweep) point += (point.empty() ? "" : " ") + k + "=" + v;
+        s.paths.push_back(point.empty() ? "[link]" : point);
+    }
+    tune::StageRunner stages({a.file, text, a.sets, a.out, s.id, a.quiet}, *exp->tune);
+    tune::SearchOptions options;
+    options.paths = s.paths.size();
+    options.full_duration = exp->run.duration;
+    options.overhead = std::chrono::duration<double>(exp->run.warmup + exp->run.cooldown).count() + 2;
+    std::fprintf(stderr, "wanlab tune %s: %s (resume with --resume %s)\n", a.file.c_str(), s.id.c_str(), s.id.c_str());
+    auto outcome = tune::search(*exp->tune, s.as_written, options, std::ref(stages));
+    s.runs = stages.runs();
+
+    auto j = tune::answer_json(outcome, s);
+    sys::write_file_atomic((std::filesystem::path(a.out) / fmt::format("tune-{}.json", s.id)).string(),
+                           j.dump(2) + "\n", "the tune's record");
+    if (a.format == "json")
+        std::fputs((j.dump(2) + "\n").c_str(), stdout);
+    else
+        std::fputs(tune::answer_text(outcome, s).c_str(), stdout);
+    if (!a.write_sysctl.empty()) {
+        auto dropin = tune::sysctl_dropin(outcome, s);
+        if (dropin.empty())
+            std::fprintf(stderr, "--write-sysctl: the recommendation changes no sysctl; %s not written\n",
+                         a.write_sysctl.c_str());
+        else
+            sys::write_file_atomic(a.write_sysctl, dropin, "the sysctl drop-in");
+    }
+    if (!a.write_tuned.empty()) {
+        auto profile = tune::tuned_profile(outcome, s);
+        if (profile.empty()) {
+            std::fprintf(stderr, "--write-tuned: the recommendation changes no sysctl; %s not written\n",
+                         a.write_tuned.c_str());
+        } else {
+            std::filesystem::create_directories(a.write_tuned);
+            sys::write_file_atomic((std::filesystem::path(a.write_tuned) / "tuned.conf").string(), profile,
+                                   "the tuned profile");
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
+Runner setup_tune(CLI::App& sub) {
+    auto a = std::make_shared<TuneArgs>();
+    sub.add_option("FILE", a->file, "Experiment file with a [tune] section")->required();
+    sub.add_option("--set", a->sets, "Override a key, e.g. --set link.rtt=80ms (repeatable)")->type_name("KEY=VALUE");
+    sub.add_option("--out", a->out, "Results folder: each stage is a run in its results.db")->type_name("DIR");
+    sub.add_option("--format", a->format, "text or json")->type_name("FORMAT");
+    sub.add_option("--write-sysctl", a->write_sysctl, "Write the recommendation as a sysctl.d drop-in")
+        ->type_name("FILE");
+    sub.add_option("--write-tuned", a->write_tuned, "Write the recommendation as a tuned profile (DIR/tuned.conf)")
+        ->type_name("DIR");
+    sub.add_option("--resume", a->resume, "Continue a tune by its id: finished stages are read, not measured")
+        ->type_name("ID");
+    sub.add_flag("--vm", a->vm, "Run in the micro-VM");
+    sub.add_flag("--no-vm", a->no_vm, "Never move to the micro-VM");
+    sub.add_flag("--quiet", a->quiet, "No progress lines");
+    return [a] { return tune(*a); };
+}
+
+}  // namespace wanlab::cli
