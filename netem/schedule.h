@@ -36,8 +36,8 @@ struct ScheduleStep {
     Direction up, down;
     std::size_t entry = 0;  ///< the [[link.schedule]] entry (1-based) that made it; 0: [link]
     bool outage = false;    ///< an outage (or a handover's) is under way
-    /// After an outage: what netem held leaves paced at the link's rate (a slot of one full
-    /// packet's time), until `drained` steps in.
+    /// After an outage: what netem held leaves paced at the link's rate (a slot every 5 ms of
+    /// a little over the rate's bytes: netem/schedule.cpp draining_of()), until `drained`.
     bool draining = false;
     bool drained = false;     ///< the held queue has had time to leave: netem's rate alone again
     bool from_trace = false;  ///< a row (or window) of a trace (netem/trace.h), not an entry

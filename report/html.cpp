@@ -802,8 +802,8 @@ std::string run_page(const Model& m) {
         page.section("phases", "Phases of the link's schedule");
         page.paragraph(
             "Each [[link.schedule]] entry's median of every measured series, the median over the "
-            "repeats, beside what the link allowed in it (the rate in force weighted by how long it "
-            "held, the delay both ways, loss and outage).");
+            "repeats, beside what the link allowed in it (the rate in force, weighted by how long each "
+            "rate held, outside any outage; the delay both ways; loss; the outage's length).");
         std::vector<std::string> lines;
         for (const auto& p : m.phases) lines.push_back(phase_line(p));
         page.list(lines);

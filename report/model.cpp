@@ -308,7 +308,10 @@ std::string phase_line(const PhaseSummary& p) {
             auto it = ph.in_force.find(k);
             return it == ph.in_force.end() ? std::nan("") : it->second;
         };
-        if (at("rate") > 0) allowed.push_back(probes::human(probes::Unit::bits_per_second, at("rate")));
+        // The rate outside the outage: the time-weighted mean would read as a rate of its own.
+        const double length = ph.to - ph.from, outage = at("outage") > 0 ? at("outage") : 0;
+        if (at("rate") > 0 && length > outage)
+            allowed.push_back(probes::human(probes::Unit::bits_per_second, at("rate") * length / (length - outage)));
         if (at("rtt") >= 0) allowed.push_back("RTT " + probes::human(probes::Unit::seconds, at("rtt")));
         if (at("loss") > 0) allowed.push_back("loss " + probes::human(probes::Unit::fraction, at("loss")));
         if (at("outage") > 0) allowed.push_back("outage " + probes::human(probes::Unit::seconds, at("outage")));

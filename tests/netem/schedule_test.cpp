@@ -144,20 +144,20 @@ rate = "10mbit"
     REQUIRE(s.steps.size() == 4);  // [link], outage, back and draining, the next entry (overtakes the drain)
     CHECK(s.steps[2].draining);
     REQUIRE(s.steps[2].up.netem.slot);
-    // One 1514-byte frame per 605.6 us: 20 Mbit/s.
-    CHECK(s.steps[2].up.netem.slot->min_delay == std::chrono::nanoseconds(605'600));
-    CHECK(s.steps[2].up.netem.slot->bytes == 1514);
+    // A slot every 5 ms of 105% of 20 Mbit/s: 13,125 bytes.
+    CHECK(s.steps[2].up.netem.slot->min_delay == 5ms);
+    CHECK(s.steps[2].up.netem.slot->bytes == 13'125);
     CHECK(s.steps[3].at == 3200ms);
     CHECK_FALSE(s.steps[3].up.netem.slot);
 
     auto alone = testing::load(std::string(kLink) + "[[link.schedule]]\nat = \"1s\"\noutage = \"2s\"\n");
     const auto& a = trial_of(alone).schedule;
     REQUIRE(a.steps.size() == 4);
-    // 1000 packets of 1514 bytes at 20 Mbit/s: 605.6 ms.
+    // 1000 packets of 1514 bytes leaving by the pace's 5% surplus over 20 Mbit/s: 12.112 s.
     CHECK(a.steps[3].drained);
-    CHECK(a.steps[3].at == 3606ms);  // rounded up to the millisecond
+    CHECK(a.steps[3].at == 15112ms);  // rounded up to the millisecond
     CHECK_FALSE(a.steps[3].up.netem.slot);
-    CHECK(describe(a)[2] == "at 3606ms (#1): the held queue has left: netem's rate alone paces again");
+    CHECK(describe(a)[2] == "at 15112ms (#1): the held queue has left: netem's rate alone paces again");
 }
 
 TEST_CASE("an outage drops even what ECN would have marked", "[netem][schedule]") {

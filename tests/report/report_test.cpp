@@ -498,7 +498,7 @@ TEST_CASE("a measurement under a schedule gets its phases in the text and the JS
     CHECK_THAT(text, Contains("Phases of the link's schedule") &&
                          Contains("bulk, default-buffers @ link.rtt=20ms (median of 3 repeats): [link] 0.00-3.00 s "
                                   "(22.00 Mbit/s, RTT 20.00 ms in force): throughput 20.00 Mbit/s; #1 3.00-6.00 s "
-                                  "(3.33 Mbit/s, RTT 20.00 ms, loss 1.00%, outage 1.000 s in force): throughput "
+                                  "(5.00 Mbit/s, RTT 20.00 ms, loss 1.00%, outage 1.000 s in force): throughput "
                                   "5.00 Mbit/s"));
     auto j = nlohmann::json::parse(render_as(d, Format::json));
     REQUIRE(j["phases"].size() == 1);
