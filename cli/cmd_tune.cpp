@@ -7,6 +7,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/command.h"
 #include "cli/load.h"
@@ -15,6 +16,7 @@
 #include "core/units.h"
 #include "lab/capabilities.h"
 #include "lab/session.h"
+#include "lab/watchdog.h"
 #include "run/launch.h"
 #include "sysctl/proc_sys.h"
 #include "tune/answer.h"
@@ -28,7 +30,7 @@ struct TuneArgs {
     std::vector<std::string> sets;
     std::string out = "wanlab-results";
     std::string format = "text";
-    std::string write_sysctl, write_tuned;
+    std::string write_sysctl, write_tuned, html;
     std::string resume;
     bool vm = false, no_vm = false, quiet = false;
 };
@@ -101,10 +103,47 @@ void as_written(const experiment::Experiment& exp, tune::Subject& s) {
     }
 }
 
+// The tune in the micro-VM: the results folder is shared with it, and the files asked for
+// are written there by the tune inside, then moved where they were asked for.
+int tune_in_vm(const TuneArgs& a, const std::string& why) {
+    namespace fs = std::filesystem;
+    const fs::path out = fs::absolute(a.out);
+    fs::create_directories(out);
+    std::vector<std::string> argv{
+        lab::self_exe(), "tune", fs::absolute(a.file).string(), "--out", out.string(), "--no-vm", "--format", a.format};
+    for (const auto& s : a.sets) argv.insert(argv.end(), {"--set", s});
+    if (a.quiet) argv.push_back("--quiet");
+    if (!a.resume.empty()) argv.insert(argv.end(), {"--resume", a.resume});
+    struct Handoff {
+        const char* flag;
+        std::string wanted;
+        fs::path inside;
+    };
+    std::vector<Handoff> files{{"--write-sysctl", a.write_sysctl, out / ".tune-handoff.conf"},
+                               {"--html", a.html, out / ".tune-handoff.html"},
+                               {"--write-tuned", a.write_tuned, out / ".tune-handoff-tuned"}};
+    for (const auto& f : files) {
+        fs::remove_all(f.inside);
+        if (!f.wanted.empty()) argv.insert(argv.end(), {f.flag, f.inside.string()});
+    }
+    int status = cli::run_in_vm(why, argv, false, out.string());
+    for (const auto& f : files) {
+        if (f.wanted.empty() || !fs::exists(f.inside)) continue;
+        if (fs::is_directory(f.inside)) {
+            fs::create_directories(f.wanted);
+            fs::copy(f.inside, f.wanted, fs::copy_options::overwrite_existing | fs::copy_options::recursive);
+        } else {
+            sys::write_file_atomic(f.wanted, sys::read_file(f.inside.string(), sys::kMaxInputBytes, f.flag), f.flag);
+        }
+        fs::remove_all(f.inside);
+    }
+    return status;
+}
+
 int tune(TuneArgs a) {
     if (a.vm && a.no_vm) throw InputError("--vm and --no-vm contradict each other; give one");
     if (a.format != "text" && a.format != "json") throw InputError("--format: text or json");
-    for (const auto& [flag, path] : {std::pair{"--write-sysctl", a.write_sysctl}})
+    for (const auto& [flag, path] : {std::pair{"--write-sysctl", a.write_sysctl}, std::pair{"--html", a.html}})
         if (!path.empty())
             if (auto why = sys::cannot_create(path); !why.empty())
                 throw InputError(fmt::format("{} {}: cannot write there: {}", flag, path, why));
@@ -124,8 +163,14 @@ int tune(TuneArgs a) {
     run::RunRequest where;
     where.file = a.file;
     where.vm = a.vm, where.no_vm = a.no_vm;
-    auto place = run::choose_place(*exp, where, run::this_machine(*exp));
-    if (place.place == run::Place::micro_vm) return rerun_in_vm(place.notice);
+    auto machine = run::this_machine(*exp);
+    auto place = run::choose_place(*exp, where, machine);
+    if (place.place == run::Place::micro_vm) {
+        auto missing = a.vm ? std::vector<std::string>{} : machine.missing_qdiscs();
+        return tune_in_vm(a, a.vm               ? std::string("--vm")
+                             : !missing.empty() ? fmt::format("this kernel has no {}", fmt::join(missing, ", "))
+                                                : std::string("no root here, and the micro-VM needs none"));
+    }
     lab::require_capabilities("wanlab tune");
 
     tune::Subject s;
@@ -155,6 +200,7 @@ int tune(TuneArgs a) {
         std::fputs((j.dump(2) + "\n").c_str(), stdout);
     else
         std::fputs(tune::answer_text(outcome, s).c_str(), stdout);
+    if (!a.html.empty()) sys::write_file_atomic(a.html, tune::answer_page(outcome, s), "the page");
     if (!a.write_sysctl.empty()) {
         auto dropin = tune::sysctl_dropin(outcome, s);
         if (dropin.empty())
@@ -189,6 +235,7 @@ Runner setup_tune(CLI::App& sub) {
         ->type_name("FILE");
     sub.add_option("--write-tuned", a->write_tuned, "Write the recommendation as a tuned profile (DIR/tuned.conf)")
         ->type_name("DIR");
+    sub.add_option("--html", a->html, "Write the answer and the search as a page")->type_name("FILE");
     sub.add_option("--resume", a->resume, "Continue a tune by its id: finished stages are read, not measured")
         ->type_name("ID");
     sub.add_flag("--vm", a->vm, "Run in the micro-VM");

@@ -107,11 +107,12 @@ void refuse_missing_qdiscs(const experiment::Experiment& exp, const std::string&
                 2);
 }
 
-int run_in_vm(const std::string& why, const std::vector<std::string>& argv, bool terminal) {
+int run_in_vm(const std::string& why, const std::vector<std::string>& argv, bool terminal, const std::string& out_dir) {
     std::fputs(fmt::format("wanlab: {}: running this in the micro-VM (--no-vm refuses instead)\n", why).c_str(),
                stderr);
     vm::VmOptions options;
     options.terminal = terminal;
+    if (!out_dir.empty()) options.out_dir = out_dir;
     vm::Vm machine(options);
     return machine.run(argv).exit_status;
 }

@@ -39,8 +39,10 @@ void refuse_missing_qdiscs(const experiment::Experiment& exp, const std::string&
 /// its exit status (130 on Ctrl-C). Says `why` first. Its input is empty, unless `terminal`:
 /// then the command has this terminal in the VM (vm::VmOptions::terminal).
 int rerun_in_vm(const std::string& why, bool terminal = false);
-/// `argv` (from this wanlab's own path on) in the micro-VM, as rerun_in_vm() runs its line.
-int run_in_vm(const std::string& why, const std::vector<std::string>& argv, bool terminal);
+/// `argv` (from this wanlab's own path on) in the micro-VM, as rerun_in_vm() runs its line;
+/// `out_dir`, if given, is shared writable at the same path (vm::VmOptions::out_dir).
+int run_in_vm(const std::string& why, const std::vector<std::string>& argv, bool terminal,
+              const std::string& out_dir = "");
 /// Whether stdin and stdout are both a terminal: a shell can be interactive there.
 bool on_terminal();
 

@@ -439,11 +439,11 @@ std::string render_plan_text(const Experiment& exp) {
     if (exp.tune) {
         const auto& tn = *exp.tune;
         std::size_t candidates = 1;
-        for (const auto& k : tn.space) candidates *= k.values.size();
+        for (const auto& k : tn.space) candidates *= k.values.size() + 1;  // each key as written too
         out += fmt::format(
             "\n`wanlab tune` (docs/tune.md): goal {} ({} is better), within {:g}% of the best, budget {}; "
-            "{} candidate{} (less the file's own and those over the buffer budget) on each of the {} "
-            "trial{} above\n",
+            "at most {} candidate{} (each key as written or at one of its values, less those over the "
+            "buffer budget) on each of the {} trial{} above\n",
             tn.goal.text(), tn.goal.higher_is_better ? "higher" : "lower", tn.tolerance * 100,
             human_duration(tn.budget), candidates, candidates == 1 ? "" : "s", exp.trials.size(),
             exp.trials.size() == 1 ? "" : "s");

@@ -6,6 +6,8 @@
 
 #include "core/units.h"
 #include "probes/human.h"
+#include "report/detail.h"
+#include "report/html.h"
 
 namespace wanlab::tune {
 namespace {
@@ -216,6 +218,93 @@ json answer_json(const Outcome& o, const Subject& s) {
     j["notes"] = o.notes;
     j["runs"] = s.runs;
     return j;
+}
+
+std::string answer_page(const Outcome& o, const Subject& s) {
+    namespace html = report::html;
+    const auto& spec = *s.spec;
+    html::Page page(fmt::format("wanlab tune: {} ({})", s.file, s.id));
+    page.section("answer", "Recommendation");
+    page.paragraph(o.beats_baseline ? "Recommended: " + label(spec, o.recommended)
+                                    : "No change: no setting in this space beats the baseline.");
+    if (o.beats_baseline && !(o.best == o.recommended))
+        page.paragraph(fmt::format("The best found was {}; the recommendation is the cheapest within {:.0f}% of it.",
+                                   label(spec, o.best), spec.tolerance * 100));
+    report::detail::TextTable paths(
+        {"path", "baseline", o.recommended.baseline() ? "best" : "recommended", "change", "Welch p", "verdict"},
+        {false, true, true, true, true, false});
+    for (std::size_t p = 0; p < o.paths.size() && p < s.paths.size(); ++p) {
+        const auto& c = o.paths[p];
+        paths.add({s.paths[p], with_half(s, c.base_mean, c.base_half), with_half(s, c.rec_mean, c.rec_half),
+                   fmt::format("{:+.1f}%", c.delta * 100), fmt::format("{:.3f}", c.p_value),
+                   c.significant ? (c.better ? "better" : "worse") : "not significant"});
+    }
+    if (!paths.empty()) page.table(paths);
+    page.paragraph(fmt::format("Goal {} ({} is better); {:.0f} s measured of a {:.0f} s budget; runs {}.",
+                               spec.goal.text(), spec.goal.higher_is_better ? "higher" : "lower", o.measured_seconds,
+                               std::chrono::duration<double>(spec.budget).count(), fmt::join(s.runs, ", ")));
+    if (!o.contributions.empty()) {
+        std::vector<std::string> items;
+        for (const auto& c : o.contributions)
+            items.push_back(fmt::format("{} = {}: {:.1f}% lost when it alone is put back as written",
+                                        spec.space[c.key].path, value_of(s, o.recommended, c.key), c.loss * 100));
+        page.list(items);
+    }
+    if (!o.notes.empty()) page.list(o.notes);
+    page.section("search", "The search");
+    nlohmann::ordered_json values = nlohmann::ordered_json::array();
+    std::vector<std::string> stages;
+    for (const auto& st : o.stages) {
+        auto stage = fmt::format("stage {}{}: {}", st.request.number, st.request.confirmation ? " (confirmation)" : "",
+                                 units::format_duration(st.request.duration));
+        stages.push_back(stage);
+        for (const auto& sc : st.scored)
+            values.push_back({{"stage", stage},
+                              {"candidate", label(spec, sc.candidate)},
+                              {"score", sc.score},
+                              {"status", sc.candidate == o.recommended ? "recommended"
+                                         : sc.dropped.empty()          ? "kept"
+                                                                       : "dropped"},
+                              {"why", sc.dropped}});
+    }
+    nlohmann::ordered_json chart = {
+        {"data", {{"name", "search"}, {"values", values}}},
+        {"facet",
+         {{"row",
+           {{"field", "stage"},
+            {"type", "nominal"},
+            {"sort", stages},
+            {"title", nullptr},
+            {"header", {{"labelAngle", 0}, {"labelOrient", "top"}, {"labelAlign", "left"}}}}}}},
+        {"resolve", {{"scale", {{"y", "independent"}}}}},
+        {"spec",
+         {{"width", 420},
+          {"mark", "bar"},
+          {"encoding",
+           {{"x",
+             {{"field", "score"},
+              {"type", "quantitative"},
+              {"title", "score (the worst ratio to a path's best; 1 is the best)"}}},
+            {"y", {{"field", "candidate"}, {"type", "nominal"}, {"sort", "-x"}, {"title", nullptr}}},
+            {"color",
+             {{"field", "status"},
+              {"type", "nominal"},
+              {"scale",
+               {{"domain", {"recommended", "kept", "dropped"}}, {"range", {"#2e7d32", "#1f77b4", "#bdbdbd"}}}}}},
+            {"tooltip",
+             nlohmann::ordered_json::array(
+                 {{{"field", "candidate"}}, {{"field", "score"}, {"format", ".3f"}}, {{"field", "why"}}})}}}}}};
+    page.chart({"tune-search", "The search", chart},
+               "Each stage's candidates by score, the recommendation green; a grey bar was dropped there (its "
+               "reason in the tooltip and below).");
+    std::vector<std::string> dropped;
+    for (const auto& st : o.stages)
+        for (const auto& sc : st.scored)
+            if (!sc.dropped.empty())
+                dropped.push_back(
+                    fmt::format("stage {}: {}: {}", st.request.number, label(spec, sc.candidate), sc.dropped));
+    if (!dropped.empty()) page.list(dropped);
+    return page.document();
 }
 
 std::string sysctl_dropin(const Outcome& o, const Subject& s) {

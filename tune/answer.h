@@ -36,6 +36,10 @@ std::string answer_text(const Outcome& o, const Subject& s);
 /// and the goal's mean and 95% half-width per path), "beats_baseline", "paths", "contributions",
 /// "stages" (each candidate's means, score and why it was dropped), "seeded_by", "notes", "runs"}.
 nlohmann::json answer_json(const Outcome& o, const Subject& s);
+/// The answer as a self-contained page (report/html.h): the recommendation and its evidence
+/// per path, what each change contributes, and the search as a chart of every candidate's
+/// score by stage, the recommendation marked.
+std::string answer_page(const Outcome& o, const Subject& s);
 /// A sysctl.d drop-in of the recommendation's sysctl keys, each with a comment giving the
 /// measured reason and which machine it belongs on; "" when it changes no sysctl.
 std::string sysctl_dropin(const Outcome& o, const Subject& s);

@@ -72,6 +72,8 @@ std::vector<Scored> score(const experiment::TuneSpec& spec, const StageRequest& 
         s.candidate = req.candidates[i];
         const Measured& m = i < res.candidates.size() ? res.candidates[i] : Measured{};
         s.failed = m.failed;
+        s.goal = m.goal;
+        s.goal.resize(paths);
         if (!m.refused.empty()) s.dropped = "cannot be set: " + m.refused;
         for (std::size_t p = 0; p < paths; ++p) {
             const auto* x = p < m.goal.size() ? &m.goal[p] : nullptr;
@@ -144,20 +146,24 @@ bool Candidate::baseline() const {
 }
 
 std::vector<Candidate> grid(const experiment::TuneSpec& spec, const std::vector<int>& as_written) {
+    // Each key's choices: as written, then each of its values that is not the machine's own.
+    std::vector<std::vector<int>> domains;
+    for (std::size_t k = 0; k < spec.space.size(); ++k) {
+        std::vector<int> d{kAsWritten};
+        for (std::size_t i = 0; i < spec.space[k].values.size(); ++i)
+            if (static_cast<int>(i) != as_written[k]) d.push_back(static_cast<int>(i));
+        domains.push_back(std::move(d));
+    }
     std::vector<Candidate> out{Candidate{std::vector<int>(spec.space.size(), kAsWritten)}};
     std::size_t total = 1;
-    for (const auto& k : spec.space) total *= k.values.size();
-    for (std::size_t n = 0; n < total; ++n) {
+    for (const auto& d : domains) total *= d.size();
+    for (std::size_t n = 1; n < total; ++n) {  // 0: every key as written, the baseline
         Candidate c{std::vector<int>(spec.space.size())};
         std::size_t rest = n;
         for (std::size_t k = spec.space.size(); k-- > 0;) {
-            c.choice[k] = static_cast<int>(rest % spec.space[k].values.size());
-            rest /= spec.space[k].values.size();
+            c.choice[k] = domains[k][rest % domains[k].size()];
+            rest /= domains[k].size();
         }
-        // A key at the machine's own value is a key as written: one candidate, one name.
-        for (std::size_t k = 0; k < spec.space.size(); ++k)
-            if (c.choice[k] == as_written[k]) c.choice[k] = kAsWritten;
-        if (c.baseline()) continue;  // the baseline itself
         bool over = false;
         for (std::size_t k = 0; k < spec.space.size(); ++k) {
             const auto& key = spec.space[k];
@@ -274,6 +280,9 @@ Outcome search(const experiment::TuneSpec& spec, const std::vector<int>& as_writ
         }
     }
 
+    // What the confirmation will likely take: the baseline, the recommendation, the best and
+    // a candidate per key put back, at full length, adaptive repeats averaging kConfirmRepeatsBudgeted.
+    auto confirm_cost = [&] { return cost(3 + spec.space.size(), full, kConfirmRepeatsBudgeted); };
     std::size_t repeats = kStageRepeats;
     while (true) {
         StageRequest req{
@@ -301,7 +310,7 @@ Outcome search(const experiment::TuneSpec& spec, const std::vector<int>& as_writ
             next_d = std::min(full, 2 * d);
         else
             next_r = repeats + 2;
-        if (o.measured_seconds + cost(alive.size(), next_d, next_r) > search_budget) {
+        if (o.measured_seconds + cost(alive.size(), next_d, next_r) + confirm_cost() > budget) {
             o.notes.push_back(
                 fmt::format("the budget ran out with {} candidates that no test could tell apart", alive.size()));
             break;
@@ -327,13 +336,14 @@ Outcome search(const experiment::TuneSpec& spec, const std::vector<int>& as_writ
     o.recommended = least->candidate;
 
     // The confirmation: baseline, recommendation, best, and the recommendation with each
-    // changed key put back, at full length with adaptive repeats.
+    // changed key put back, at full length with adaptive repeats; what the budget allows of it.
     std::vector<Candidate> confirm{o.baseline};
     auto add = [&confirm](const Candidate& c) {
         if (std::find(confirm.begin(), confirm.end(), c) == confirm.end()) confirm.push_back(c);
     };
     add(o.recommended);
     add(o.best);
+    const std::size_t core = confirm.size();
     std::vector<std::size_t> changed;
     for (std::size_t k = 0; k < spec.space.size(); ++k)
         if (o.recommended.choice[k] != kAsWritten && o.recommended.choice[k] != as_written[k]) changed.push_back(k);
@@ -343,47 +353,75 @@ Outcome search(const experiment::TuneSpec& spec, const std::vector<int>& as_writ
             without.choice[k] = kAsWritten;
             add(without);
         }
-    const double d_full = full;
-    if (o.measured_seconds + cost(confirm.size(), d_full, kConfirmRepeatsBudgeted) > budget) {
+    const double left = budget - o.measured_seconds;
+    bool adaptive = true;
+    if (cost(confirm.size(), full, kConfirmRepeatsBudgeted) > left) {
+        confirm.resize(core);  // without the keys' contributions
+        if (cost(confirm.size(), full, kConfirmRepeatsBudgeted) > left) adaptive = false;
+        o.notes.push_back("the budget left a smaller confirmation: without each key's contribution" +
+                          std::string(adaptive ? "" : ", and with 3 repeats, not adaptive ones"));
+    }
+    const Stage* judged = nullptr;
+    if (cost(confirm.size(), full, kStageRepeats) <= left) {
+        run({0, confirm, options.full_duration, kStageRepeats, adaptive, true});
+        judged = &o.stages.back();
+    } else {
+        // The last stage that measured all three: the baseline is in every stage until it is
+        // dropped, and the recommendation and the best survived them all.
+        for (auto it = o.stages.rbegin(); it != o.stages.rend() && !judged; ++it) {
+            auto has = [&](const Candidate& c) {
+                return std::any_of(it->scored.begin(), it->scored.end(),
+                                   [&](const Scored& s) { return s.candidate == c; });
+            };
+            if (has(o.baseline) && has(o.recommended) && has(o.best)) judged = &*it;
+        }
         o.notes.push_back(
-            "the budget left no confirmation at full length: the recommendation rests on the search's "
-            "own stages");
-        // Judge against the baseline where the last stage measured both.
-        auto base = std::find_if(last.begin(), last.end(), [](const Scored& s) { return s.candidate.baseline(); });
-        auto rec =
-            std::find_if(last.begin(), last.end(), [&](const Scored& s) { return s.candidate == o.recommended; });
-        o.beats_baseline =
-            base != last.end() && rec != last.end() && !o.recommended.baseline() && rec->score > base->score;
-        if (!o.beats_baseline) o.recommended = o.baseline;
+            fmt::format("the budget left no confirmation at full length: the answer compares the "
+                        "baseline and the recommendation as stage {} measured them",
+                        judged ? judged->request.number : 0));
+    }
+    if (!judged) {
+        o.recommended = o.baseline;
         return o;
     }
-    StageRequest req{0, confirm, options.full_duration, kStageRepeats, true, true};
-    auto res = run(req);
-    const auto& scored = o.stages.back().scored;
+    const auto& scored = judged->scored;
     auto at = [&](const Candidate& c) {
-        return static_cast<std::size_t>(std::find(confirm.begin(), confirm.end(), c) - confirm.begin());
+        return static_cast<std::size_t>(
+            std::find_if(scored.begin(), scored.end(), [&](const Scored& s) { return s.candidate == c; }) -
+            scored.begin());
     };
     // Against the baseline: the recommendation, or the best when the baseline is the
     // recommendation (to show by how much the best missed).
     const Candidate& other = o.recommended.baseline() ? o.best : o.recommended;
     const std::size_t ib = at(o.baseline), ir = at(other), ibest = at(o.best);
+    const bool higher = spec.goal.higher_is_better;
     auto first = [](const std::vector<double>& x) {
         return std::vector<double>(x.begin(),
                                    x.begin() + static_cast<std::ptrdiff_t>(std::min(x.size(), kStageRepeats)));
     };
-    bool better_somewhere = false, worse_somewhere = false;
+    // The baseline's worst path, each path's ratios taken to the better of the two.
+    std::size_t worst_path = 0;
+    double base_worst = 2, rec_worst = 2;
     for (std::size_t p = 0; p < paths; ++p) {
-        const auto& base = res.candidates[ib].goal[p];
-        const auto& rec = res.candidates[ir].goal[p];
+        const double b = scored[ib].mean[p], r = scored[ir].mean[p];
+        const double top = higher ? std::max(b, r) : std::min(b, r);
+        const double rb = ratio_to(b, top, higher), rr = ratio_to(r, top, higher);
+        if (rb < base_worst) base_worst = rb, worst_path = p;
+        rec_worst = std::min(rec_worst, rr);
+    }
+    bool better_where_it_counts = false;
+    for (std::size_t p = 0; p < paths; ++p) {
+        const auto& base = scored[ib].goal[p];
+        const auto& rec = scored[ir].goal[p];
         Outcome::PathComparison c;
         c.base_mean = scored[ib].mean[p], c.base_half = half_width(base);
         c.rec_mean = scored[ir].mean[p], c.rec_half = half_width(rec);
-        c.best_mean = scored[ibest].mean[p], c.best_half = half_width(res.candidates[ibest].goal[p]);
+        c.best_mean = scored[ibest].mean[p], c.best_half = half_width(scored[ibest].goal[p]);
         // Adaptive repeats: each side's variance from its first stage (Stein's rule).
-        auto d = report::difference(base, rec, spec.goal.higher_is_better, first(base), first(rec));
+        auto d = judged->request.adaptive ? report::difference(base, rec, higher, first(base), first(rec))
+                                          : report::difference(base, rec, higher);
         c.delta = d.delta, c.p_value = d.p_value, c.significant = d.significant, c.better = d.better;
-        better_somewhere = better_somewhere || (d.significant && d.better);
-        worse_somewhere = worse_somewhere || (d.significant && !d.better);
+        if (p == worst_path) better_where_it_counts = d.significant && d.better;
         o.paths.push_back(c);
     }
     const bool kept = scored[ir].feasible && scored[ir].failed == 0;
@@ -394,7 +432,7 @@ Outcome search(const experiment::TuneSpec& spec, const std::vector<int>& as_writ
         // The best's change on its worst path, in the goal's own direction.
         double worst = 0;
         for (std::size_t p = 0; p < o.paths.size(); ++p) {
-            const double gain = spec.goal.higher_is_better ? o.paths[p].delta : -o.paths[p].delta;
+            const double gain = higher ? o.paths[p].delta : -o.paths[p].delta;
             if (p == 0 || gain < worst) worst = gain;
         }
         if (o.best.baseline())
@@ -408,41 +446,40 @@ Outcome search(const experiment::TuneSpec& spec, const std::vector<int>& as_writ
         return o;
     }
     // The baseline that breaks a constraint is no answer: the least that keeps them is.
-    o.beats_baseline = kept && ((better_somewhere && !worse_somewhere) || baseline_broke);
+    o.beats_baseline = kept && ((better_where_it_counts && rec_worst > base_worst) || baseline_broke);
     if (baseline_broke && o.beats_baseline)
         o.notes.push_back(
             fmt::format("the baseline broke a constraint ({}): the recommendation is the least that "
                         "keeps them, whatever it costs the goal",
                         scored[ib].dropped));
+    if (o.beats_baseline && paths > 1)
+        for (std::size_t p = 0; p < paths; ++p)
+            if (o.paths[p].significant && !o.paths[p].better)
+                o.notes.push_back(
+                    fmt::format("on path {} the recommendation is {:+.1f}% against the baseline: it is "
+                                "chosen for the worst path (the baseline's worst is path {}), as the "
+                                "score weighs every candidate by its worst path",
+                                p + 1, o.paths[p].delta * 100, worst_path + 1));
     if (!o.beats_baseline) {
         o.notes.push_back(
             fmt::format("no setting in this space beats the baseline: the best found ({}) was not "
-                        "significantly better at full length on any path, or was worse on one",
-                        label(spec, o.recommended)));
+                        "significantly better where the baseline does worst (path {}), or its own "
+                        "worst path was no better",
+                        label(spec, o.recommended), worst_path + 1));
         o.recommended = o.baseline;
         return o;
     }
     for (auto k : changed) {
-        if (changed.size() < 2) {
-            // One key changed: putting it back is the baseline.
-            Contribution c{k, 0, {}};
-            double loss = 0;
-            for (std::size_t p = 0; p < paths; ++p) {
-                c.mean.push_back(scored[ib].mean[p]);
-                loss = std::max(loss, 1 - ratio_to(scored[ib].mean[p], scored[ir].mean[p], spec.goal.higher_is_better));
-            }
-            c.loss = loss;
-            o.contributions.push_back(c);
-            continue;
-        }
+        // Putting a key back: the candidate without it, or, with one key changed, the baseline.
         Candidate without = o.recommended;
         without.choice[k] = kAsWritten;
-        const std::size_t iw = at(without);
+        const std::size_t iw = changed.size() < 2 ? ib : at(without);
+        if (iw >= scored.size()) continue;  // not measured: the budget left it out
         Contribution c{k, 0, {}};
         double loss = 0;
         for (std::size_t p = 0; p < paths; ++p) {
             c.mean.push_back(scored[iw].mean[p]);
-            loss = std::max(loss, 1 - ratio_to(scored[iw].mean[p], scored[ir].mean[p], spec.goal.higher_is_better));
+            loss = std::max(loss, 1 - ratio_to(scored[iw].mean[p], scored[ir].mean[p], higher));
         }
         c.loss = loss;
         o.contributions.push_back(c);

@@ -15,8 +15,10 @@
 // `tolerance` of the best survivor's score (fewest keys changed from the baseline, then the
 // smallest amounts, then the order written), confirmed against the baseline in a last stage of
 // adaptive repeats at full length, beside the best and the recommendation with each changed
-// key put back (what each key contributes). When the recommendation is not significantly
-// better than the baseline on some path and no worse on any, the answer is the baseline.
+// key put back (what each key contributes), as far as the budget allows (the stages leave it
+// room). When the recommendation does not beat the baseline by the search's own measure (a
+// higher worst ratio, and significantly better on the baseline's worst path), the answer is
+// the baseline.
 // Deterministic for deterministic measurements. Not thread-safe.
 #pragma once
 
@@ -77,8 +79,9 @@ struct Scored {
     std::vector<std::size_t> n;
     double score = 0;  ///< worst over the paths of the ratio to that path's best, 0..1
     std::size_t failed = 0;
-    bool feasible = true;  ///< every constraint held (its mean, on every path)
-    std::string dropped;   ///< why the stage dropped it ("" = kept)
+    bool feasible = true;                   ///< every constraint held (its mean, on every path)
+    std::string dropped;                    ///< why the stage dropped it ("" = kept)
+    std::vector<std::vector<double>> goal;  ///< the samples: goal[path][repeat]
 };
 struct Stage {
     StageRequest request;
@@ -96,7 +99,10 @@ struct Contribution {
 struct Outcome {
     std::vector<Stage> stages;  ///< the last is the confirmation (when the budget allowed one)
     Candidate baseline, best, recommended;
-    bool beats_baseline = false;  ///< the recommendation is significantly better somewhere, worse nowhere
+    /// The recommendation is significantly better than the baseline on the baseline's worst
+    /// path (relative to the two's better on each path), and its own worst ratio is higher:
+    /// the same maximin the search scores by. On one path: significantly better there.
+    bool beats_baseline = false;
     /// Per path: recommended against baseline in the confirmation: (rec - base) / base, its
     /// p-value (Welch), and each side's mean and its 95% interval half-width.
     struct PathComparison {
@@ -114,9 +120,11 @@ struct Outcome {
 };
 
 /// The grid of a space: the baseline (every key as written) first, then every combination of
-/// the keys' values in the order written (the first key slowest), leaving out those over the
-/// spec's buffer_budget and the one equal to the baseline (`as_written`: each key's value on
-/// the machine, as an index into its values, or kAsWritten when it is none of them).
+/// each key as written or at one of its values (the first key slowest), leaving out those over
+/// the spec's buffer_budget; a value that is the machine's own is the key as written
+/// (`as_written`: each key's value on the machine, as an index into its values, or kAsWritten
+/// when it is none of them). So the cheapest ways to reach the best, leaving keys alone, are
+/// candidates too.
 std::vector<Candidate> grid(const experiment::TuneSpec& spec, const std::vector<int>& as_written);
 
 /// Cheaper first: fewer keys changed from `as_written`, then smaller amounts (sizes, numbers)

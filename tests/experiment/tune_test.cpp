@@ -61,7 +61,7 @@ buffer_budget = "32MiB"
     auto plan = experiment::render_plan_text(*l.exp);
     CHECK_THAT(plan, Contains("`wanlab tune` (docs/tune.md): goal bulk.throughput (higher is better), within 3% of "
                               "the best, budget 30m") &&
-                         Contains("20 candidates") && Contains("constraint: ping.p99 <= 60ms") &&
+                         Contains("at most 54 candidates") && Contains("constraint: ping.p99 <= 60ms") &&
                          Contains("sysctl.net.core.rmem_max: 256KiB, 1MiB, 4MiB, 16MiB, 64MiB"));
     CHECK(experiment::plan_json(*l.exp)["tune"]["space"][1]["values"][1] == "bbr");
     // A lower-is-better goal, and `direction` to say otherwise.

@@ -42,8 +42,8 @@ struct Fixture {
         st.request.number = 1;
         st.request.duration = std::chrono::seconds(2);
         st.request.candidates = {o.baseline, o.recommended};
-        Scored base{o.baseline, {40e6, 1.4e6}, {3, 3}, 0.035, 0, true, "worse than bbr on path 2"};
-        Scored rec{o.recommended, {88e6, 40e6}, {3, 3}, 1.0, 0, true, ""};
+        Scored base{o.baseline, {40e6, 1.4e6}, {3, 3}, 0.035, 0, true, "worse than bbr on path 2", {}};
+        Scored rec{o.recommended, {88e6, 40e6}, {3, 3}, 1.0, 0, true, "", {}};
         st.scored = {base, rec};
         st.seconds = 48;
         o.stages.push_back(st);
@@ -89,4 +89,14 @@ TEST_CASE("tune's answer as sysctl.d and tuned: each key on its machine, with th
     CHECK(j["changes"].empty());
     CHECK(j["recommended"]["probe.bulk.congestion_control"] == "cubic");
     CHECK_THAT(answer_text(f.o, f.s), Contains("no change: no setting in this space beats the baseline"));
+}
+
+TEST_CASE("tune's answer as a page: the recommendation, each path, and the search with the chosen one marked",
+          "[tune]") {
+    Fixture f;
+    auto page = answer_page(f.o, f.s);
+    CHECK_THAT(page, Contains("<h2>Recommendation</h2>") && Contains("Recommended: sysctl.server.net.ipv4.tcp_rmem"));
+    CHECK_THAT(page, Contains("link.up.loss=1%") && Contains("+2800.0%"));
+    CHECK_THAT(page, Contains(R"("status":"recommended")"));
+    CHECK_THAT(page, Contains("stage 1: as written: worse than bbr on path 2"));
 }

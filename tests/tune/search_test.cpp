@@ -262,3 +262,47 @@ TEST_CASE(
     CHECK(variant_name(spec, both) == "rmem_max-1MiB_congestion_control-bbr");
     CHECK(variant_name(spec, g.front()) == "baseline");
 }
+
+TEST_CASE("tune: a setting worse on one path but far better on the other beats the baseline by the worst path",
+          "[tune]") {
+    // Short measurements on a clean and a lossy path: bbr ramps slower on the clean one (-15%),
+    // and carries ten times cubic's on the lossy one.
+    auto spec = spec_of("\"probe.bulk.congestion_control\" = [\"cubic\", \"bbr\"]\n", "",
+                        "[sweep]\n\"link.up.loss\" = [\"0%\", \"1%\"]\n");
+    Fake fake;
+    fake.paths = 2;
+    fake.truth = [](const Candidate& c, std::size_t p) {
+        const bool bbr = c.choice[0] == 1;
+        return p == 0 ? (bbr ? 80e6 : 94e6) : (bbr ? 40e6 : 4e6);
+    };
+    SearchOptions options;
+    options.paths = 2;
+    options.full_duration = std::chrono::seconds(8);
+    auto o = search(spec, {0}, options, std::ref(fake));
+    INFO(describe(spec, o));
+    CHECK(label(spec, o.recommended) == "probe.bulk.congestion_control=bbr");
+    CHECK(o.beats_baseline);
+    REQUIRE(o.paths.size() == 2);
+    CHECK_FALSE(o.paths[0].better);  // worse on the clean path, and the answer says so
+    CHECK(o.paths[1].better);
+    bool said = false;
+    for (const auto& n : o.notes) said = said || n.find("on path 1 the recommendation is") != std::string::npos;
+    CHECK(said);
+}
+
+TEST_CASE("tune: a budget too small for a confirmation judges by the last stage that measured both", "[tune]") {
+    auto spec = spec_of("\"probe.bulk.congestion_control\" = [\"cubic\", \"bbr\", \"reno\"]\n", "budget = \"80s\"\n");
+    Fake fake;
+    fake.truth = [](const Candidate& c, std::size_t) { return c.choice[0] == 1 ? 40e6 : 1.4e6; };
+    SearchOptions options;
+    options.full_duration = std::chrono::seconds(8);
+    auto o = search(spec, {0}, options, std::ref(fake));
+    INFO(describe(spec, o));
+    CHECK(label(spec, o.recommended) == "probe.bulk.congestion_control=bbr");
+    CHECK(o.beats_baseline);
+    CHECK(o.measured_seconds <= 80);
+    CHECK_FALSE(o.stages.back().request.confirmation);
+    bool said = false;
+    for (const auto& n : o.notes) said = said || n.find("no confirmation at full length") != std::string::npos;
+    CHECK(said);
+}

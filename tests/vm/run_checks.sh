@@ -175,4 +175,26 @@ errors=$(q "$rbdb" "select group_concat(notes, ' ') from measurements where run_
 check "iperf3 autotuned at 10 Mbit/s over 45 ms is rate-bound with either rmem_max [Mbit/s: $measured; retransmits: $retx${errors:+; $errors}]" \
     [ "$(grep -c 'iperf3, .*rmem-max: rate-bound' "$out/ratebound.stdout")" = 2 ]
 check "and gets no buffer advice" sh -c "! grep -q 'bandwidth-delay product' '$out/ratebound.stdout'"
+
+# wanlab tune on a lossy long path: the congestion control to change is the answer, bbr,
+# confirmed against the machine's cubic, each stage a run of the results database.
+"$wanlab" tune "$src/tests/vm/run/tune-lossy.toml" --no-vm --out "$out/tune" --format json \
+    --write-sysctl "$out/tune.conf" >"$out/tune.json" 2>"$out/tune.stderr"
+rc=$?
+check "tune exits 0 [rc=$rc]" [ "$rc" = 0 ]
+answer=$(python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+p = j["paths"][0] if j["paths"] else {}
+print("recommended %s, changes %s, beats %s; baseline %.2f Mbit/s -> %.2f, p %.4f; %.0f s measured in %d stages" % (
+    j["recommended"].get("probe.bulk.congestion_control"), ",".join(j["changes"]), j["beats_baseline"],
+    (p.get("baseline") or 0) / 1e6, (p.get("recommended") or 0) / 1e6, p.get("p_value") or 1,
+    j["measured_seconds"], len(j["stages"])))' "$out/tune.json" 2>&1)
+check "tune on 100 ms with 1% loss recommends bbr, the one change, better than cubic [$answer]" \
+    sh -c "echo '$answer' | grep -q '^recommended bbr, changes probe.bulk.congestion_control, beats True'"
+check "its sysctl drop-in sets bbr on the sender" grep -q '^net.ipv4.tcp_congestion_control = bbr$' "$out/tune.conf"
+tune_id=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["id"])' "$out/tune.json" 2>/dev/null)
+check "each stage is a run of the results database [$tune_id]" \
+    [ "$(q "$out/tune/results.db" "select count(*) from runs where id like '$tune_id-s%' and status = 'complete'")" -ge 2 ]
+check "after tune: machine as before" same_state tune
 exit 0
