@@ -177,7 +177,8 @@ TEST_CASE("under a schedule, the bandwidth-delay product is a band behind cwnd, 
     CHECK(band[loss_row][1]["value"].get<double>() == Approx(100));  // percent
     // A schedule that never sets a loss draws no loss row.
     for (auto& m : d.measurements) m.series["link.up.loss"] = {{0, 3}, {0.0, 0.0}};
-    for (const auto& v : rows(chart(charts_of(d), "series-bulk")))
+    const auto lossless = charts_of(d);  // held: rows() refers into it
+    for (const auto& v : rows(chart(lossless, "series-bulk")))
         CHECK_FALSE(v["series"].get<std::string>().starts_with("loss"));
 }
 
