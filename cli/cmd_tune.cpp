@@ -47,19 +47,8 @@ std::string squeeze(std::string s) {
 
 // The largest number of a value ("4096 131072 6291456", "212992"); NaN for a word.
 double largest(const std::string& v) {
-    double most = std::nan("");
-    std::size_t at = 0;
-    while (at < v.size()) {
-        auto end = v.find(' ', at);
-        auto part = v.substr(at, end == std::string::npos ? std::string::npos : end - at);
-        at = end == std::string::npos ? v.size() : end + 1;
-        if (part.empty()) continue;
-        auto size = units::parse_size(part);
-        if (!units::ok(size)) return std::nan("");
-        double x = static_cast<double>(std::get<std::uint64_t>(size));
-        most = std::isnan(most) ? x : std::max(most, x);
-    }
-    return most;
+    auto sizes = units::parse_sizes(v);
+    return sizes ? static_cast<double>(*std::max_element(sizes->begin(), sizes->end())) : std::nan("");
 }
 
 // Each key's value as the measured machine or the file has it, and which of the key's

@@ -204,6 +204,22 @@ Parsed<std::uint64_t> parse_size(std::string_view text) {
     return to_integer(s.number * *factor, text, "size", std::numeric_limits<std::int64_t>::max());
 }
 
+std::optional<std::vector<std::uint64_t>> parse_sizes(std::string_view text) {
+    std::vector<std::uint64_t> out;
+    std::size_t at = 0;
+    while (at < text.size()) {
+        auto end = text.find_first_of(" \t", at);
+        auto part = text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+        at = end == std::string_view::npos ? text.size() : end + 1;
+        if (part.empty()) continue;
+        auto size = parse_size(part);
+        if (!ok(size)) return std::nullopt;
+        out.push_back(std::get<std::uint64_t>(size));
+    }
+    if (out.empty()) return std::nullopt;
+    return out;
+}
+
 namespace {
 // "N%" with N at most `max_percent` -> N / 100; `example` shows the form in the message.
 Parsed<double> percent_up_to(std::string_view text, long double max_percent, std::string_view example) {

@@ -10,9 +10,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 namespace wanlab::units {
 
@@ -37,6 +39,9 @@ Parsed<std::uint64_t> parse_rate(std::string_view text);
 /// "16MiB", "1GiB", "1500b" -> bytes.
 Parsed<std::uint64_t> parse_size(std::string_view text);
 
+/// Sizes separated by spaces or tabs, as tcp_rmem is written ("4096 131072 6291456", "16M")
+/// -> bytes each; nullopt when a part is not a size, or there is none.
+std::optional<std::vector<std::uint64_t>> parse_sizes(std::string_view text);
 /// "1%", "0.1%", "100%" -> fraction in [0, 1].
 Parsed<double> parse_percent(std::string_view text);
 /// A relative change: "60%", "300%" (four times) -> fraction in [0, 10000]; not above 1,000,000%.

@@ -36,18 +36,9 @@ std::optional<double> amount_of(const Node& leaf) {
     if (auto f = leaf.value->value_exact<double>()) return *f;
     auto s = leaf.value->value_exact<std::string>();
     if (!s) return std::nullopt;
-    double largest = -1;
-    std::size_t at = 0;
-    while (at < s->size()) {
-        auto end = s->find(' ', at);
-        auto part = s->substr(at, end == std::string::npos ? std::string::npos : end - at);
-        at = end == std::string::npos ? s->size() : end + 1;
-        if (part.empty()) continue;
-        auto size = units::parse_size(part);
-        if (!units::ok(size)) return std::nullopt;
-        largest = std::max(largest, static_cast<double>(std::get<std::uint64_t>(size)));
-    }
-    return largest >= 0 ? std::optional<double>(largest) : std::nullopt;
+    auto sizes = units::parse_sizes(*s);
+    if (!sizes) return std::nullopt;
+    return static_cast<double>(*std::max_element(sizes->begin(), sizes->end()));
 }
 
 // A leaf as TOML text: what `v = TEXT` reads back as the same value.

@@ -56,18 +56,8 @@ Placement placement_of(const std::string& path) {
 // sysctl.d takes sizes as plain numbers: "4MiB" -> 4194304, "4096 131072 16M" -> "4096 131072
 // 16777216"; a word as it is.
 std::string plain_numbers(const std::string& value) {
-    std::vector<std::string> parts;
-    std::size_t at = 0;
-    while (at < value.size()) {
-        auto end = value.find(' ', at);
-        auto part = value.substr(at, end == std::string::npos ? std::string::npos : end - at);
-        at = end == std::string::npos ? value.size() : end + 1;
-        if (part.empty()) continue;
-        auto size = units::parse_size(part);
-        if (!units::ok(size)) return value;
-        parts.push_back(std::to_string(std::get<std::uint64_t>(size)));
-    }
-    return parts.empty() ? value : fmt::format("{}", fmt::join(parts, " "));
+    auto sizes = units::parse_sizes(value);
+    return sizes ? fmt::format("{}", fmt::join(*sizes, " ")) : value;
 }
 
 // The measured reason for a key, as a comment line.

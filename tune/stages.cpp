@@ -87,19 +87,24 @@ StageResult StageRunner::operator()(const StageRequest& req) {
     };
     const auto all = variants_of(spec_, req.candidates);
     std::vector<std::string> refused(all.size());
-    std::vector<experiment::MadeVariant> made;
-    std::vector<std::size_t> index;  // made[i] is the request's candidate index[i]
-    for (std::size_t i = 0; i < all.size(); ++i) {
-        if (!load({all[i]}, &refused[i])) continue;
-        made.push_back(all[i]);
-        index.push_back(i);
-    }
-    if (made.empty())
-        throw InputError(fmt::format("tune: no candidate of stage {} can be set: {}", req.number, refused[0]));
+    std::vector<experiment::MadeVariant> made = all;
+    std::vector<std::size_t> index(all.size());  // made[i] is the request's candidate index[i]
+    for (std::size_t i = 0; i < all.size(); ++i) index[i] = i;
     std::string why;
     auto exp = load(made, &why);
-    if (!exp)
-        throw InputError(fmt::format("tune: stage {}'s candidates cannot be loaded together: {}", req.number, why));
+    if (!exp) {  // one at a time, only then: which ones cannot be set
+        made.clear(), index.clear();
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            if (!load({all[i]}, &refused[i])) continue;
+            made.push_back(all[i]);
+            index.push_back(i);
+        }
+        if (made.empty())
+            throw InputError(fmt::format("tune: no candidate of stage {} can be set: {}", req.number, refused[0]));
+        exp = load(made, &why);
+        if (!exp)
+            throw InputError(fmt::format("tune: stage {}'s candidates cannot be loaded together: {}", req.number, why));
+    }
 
     std::optional<results::RunData> data = stored(setup_.out, id);
     if (!data || data->run.status != results::RunStatus::complete) {

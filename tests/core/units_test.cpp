@@ -143,3 +143,12 @@ TEST_CASE("formatted values parse back to the same value", "[units]") {
     for (std::uint64_t s : {0ull, 1ull, 1500ull, 4096ull, 16ull << 20, 3ull << 30})
         CHECK(value(parse_size(format_size(s))) == s);
 }
+
+TEST_CASE("a list of sizes as tcp_rmem is written: spaces or tabs between, each a size or nothing", "[units]") {
+    CHECK(*parse_sizes("4096 131072 6291456") == std::vector<std::uint64_t>{4096, 131072, 6291456});
+    CHECK(*parse_sizes("4096\t131072\t16M") == std::vector<std::uint64_t>{4096, 131072, 16u << 20});
+    CHECK(*parse_sizes("4MiB") == std::vector<std::uint64_t>{4u << 20});
+    CHECK_FALSE(parse_sizes("cubic"));
+    CHECK_FALSE(parse_sizes("4096 bbr"));
+    CHECK_FALSE(parse_sizes("  "));
+}
